@@ -1,0 +1,138 @@
+#pragma once
+// safetensors reading and writing (spec/formats.md §1). Files are memory-mapped
+// and tensors are exposed as zero-copy views; nothing is read until touched.
+// Every rejection rule of formats.md §1.5 / §1.6 raises dgemma::Error with a
+// message naming the file, the tensor (where there is one) and the reason.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace dgemma {
+
+inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // formats.md §1.4
+inline constexpr int64_t kMaxSafetensorsDim = int64_t(1) << 48;  // schema limit
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // offsets relative to the data buffer, end exclusive
+  uint64_t end = 0;
+  int64_t numel() const;
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// Result of parsing and validating a header against the size of the data
+// buffer that follows it. Tensors are sorted by data offset.
+struct SafetensorsHeader {
+  std::vector<TensorInfo> tensors;
+  std::vector<std::pair<std::string, std::string>> metadata;  // __metadata__
+  uint64_t data_offset = 0;                                     // 8 + N
+};
+
+// Validates the 8-byte length prefix and the header of a whole file image
+// (`bytes` is the start of the file, `file_size` its full length; only the
+// prefix and header bytes are read). `source` names the file in errors.
+SafetensorsHeader parse_safetensors(const uint8_t* bytes, uint64_t file_size, const std::string& source);
+
+// A read-only typed view into mapped (or owned) memory.
+struct TensorView {
+  const TensorInfo* info = nullptr;
+  const uint8_t* data = nullptr;
+  std::string_view file;  // path of the file holding it (for messages)
+
+  const std::string& name() const { return info->name; }
+  DType dtype() const { return info->dtype; }
+  const std::vector<int64_t>& shape() const { return info->shape; }
+  int64_t numel() const { return info->numel(); }
+  uint64_t nbytes() const { return info->nbytes(); }
+  // True when `data` is aligned for the element type (writers need not align;
+  // consumers that want typed pointers must copy otherwise, formats.md §1.3).
+  bool aligned() const;
+  // Element i converted to float (float dtypes only).
+  float at_f32(size_t i) const { return load_as_f32(dtype(), data, i); }
+};
+
+class SafetensorsFile {
+ public:
+  // Maps and validates the file. Throws dgemma::Error.
+  static std::shared_ptr<const SafetensorsFile> open(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint64_t file_size() const { return size_; }
+  const SafetensorsHeader& header() const { return header_; }
+  const std::vector<TensorInfo>& tensors() const { return header_.tensors; }
+  const TensorInfo* find(std::string_view name) const;
+  TensorView view(const TensorInfo& info) const;
+
+ private:
+  SafetensorsFile() = default;
+  std::string path_;
+  const uint8_t* map_ = nullptr;
+  uint64_t size_ = 0;
+  SafetensorsHeader header_;
+  std::map<std::string, size_t, std::less<>> by_name_;
+};
+
+// All tensors of a checkpoint folder: `model.safetensors.index.json` when
+// present (sharded, formats.md §1.6), else every `*.safetensors` file in the
+// folder. Names are unique across files.
+class TensorStore {
+ public:
+  static TensorStore open_dir(const std::string& dir);
+  static TensorStore open_file(const std::string& path);
+
+  const std::string& dir() const { return dir_; }
+  // nullptr when absent.
+  const TensorView* find(std::string_view name) const;
+  const std::vector<std::string>& names() const { return names_; }  // sorted
+  const std::vector<std::shared_ptr<const SafetensorsFile>>& files() const { return files_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::shared_ptr<const SafetensorsFile>> files_;
+  std::map<std::string, TensorView, std::less<>> views_;
+  std::vector<std::string> names_;
+};
+
+// Writes a safetensors file: header keys sorted, header padded with spaces to
+// a multiple of 8, tensors laid out in the order added, each aligned to 8
+// bytes... (see safetensors_writer.cc). Sparse tensors are left as holes in
+// the file (no disk blocks, reads as zeros): used for the full-size fake
+// checkpoint.
+class SafetensorsWriter {
+ public:
+  void add(std::string name, DType dtype, std::vector<int64_t> shape, const void* data);
+  void add_f32(std::string name, std::vector<int64_t> shape, const float* data) {
+    add(std::move(name), DType::kF32, std::move(shape), data);
+  }
+  void add_sparse(std::string name, DType dtype, std::vector<int64_t> shape);
+  void set_metadata(std::string key, std::string value);
+  void write(const std::string& path) const;
+
+ private:
+  struct Pending {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;  // empty for sparse
+    bool sparse = false;
+    uint64_t nbytes = 0;
+  };
+  std::vector<Pending> pending_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+};
+
+// Reads a whole file into memory (helper for small files such as configs).
+std::string read_text_file(const std::string& path);
+
+}  // namespace dgemma

@@ -1,0 +1,158 @@
+#include "flags.h"
+
+#include <charconv>
+#include <cstdio>
+#include <sstream>
+
+#include "dgemma/error.h"
+
+namespace dgemma::cli {
+namespace {
+std::vector<std::string> split_names(const std::string& names) {
+  std::vector<std::string> out;
+  std::stringstream ss(names);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+int64_t to_int(const std::string& s, const std::string& flag) {
+  int64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size())
+    throw Error("flag " + flag + ": expected an integer, got '" + s + "'");
+  return v;
+}
+double to_double(const std::string& s, const std::string& flag) {
+  double v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size())
+    throw Error("flag " + flag + ": expected a number, got '" + s + "'");
+  return v;
+}
+std::string fmt_double(double d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", d);
+  return buf;
+}
+}  // namespace
+
+FlagParser::FlagParser(std::string usage, std::string description)
+    : usage_(std::move(usage)), description_(std::move(description)) {}
+
+void FlagParser::add(const std::string& names, Kind kind, void* target, const std::string& help,
+                     const std::string& value_name, std::string default_text) {
+  flags_.push_back({split_names(names), kind, target, help, value_name, std::move(default_text)});
+}
+void FlagParser::add_string(const std::string& names, std::string* target, const std::string& help,
+                            const std::string& value_name) {
+  add(names, Kind::kString, target, help, value_name, *target);
+}
+void FlagParser::add_strings(const std::string& names, std::vector<std::string>* target,
+                             const std::string& help, const std::string& value_name) {
+  add(names, Kind::kStrings, target, help, value_name, "");
+}
+void FlagParser::add_int(const std::string& names, int64_t* target, const std::string& help) {
+  add(names, Kind::kInt, target, help, "N", std::to_string(*target));
+}
+void FlagParser::add_double(const std::string& names, double* target, const std::string& help) {
+  add(names, Kind::kDouble, target, help, "X", fmt_double(*target));
+}
+void FlagParser::add_bool(const std::string& names, bool* target, const std::string& help) {
+  add(names, Kind::kBool, target, help, "", "");
+}
+
+FlagParser::Flag* FlagParser::lookup(const std::string& name) {
+  for (auto& f : flags_)
+    for (const auto& n : f.names)
+      if (n == name) return &f;
+  return nullptr;
+}
+
+bool FlagParser::given(const std::string& name) const {
+  for (const auto& f : flags_)
+    for (const auto& n : f.names)
+      if (n == name) return f.seen;
+  return false;
+}
+
+std::string FlagParser::help_text() const {
+  std::string out = "usage: " + usage_ + "\n\n" + description_ + "\n";
+  if (!flags_.empty()) out += "\noptions:\n";
+  for (const auto& f : flags_) {
+    std::string left = "  ";
+    for (size_t i = 0; i < f.names.size(); ++i) left += (i ? ", " : "") + f.names[i];
+    if (f.kind != Kind::kBool) left += " " + f.value_name;
+    std::string line = left;
+    if (line.size() < 30) line.append(30 - line.size(), ' ');
+    else line += "\n" + std::string(30, ' ');
+    line += f.help;
+    if (!f.default_text.empty()) line += " (default: " + f.default_text + ")";
+    out += line + "\n";
+  }
+  out += "  -h, --help                  show this help\n";
+  return out;
+}
+
+bool FlagParser::parse(const Args& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(help_text().c_str(), stdout);
+      return false;
+    }
+    if (a.size() < 2 || a[0] != '-' || a == "-" || (a[1] >= '0' && a[1] <= '9')) {
+      positional_.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      for (++i; i < args.size(); ++i) positional_.push_back(args[i]);
+      break;
+    }
+    std::string name = a, value;
+    bool has_value = false;
+    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    }
+    Flag* f = lookup(name);
+    if (!f) throw Error("unknown option '" + name + "' (see --help)");
+    f->seen = true;
+    if (f->kind == Kind::kBool) {
+      if (has_value) {
+        if (value == "true" || value == "1") *static_cast<bool*>(f->target) = true;
+        else if (value == "false" || value == "0") *static_cast<bool*>(f->target) = false;
+        else throw Error("option " + name + ": expected true/false, got '" + value + "'");
+      } else {
+        *static_cast<bool*>(f->target) = true;
+      }
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) throw Error("option " + name + " needs a value");
+      value = args[++i];
+    }
+    switch (f->kind) {
+      case Kind::kString: *static_cast<std::string*>(f->target) = value; break;
+      case Kind::kStrings: static_cast<std::vector<std::string>*>(f->target)->push_back(value); break;
+      case Kind::kInt: *static_cast<int64_t*>(f->target) = to_int(value, name); break;
+      case Kind::kDouble: *static_cast<double*>(f->target) = to_double(value, name); break;
+      case Kind::kBool: break;
+    }
+  }
+  return true;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b == std::string::npos) throw Error(what + ": empty element in list '" + text + "'");
+    out.push_back(to_int(item.substr(b, e - b + 1), what));
+  }
+  return out;
+}
+
+}  // namespace dgemma::cli
