@@ -1,0 +1,336 @@
+#include "model/diffusion_gemma.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "dgemma/error.h"
+#include "ops/cpu/cpu_backend.h"
+
+namespace dgemma {
+namespace {
+
+// Runs one op with one output and returns it.
+struct OpSite {
+  Executor& ex;
+  int layer;
+  Pass pass;
+  int step;
+
+  Tensor run(OpKind kind, std::string_view site, std::vector<const Tensor*> in, std::vector<const WeightRef*> w,
+             OpAttrs attrs = {}) {
+    Tensor out;
+    OpCall c;
+    c.kind = kind;
+    c.site = site;
+    c.layer = layer;
+    c.pass = pass;
+    c.step = step;
+    c.in = std::move(in);
+    c.w = std::move(w);
+    c.out = {&out};
+    c.attrs = attrs;
+    ex.run(c);
+    return out;
+  }
+  Tensor norm(std::string_view site, const Tensor& x, const WeightRef* w, float eps) {
+    OpAttrs a;
+    a.eps = eps;
+    if (w) return run(OpKind::kRmsNorm, site, {&x}, {w}, a);
+    return run(OpKind::kRmsNorm, site, {&x}, {}, a);
+  }
+  Tensor linear(std::string_view site, const Tensor& x, const WeightRef& w) {
+    return run(OpKind::kLinear, site, {&x}, {&w});
+  }
+  Tensor add(std::string_view site, const Tensor& a, const Tensor& b) { return run(OpKind::kAdd, site, {&a, &b}, {}); }
+};
+
+Tensor positions_tensor(int64_t start, int64_t n) {
+  Tensor p = Tensor::i32({n});
+  for (int64_t k = 0; k < n; ++k) p.i[size_t(k)] = int32_t(start + k);
+  return p;
+}
+
+// Rows [first, first+n) of a cache plus the n new rows, as one [S, Hk, d]
+// tensor with its positions.
+void gather_keys(const LayerCache& lc, int64_t first, const Tensor& k_new, const Tensor& v_new, const Tensor& pos_new,
+                 Tensor& keys, Tensor& values, Tensor& kpos) {
+  const int64_t n_old = lc.size() - first, n_new = k_new.dim(0), rf = lc.row_floats();
+  keys = Tensor::f32({n_old + n_new, lc.kv_heads, lc.head_dim});
+  values = Tensor::f32({n_old + n_new, lc.kv_heads, lc.head_dim});
+  kpos = Tensor::i32({n_old + n_new});
+  std::memcpy(keys.f.data(), lc.keys.data() + first * rf, size_t(n_old * rf) * 4);
+  std::memcpy(values.f.data(), lc.values.data() + first * rf, size_t(n_old * rf) * 4);
+  std::memcpy(keys.f.data() + n_old * rf, k_new.f.data(), size_t(n_new * rf) * 4);
+  std::memcpy(values.f.data() + n_old * rf, v_new.f.data(), size_t(n_new * rf) * 4);
+  std::memcpy(kpos.i.data(), lc.positions.data() + first, size_t(n_old) * 4);
+  std::memcpy(kpos.i.data() + n_old, pos_new.i.data(), size_t(n_new) * 4);
+}
+
+}  // namespace
+
+DecoderWindow parse_decoder_window(const std::string& name) {
+  if (name == "reference" || name == "hf") return DecoderWindow::kReference;
+  if (name == "static") return DecoderWindow::kStatic;
+  if (name == "per-query" || name == "jax") return DecoderWindow::kPerQuery;
+  throw Error("unknown decoder window variant '" + name + "' (expected reference, static or per-query)");
+}
+
+std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, const ModelOptions& options) {
+  return load(dir, (std::filesystem::path(dir) / "config.json").string(), options);
+}
+
+std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, const std::string& config_path,
+                                                     const ModelOptions& options) {
+  if (!std::filesystem::is_directory(dir)) throw Error(dir + ": not a checkpoint directory");
+  ModelConfig config = load_model_config(config_path);
+  TensorStore store = TensorStore::open_dir(dir);
+  return std::unique_ptr<DiffusionGemma>(new DiffusionGemma(std::move(config), std::move(store), options));
+}
+
+DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, const ModelOptions& options)
+    : config_(std::move(config)),
+      store_(std::move(store)),
+      options_(options),
+      own_backend_(std::make_unique<CpuBackend>(options.threads)),
+      exec_(*own_backend_) {
+  // config_ moved: the LayerSpec rope pointers must point into our copy.
+  for (auto& L : config_.layers) L.rope = L.type == LayerType::kFull ? &config_.rope_full : &config_.rope_sliding;
+  BindOptions bo;
+  bo.precision = options.precision;
+  bo.verify_tied_copies = options.verify_tied_copies;
+  weights_ = bind_weights(config_, store_, bo);
+  cache_.layers.resize(size_t(config_.num_layers));
+  for (int i = 0; i < config_.num_layers; ++i) {
+    const LayerSpec& L = config_.layer(i);
+    LayerCache& lc = cache_.layers[size_t(i)];
+    lc.kv_heads = L.num_kv_heads;
+    lc.head_dim = L.head_dim;
+    if (L.type == LayerType::kSliding)
+      lc.retain = options.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
+                                                                    : std::max(1, config_.sliding_window - 1);
+  }
+}
+
+// √H cast to the embedding dtype, as the reference stores its scale buffer
+// (spec §1.3: 53.0 for a bf16 table at H=2816).
+float DiffusionGemma::embed_scale() const {
+  const float s = float(std::sqrt(double(config_.hidden_size)));
+  switch (weights_.embed.dtype) {
+    case DType::kBF16: return round_bf16(s);
+    case DType::kF16: return f16_to_f32(f32_to_f16(s));
+    default: return s;
+  }
+}
+
+// One transformer layer (spec §2.1).
+void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) {
+  const LayerSpec& spec = config_.layer(li);
+  const LayerWeights& W = weights_.layers[size_t(li)];
+  LayerCache& lc = cache_.layers[size_t(li)];
+  OpSite op{exec_, li, pass, pass == Pass::kDecoder ? decoder_step_ : 0};
+  const float eps = float(config_.rms_norm_eps);
+  const int64_t M = x.dim(0), d = spec.head_dim, Hq = config_.num_heads, Hk = spec.num_kv_heads;
+
+  Tensor a = op.norm("input_layernorm", x, &W.input_layernorm, eps);
+  Tensor q = op.linear("self_attn.q_proj", a, W.q_proj);
+  q.reshape({M, Hq, d});
+  Tensor kraw = op.linear("self_attn.k_proj", a, W.k_proj);
+  kraw.reshape({M, Hk, d});
+  Tensor vraw;
+  if (spec.has_v_proj) {
+    vraw = op.linear("self_attn.v_proj", a, W.v_proj);
+    vraw.reshape({M, Hk, d});
+  }
+  OpAttrs ra;
+  ra.rope_pairs = spec.rope->rotated_pairs(int(d));
+  ra.rope_theta = spec.rope->theta;
+  Tensor qn = op.norm("self_attn.q_norm", q, &W.q_norm, eps);
+  Tensor qr = op.run(OpKind::kRope, "self_attn.q_rope", {&qn, &pos}, {}, ra);
+  Tensor kn = op.norm("self_attn.k_norm", kraw, &W.k_norm, eps);
+  Tensor k = op.run(OpKind::kRope, "self_attn.k_rope", {&kn, &pos}, {}, ra);
+  // Full layers: V is the raw k_proj output with the no-scale v_norm.
+  Tensor v = op.norm("self_attn.v_norm", spec.has_v_proj ? vraw : kraw, nullptr, eps);
+
+  Tensor keys, values, kpos;
+  OpAttrs aa;
+  int64_t first = 0;
+  if (pass == Pass::kEncoder) {
+    aa.mask = AttentionMask::kCausalWindow;
+    aa.window = spec.type == LayerType::kSliding ? config_.sliding_window : 0;
+  } else if (spec.type == LayerType::kSliding) {
+    if (options_.decoder_window == DecoderWindow::kPerQuery) {
+      aa.mask = AttentionMask::kCommittedWindow;
+      aa.window = config_.sliding_window;
+      aa.first_canvas_pos = cache_.length;
+    }
+    const int64_t visible = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
+                                                                              : config_.sliding_window - 1;
+    first = std::max<int64_t>(0, lc.size() - visible);
+  }
+  gather_keys(lc, first, k, v, pos, keys, values, kpos);
+  Tensor attn = op.run(OpKind::kAttention, "self_attn.attention", {&qr, &keys, &values, &pos, &kpos}, {}, aa);
+  if (pass == Pass::kEncoder) lc.append(k.f.data(), v.f.data(), pos.i.data(), M);
+
+  Tensor o = op.linear("self_attn.o_proj", attn, W.o_proj);
+  Tensor on = op.norm("post_attention_layernorm", o, &W.post_attention_layernorm, eps);
+  Tensor x1 = op.add("attention_residual", x, on);
+
+  // Dense MLP branch.
+  Tensor z = op.norm("pre_feedforward_layernorm", x1, &W.pre_feedforward_layernorm, eps);
+  Tensor gate = op.linear("mlp.gate_proj", z, W.mlp_gate);
+  Tensor up = op.linear("mlp.up_proj", z, W.mlp_up);
+  Tensor act = op.run(OpKind::kGeluGlu, "mlp.act", {&gate, &up}, {});
+  Tensor mlp = op.linear("mlp.down_proj", act, W.mlp_down);
+  Tensor h1 = op.norm("post_feedforward_layernorm_1", mlp, &W.post_feedforward_layernorm_1, eps);
+
+  // Routed experts: the router sees the raw residual x1 (spec §1.5).
+  Tensor idx, wts;
+  {
+    OpAttrs r;
+    r.eps = eps;
+    r.top_k = config_.top_k_experts;
+    OpCall c;
+    c.kind = OpKind::kRouterTopk;
+    c.site = "router";
+    c.layer = li;
+    c.pass = pass;
+    c.step = op.step;
+    c.in = {&x1};
+    c.w = {&W.router_scale, &W.router_proj, &W.router_per_expert_scale};
+    c.out = {&idx, &wts};
+    c.attrs = r;
+    exec_.run(c);
+  }
+  const std::string prefix = std::string(pass_name(pass)) + ".router." + std::to_string(li);
+  exec_.tap(prefix + ".top_k_index", idx);
+  exec_.tap(prefix + ".top_k_weights", wts);
+  Tensor xe = op.norm("pre_feedforward_layernorm_2", x1, &W.pre_feedforward_layernorm_2, eps);
+  Tensor moe = op.run(OpKind::kMoeExperts, "experts", {&xe, &idx, &wts}, {&W.experts_gate_up, &W.experts_down});
+  Tensor h2 = op.norm("post_feedforward_layernorm_2", moe, &W.post_feedforward_layernorm_2, eps);
+
+  Tensor hs = op.add("ffn_sum", h1, h2);
+  Tensor hn = op.norm("post_feedforward_layernorm", hs, &W.post_feedforward_layernorm, eps);
+  Tensor x2 = op.add("ffn_residual", x1, hn);
+  // The whole residual stream is scaled by this pass's own layer scalar.
+  const WeightRef& s = pass == Pass::kEncoder ? W.encoder_layer_scalar : W.decoder_layer_scalar;
+  x = op.run(OpKind::kScale, "layer_scalar", {&x2}, {&s});
+}
+
+// Encoder pass (spec §2.2): causal over the new tokens, appends to the cache.
+void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
+  if (ids_in.empty()) return;
+  const int64_t n = int64_t(ids_in.size());
+  Tensor ids = Tensor::i32({n});
+  for (int64_t k = 0; k < n; ++k) {
+    int32_t id = ids_in[size_t(k)];
+    if (id < 0 || id >= config_.vocab_size)
+      throw Error("encode: token id " + std::to_string(id) + " at position " + std::to_string(k) +
+                  " is out of range [0, " + std::to_string(config_.vocab_size) + ")");
+    // Image placeholders become pad before the lookup (spec §2.2).
+    ids.i[size_t(k)] = (id == config_.image_token_id) ? int32_t(config_.pad_token_id) : id;
+  }
+  decoder_step_ = 0;
+  Tensor pos = positions_tensor(cache_.length, n);
+  OpSite op{exec_, -1, Pass::kEncoder, 0};
+  OpAttrs ea;
+  ea.scale = embed_scale();
+  Tensor x = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
+  exec_.tap("encoder.embeddings", x);
+  for (int li = 0; li < config_.num_layers; ++li) {
+    exec_.tap("encoder.layer_in." + std::to_string(li), x);
+    run_layer(li, Pass::kEncoder, x, pos);
+    exec_.tap("encoder.layer_out." + std::to_string(li), x);
+  }
+  cache_.length += n;
+  // The final norm is not needed for generation; compute it only when
+  // someone observes it.
+  if (exec_.observer()) {
+    Tensor h = op.norm("norm", x, &weights_.final_norm, float(config_.rms_norm_eps));
+    exec_.tap("encoder.last_hidden_state", h);
+  }
+}
+
+void DiffusionGemma::decode(const int32_t* canvas, const float* self_conditioning, float* logits) {
+  decode_n(canvas, config_.canvas_length, self_conditioning, logits);
+}
+
+// Decoder pass (spec §2.3).
+void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc, float* logits_out) {
+  const int64_t V = config_.vocab_size, H = config_.hidden_size;
+  Tensor ids = Tensor::i32({n});
+  for (int64_t k = 0; k < n; ++k) {
+    if (canvas[k] < 0 || canvas[k] >= V)
+      throw Error("decode: canvas token id " + std::to_string(canvas[k]) + " at canvas position " + std::to_string(k) +
+                  " is out of range [0, " + std::to_string(V) + ")");
+    ids.i[size_t(k)] = canvas[k];
+  }
+  Tensor pos = positions_tensor(cache_.length, n);
+  OpSite op{exec_, -1, Pass::kDecoder, decoder_step_};
+  const float eps = float(config_.rms_norm_eps);
+  OpAttrs ea;
+  ea.scale = embed_scale();
+  Tensor e = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
+  exec_.tap("decoder.embeddings", e);
+  Tensor sum;
+  if (sc) {
+    Tensor scl = Tensor::f32({n, V});
+    std::memcpy(scl.f.data(), sc, size_t(n * V) * 4);
+    Tensor s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {&scl}, {&weights_.embed}, ea);
+    Tensor g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
+    Tensor gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
+    Tensor up = op.linear("self_conditioning.up_proj", g, weights_.sc_up);
+    Tensor act = op.run(OpKind::kGeluGlu, "self_conditioning.act", {&gate, &up}, {});
+    Tensor scout = op.linear("self_conditioning.down_proj", act, weights_.sc_down);
+    sum = op.add("self_conditioning.residual", e, scout);
+  } else {
+    // First step: the signal is zero, and RMSNorm(0), the bias-free MLP and
+    // gelu(0) keep it exactly zero, so e + 0 = e (spec §2.3).
+    sum = std::move(e);
+  }
+  Tensor x = op.norm("self_conditioning.post_norm", sum, nullptr, eps);
+  exec_.tap("decoder.self_conditioning_out", x);
+  for (int li = 0; li < config_.num_layers; ++li) {
+    exec_.tap("decoder.layer_in." + std::to_string(li), x);
+    run_layer(li, Pass::kDecoder, x, pos);
+    exec_.tap("decoder.layer_out." + std::to_string(li), x);
+  }
+  Tensor h = op.norm("norm", x, &weights_.final_norm, eps);
+  exec_.tap("decoder.last_hidden_state", h);
+  Tensor raw = op.linear("lm_head", h, weights_.embed);
+  if (config_.final_logit_softcapping > 0.0) {
+    OpAttrs ca;
+    ca.cap = float(config_.final_logit_softcapping);
+    Tensor capped = op.run(OpKind::kSoftcap, "final_logit_softcapping", {&raw}, {}, ca);
+    std::memcpy(logits_out, capped.f.data(), size_t(n * V) * 4);
+    exec_.tap("decoder.logits", capped);
+  } else {
+    std::memcpy(logits_out, raw.f.data(), size_t(n * V) * 4);
+    exec_.tap("decoder.logits", raw);
+  }
+  (void)H;
+  ++decoder_step_;
+}
+
+void DiffusionGemma::truncate_cache(int64_t length) {
+  if (length < 0 || length > cache_.length)
+    throw Error("truncate_cache: length " + std::to_string(length) + " is outside [0, " +
+                std::to_string(cache_.length) + "]");
+  for (size_t i = 0; i < cache_.layers.size(); ++i) {
+    LayerCache& lc = cache_.layers[i];
+    // Sliding layers have evicted old rows; truncating is exact only while
+    // the rows the window needs are still there.
+    if (lc.retain > 0 && length > 0 && length < cache_.length) {
+      const int64_t need = std::min<int64_t>(length, lc.retain);
+      const int64_t first_needed = length - need;
+      if (lc.size() == 0 || lc.positions.front() > first_needed)
+        throw Error("truncate_cache: cannot truncate to " + std::to_string(length) + ": layer " + std::to_string(i) +
+                    " has already evicted position " + std::to_string(first_needed) + " (sliding window)");
+    }
+    lc.truncate(length);
+  }
+  cache_.length = length;
+  decoder_step_ = 0;
+}
+
+}  // namespace dgemma

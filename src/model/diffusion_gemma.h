@@ -1,0 +1,82 @@
+#pragma once
+// The DiffusionGemma text model on the op vocabulary (spec §2): an encoder
+// pass that fills the KV cache and a decoder pass with self-conditioning that
+// produces soft-capped logits for a canvas. Which backend executes the ops is
+// the caller's choice (CPU reference by default).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "generate/diffusion_model.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+#include "ops/backend.h"
+
+namespace dgemma {
+
+// Which committed keys the decoder's sliding layers see (spec §2.4).
+enum class DecoderWindow {
+  kReference,  // HF dynamic cache: the last W-1 committed keys for every query (default)
+  kStatic,     // HF static cache: the last W committed keys
+  kPerQuery,   // JAX after its 2026-07 fix: canvas query i sees committed keys > pos_i - W
+};
+
+struct ModelOptions {
+  WeightPrecision precision = WeightPrecision::kAsStored;
+  int threads = 0;  // CPU threads; 0 = all cores
+  DecoderWindow decoder_window = DecoderWindow::kReference;
+  bool verify_tied_copies = true;
+};
+
+class DiffusionGemma : public DiffusionModel {
+ public:
+  // Loads config.json + safetensors from a checkpoint folder.
+  static std::unique_ptr<DiffusionGemma> load(const std::string& dir, const ModelOptions& options = {});
+  // Same, with an explicit config file (e.g. an alternative spelling).
+  static std::unique_ptr<DiffusionGemma> load(const std::string& dir, const std::string& config_path,
+                                              const ModelOptions& options);
+
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t canvas_length() const override { return config_.canvas_length; }
+  int64_t cache_length() const override { return cache_.length; }
+  void encode(const std::vector<int32_t>& ids) override;
+  void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
+  void truncate_cache(int64_t length) override;
+
+  // Decoder pass over any number of canvas positions (n may differ from
+  // canvas_length(), e.g. for the parity tool). logits: [n, vocab].
+  void decode_n(const int32_t* canvas, int64_t n, const float* self_conditioning, float* logits);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const KvCache& cache() const { return cache_; }
+  Executor& executor() { return exec_; }
+  // Observer of every op and named tap (nullptr: none). Observation never
+  // changes results.
+  void set_observer(OpObserver* observer) { exec_.set_observer(observer); }
+  // Replaces the backend that executes ops (the model does not own it).
+  void set_backend(Backend& backend) { exec_ = Executor(backend, exec_.observer()); }
+  // Denoising step index reported with decoder ops (counts decode calls since
+  // the last encode).
+  int decoder_step() const { return decoder_step_; }
+
+ private:
+  DiffusionGemma(ModelConfig config, TensorStore store, const ModelOptions& options);
+  void run_layer(int layer, Pass pass, Tensor& x, const Tensor& positions);
+  float embed_scale() const;
+
+  ModelConfig config_;
+  TensorStore store_;
+  ModelWeights weights_;
+  ModelOptions options_;
+  std::unique_ptr<Backend> own_backend_;
+  Executor exec_;
+  KvCache cache_;
+  int decoder_step_ = 0;
+};
+
+DecoderWindow parse_decoder_window(const std::string& name);
+
+}  // namespace dgemma

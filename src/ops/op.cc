@@ -1,0 +1,222 @@
+#include "ops/op.h"
+
+#include "dgemma/error.h"
+
+namespace dgemma {
+
+std::string_view op_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kSoftEmbedding: return "soft_embedding";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kLinear: return "linear";
+    case OpKind::kRope: return "rope";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kRouterTopk: return "router_topk";
+    case OpKind::kMoeExperts: return "moe_experts";
+    case OpKind::kGeluGlu: return "gelu_glu";
+    case OpKind::kAdd: return "add";
+    case OpKind::kScale: return "scale";
+    case OpKind::kSoftcap: return "softcap";
+  }
+  return "?";
+}
+
+std::string_view op_scope(OpKind kind) {
+  switch (kind) {
+    case OpKind::kEmbedding:
+    case OpKind::kSoftEmbedding:
+    case OpKind::kSoftcap: return "model";
+    default: return "layer";
+  }
+}
+
+std::string_view pass_name(Pass pass) { return pass == Pass::kEncoder ? "encoder" : "decoder"; }
+
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(const OpCall& c) : c_(c) {}
+  [[noreturn]] void fail(const std::string& why) const {
+    std::string where = std::string(op_name(c_.kind));
+    if (!c_.site.empty()) where += " (" + std::string(c_.site) + ")";
+    if (c_.layer >= 0) where += " in layer " + std::to_string(c_.layer);
+    where += ", " + std::string(pass_name(c_.pass)) + " pass";
+    throw Error("op " + where + ": " + why);
+  }
+  void counts(size_t nin, size_t nw, size_t nout) const {
+    if (c_.in.size() != nin || c_.w.size() != nw || c_.out.size() != nout)
+      fail("expected " + std::to_string(nin) + " inputs, " + std::to_string(nw) + " weights, " +
+           std::to_string(nout) + " outputs");
+    for (const Tensor* t : c_.in)
+      if (!t) fail("null input");
+    for (Tensor* t : c_.out)
+      if (!t) fail("null output");
+  }
+  void dtype(const Tensor& t, DType want, const char* what) const {
+    if (t.dtype != want) fail(std::string(what) + " must be " + std::string(dtype_name(want)));
+    size_t have = want == DType::kF32 ? t.f.size() : t.i.size();
+    if (int64_t(have) != t.numel()) fail(std::string(what) + " storage does not match its shape " + t.shape_string());
+  }
+  void rank(const Tensor& t, size_t r, const char* what) const {
+    if (t.shape.size() != r) fail(std::string(what) + " must have rank " + std::to_string(r) + ", got " + t.shape_string());
+  }
+  void wshape(const WeightRef* w, std::vector<int64_t> want, const char* what) const {
+    if (!w || w->empty()) fail(std::string(what) + " weight is missing");
+    if (w->shape != want)
+      fail(std::string(what) + " weight " + w->name + " has shape " + shape_string(w->shape) + ", expected " +
+           shape_string(want));
+    if (!dtype_is_float(w->dtype)) fail(std::string(what) + " weight " + w->name + " has non-float dtype " + std::string(dtype_name(w->dtype)));
+  }
+  void out_f32(size_t k, std::vector<int64_t> shape) const {
+    Tensor& o = *c_.out[k];
+    o.dtype = DType::kF32;
+    o.i.clear();
+    o.resize(std::move(shape));
+  }
+  void out_i32(size_t k, std::vector<int64_t> shape) const {
+    Tensor& o = *c_.out[k];
+    o.dtype = DType::kI32;
+    o.f.clear();
+    o.resize(std::move(shape));
+  }
+
+ private:
+  const OpCall& c_;
+};
+
+}  // namespace
+
+void prepare_op(const OpCall& c) {
+  Checker k(c);
+  for (size_t a = 0; a < c.out.size(); ++a)
+    for (size_t b = 0; b < c.in.size(); ++b)
+      if (c.out[a] == c.in[b]) k.fail("output aliases an input");
+  switch (c.kind) {
+    case OpKind::kEmbedding: {
+      k.counts(1, 1, 1);
+      k.dtype(*c.in[0], DType::kI32, "ids");
+      k.rank(*c.in[0], 1, "ids");
+      if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("table must be 2-D");
+      k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[1]});
+      break;
+    }
+    case OpKind::kSoftEmbedding: {
+      k.counts(1, 1, 1);
+      k.dtype(*c.in[0], DType::kF32, "logits");
+      k.rank(*c.in[0], 2, "logits");
+      if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("table must be 2-D");
+      if (c.w[0]->shape[0] != c.in[0]->dim(1))
+        k.fail("logits width " + std::to_string(c.in[0]->dim(1)) + " != vocab " + std::to_string(c.w[0]->shape[0]));
+      k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[1]});
+      break;
+    }
+    case OpKind::kRmsNorm: {
+      if (c.w.size() == 0) k.counts(1, 0, 1);
+      else k.counts(1, 1, 1);
+      k.dtype(*c.in[0], DType::kF32, "x");
+      if (c.in[0]->shape.empty()) k.fail("x must have rank >= 1");
+      if (!c.w.empty()) k.wshape(c.w[0], {c.in[0]->dim(-1)}, "norm");
+      if (!(c.attrs.eps > 0.0f)) k.fail("eps must be positive");
+      k.out_f32(0, c.in[0]->shape);
+      break;
+    }
+    case OpKind::kLinear: {
+      k.counts(1, 1, 1);
+      k.dtype(*c.in[0], DType::kF32, "x");
+      k.rank(*c.in[0], 2, "x");
+      if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("weight must be 2-D");
+      k.wshape(c.w[0], {c.w[0]->shape[0], c.in[0]->dim(1)}, "linear");
+      k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[0]});
+      break;
+    }
+    case OpKind::kRope: {
+      k.counts(2, 0, 1);
+      k.dtype(*c.in[0], DType::kF32, "x");
+      k.rank(*c.in[0], 3, "x");
+      k.dtype(*c.in[1], DType::kI32, "positions");
+      if (c.in[1]->numel() != c.in[0]->dim(0)) k.fail("positions do not match rows of x");
+      if (c.in[0]->dim(2) % 2 || c.attrs.rope_pairs < 0 || c.attrs.rope_pairs > c.in[0]->dim(2) / 2)
+        k.fail("invalid rotated pair count " + std::to_string(c.attrs.rope_pairs) + " for head dim " +
+               std::to_string(c.in[0]->dim(2)));
+      k.out_f32(0, c.in[0]->shape);
+      break;
+    }
+    case OpKind::kAttention: {
+      k.counts(5, 0, 1);
+      const Tensor &q = *c.in[0], &kk = *c.in[1], &v = *c.in[2];
+      for (int t = 0; t < 3; ++t) {
+        k.dtype(*c.in[size_t(t)], DType::kF32, "q/k/v");
+        k.rank(*c.in[size_t(t)], 3, "q/k/v");
+      }
+      k.dtype(*c.in[3], DType::kI32, "query positions");
+      k.dtype(*c.in[4], DType::kI32, "key positions");
+      if (kk.shape != v.shape) k.fail("keys " + kk.shape_string() + " and values " + v.shape_string() + " differ");
+      if (q.dim(2) != kk.dim(2)) k.fail("query head dim != key head dim");
+      if (kk.dim(1) == 0 || q.dim(1) % kk.dim(1)) k.fail("query heads not a multiple of key heads");
+      if (c.in[3]->numel() != q.dim(0) || c.in[4]->numel() != kk.dim(0)) k.fail("position counts do not match");
+      k.out_f32(0, {q.dim(0), q.dim(1) * q.dim(2)});
+      break;
+    }
+    case OpKind::kRouterTopk: {
+      k.counts(1, 3, 2);
+      k.dtype(*c.in[0], DType::kF32, "x");
+      k.rank(*c.in[0], 2, "x");
+      int64_t H = c.in[0]->dim(1);
+      if (!c.w[1] || c.w[1]->shape.size() != 2) k.fail("router.proj must be 2-D");
+      int64_t E = c.w[1]->shape[0];
+      k.wshape(c.w[0], {H}, "router.scale");
+      k.wshape(c.w[1], {E, H}, "router.proj");
+      k.wshape(c.w[2], {E}, "router.per_expert_scale");
+      if (c.attrs.top_k < 1 || c.attrs.top_k > E) k.fail("top_k " + std::to_string(c.attrs.top_k) + " out of range");
+      k.out_i32(0, {c.in[0]->dim(0), c.attrs.top_k});
+      k.out_f32(1, {c.in[0]->dim(0), c.attrs.top_k});
+      break;
+    }
+    case OpKind::kMoeExperts: {
+      k.counts(3, 2, 1);
+      k.dtype(*c.in[0], DType::kF32, "x");
+      k.rank(*c.in[0], 2, "x");
+      k.dtype(*c.in[1], DType::kI32, "expert indices");
+      k.dtype(*c.in[2], DType::kF32, "expert weights");
+      if (c.in[1]->shape != c.in[2]->shape || c.in[1]->dim(0) != c.in[0]->dim(0))
+        k.fail("indices/weights shape mismatch");
+      if (!c.w[0] || c.w[0]->shape.size() != 3 || !c.w[1] || c.w[1]->shape.size() != 3)
+        k.fail("expert weights must be 3-D");
+      int64_t E = c.w[0]->shape[0], I2 = c.w[0]->shape[1], H = c.in[0]->dim(1);
+      if (I2 % 2) k.fail("gate_up rows must be even");
+      k.wshape(c.w[0], {E, I2, H}, "experts.gate_up_proj");
+      k.wshape(c.w[1], {E, H, I2 / 2}, "experts.down_proj");
+      for (int32_t e : c.in[1]->i)
+        if (e < 0 || e >= E) k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
+      k.out_f32(0, c.in[0]->shape);
+      break;
+    }
+    case OpKind::kGeluGlu:
+    case OpKind::kAdd: {
+      k.counts(2, 0, 1);
+      k.dtype(*c.in[0], DType::kF32, "a");
+      k.dtype(*c.in[1], DType::kF32, "b");
+      if (c.in[0]->shape != c.in[1]->shape) k.fail("shapes " + c.in[0]->shape_string() + " and " + c.in[1]->shape_string() + " differ");
+      k.out_f32(0, c.in[0]->shape);
+      break;
+    }
+    case OpKind::kScale: {
+      k.counts(1, 1, 1);
+      k.dtype(*c.in[0], DType::kF32, "x");
+      k.wshape(c.w[0], {1}, "scalar");
+      k.out_f32(0, c.in[0]->shape);
+      break;
+    }
+    case OpKind::kSoftcap: {
+      k.counts(1, 0, 1);
+      k.dtype(*c.in[0], DType::kF32, "x");
+      if (!(c.attrs.cap > 0.0f)) k.fail("cap must be positive");
+      k.out_f32(0, c.in[0]->shape);
+      break;
+    }
+  }
+}
+
+}  // namespace dgemma

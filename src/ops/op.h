@@ -1,0 +1,96 @@
+#pragma once
+// The op vocabulary: every computation of the model is one of these ops,
+// described by an OpCall (kind, where it runs, inputs, weights, outputs,
+// attributes). Backends implement run(OpCall); observers see every call. This
+// is what makes backends comparable op by op (conventions.md: ggml's
+// test-backend-ops) and what the differential checker replays.
+//
+// Shapes (M rows/tokens, H hidden, V vocab, E experts, k top-k):
+//   embedding       in: ids[M] I32          w: table[V,H]            out: [M,H] = table[id]·scale
+//   soft_embedding  in: logits[M,V]         w: table[V,H]            out: [M,H] = softmax(logits)·table·scale
+//                   (logits and probabilities are rounded to the table dtype first, spec §3.3)
+//   rms_norm        in: x[...,D]            w: [D] or none           out: like x (row-wise over D, spec §1.2)
+//   linear          in: x[M,K]              w: W[N,K]                out: [M,N] = x·Wᵀ
+//   rope            in: x[M,h,d], pos[M]                             out: like x (split-half pairs, spec §1.4)
+//   attention       in: q[M,Hq,d], k[S,Hk,d], v[S,Hk,d], qpos[M], kpos[S]
+//                                                                    out: [M,Hq·d] (scale 1.0, fp32 softmax)
+//   router_topk     in: x[M,H]              w: scale[H], proj[E,H], per_expert_scale[E]
+//                                                                    out: idx[M,k] I32, weight[M,k] (spec §1.5)
+//   moe_experts     in: x[M,H], idx[M,k], weight[M,k]   w: gate_up[E,2I,H], down[E,H,I]
+//                                                                    out: [M,H] = Σ weight·down(gelu(gate)·up)
+//   gelu_glu        in: gate[M,I], up[M,I]                           out: gelu_tanh(gate)·up
+//   add             in: a, b (same shape)                            out: a + b
+//   scale           in: x                   w: s[1]                  out: s·x
+//   softcap         in: x                                            out: cap·tanh(x/cap)
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace dgemma {
+
+enum class OpKind : uint8_t {
+  kEmbedding,
+  kSoftEmbedding,
+  kRmsNorm,
+  kLinear,
+  kRope,
+  kAttention,
+  kRouterTopk,
+  kMoeExperts,
+  kGeluGlu,
+  kAdd,
+  kScale,
+  kSoftcap,
+};
+inline constexpr int kNumOpKinds = 12;
+
+std::string_view op_name(OpKind kind);
+
+enum class Pass : uint8_t { kEncoder, kDecoder };
+std::string_view pass_name(Pass pass);
+
+// Which keys a query may see (spec §2.2, §2.4).
+enum class AttentionMask : uint8_t {
+  kNone,            // decoder: every given key (the key set itself encodes the window)
+  kCausalWindow,    // encoder: kpos <= qpos and (window == 0 or qpos - kpos < window)
+  kCommittedWindow, // decoder A/B variant (JAX after its 2026-07 fix): committed keys
+                    // (kpos < first_canvas_pos) only if kpos > qpos - window
+};
+
+struct OpAttrs {
+  float eps = 0.0f;          // rms_norm, router_topk
+  float scale = 1.0f;        // embedding, soft_embedding
+  float cap = 0.0f;          // softcap
+  int top_k = 0;             // router_topk
+  int rope_pairs = 0;        // rope: rotated (i, i+d/2) pairs
+  double rope_theta = 0.0;   // rope
+  AttentionMask mask = AttentionMask::kNone;
+  int window = 0;                 // attention
+  int64_t first_canvas_pos = 0;   // attention kCommittedWindow
+};
+
+struct OpCall {
+  OpKind kind{};
+  std::string_view site;  // instance within the layer, e.g. "self_attn.q_proj"
+  int layer = -1;         // -1: runs once per pass (model level)
+  Pass pass = Pass::kEncoder;
+  int step = 0;           // denoising step (0 for encoder passes)
+  std::vector<const Tensor*> in;
+  std::vector<const WeightRef*> w;
+  std::vector<Tensor*> out;
+  OpAttrs attrs;
+};
+
+// Validates input/weight shapes and dtypes of `call` and sizes its outputs.
+// Shared by every backend so that all of them agree on the contract; throws
+// dgemma::Error naming the op, site, layer and the offending shape.
+void prepare_op(const OpCall& call);
+
+// Whether the op runs inside each transformer layer ("layer") or once per
+// pass ("model") in the DiffusionGemma graph.
+std::string_view op_scope(OpKind kind);
+
+}  // namespace dgemma

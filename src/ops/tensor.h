@@ -1,0 +1,50 @@
+#pragma once
+// Activation tensors (owned, row-major, F32 or I32) and weight references
+// (non-owning views of checkpoint data in its stored dtype). Ops read weights
+// in their stored dtype and accumulate in fp32.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace dgemma {
+
+struct Tensor {
+  DType dtype = DType::kF32;  // kF32 or kI32
+  std::vector<int64_t> shape;
+  std::vector<float> f;    // when dtype == kF32
+  std::vector<int32_t> i;  // when dtype == kI32
+
+  static Tensor f32(std::vector<int64_t> shape);
+  static Tensor i32(std::vector<int64_t> shape);
+  int64_t numel() const;
+  int64_t dim(int k) const { return shape[size_t(k < 0 ? int(shape.size()) + k : k)]; }
+  // Rows = product of all but the last dimension.
+  int64_t rows() const { return shape.empty() ? 1 : numel() / shape.back(); }
+  // Reshape without touching data (numel must match).
+  void reshape(std::vector<int64_t> new_shape);
+  // Resize storage to the shape (contents unspecified on growth).
+  void resize(std::vector<int64_t> new_shape);
+  std::string shape_string() const;
+};
+
+std::string shape_string(const std::vector<int64_t>& shape);
+
+// A weight in its stored dtype. `data` points into a mapped checkpoint or a
+// converted buffer owned by the model.
+struct WeightRef {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+
+  bool empty() const { return data == nullptr; }
+  int64_t numel() const;
+  float at(size_t idx) const { return load_as_f32(dtype, data, idx); }
+  // Row r of a 2-D (or flattened) weight converted to fp32 into `out`
+  // (`cols` elements).
+  void row_f32(int64_t r, int64_t cols, float* out) const;
+};
+
+}  // namespace dgemma
