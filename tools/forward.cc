@@ -1,0 +1,44 @@
+// dgemma forward -m DIR --inputs FILE [--inputs FILE2] --out OUT.safetensors
+#include <cstdio>
+
+#include "cli.h"
+#include "dgemma/error.h"
+#include "model/parity.h"
+#include "model_flags.h"
+
+namespace dgemma::cli {
+namespace {
+
+int run_forward(const Args& args) {
+  ModelFlags mf;
+  std::vector<std::string> inputs;
+  std::string out;
+  FlagParser p("dgemma forward -m DIR --inputs FILE.safetensors [--inputs FILE2.safetensors] --out OUT.safetensors",
+               "Parity tool: runs the passes described by the input files, in order, and writes every\n"
+               "intermediate tensor by the golden naming (see tests/data/golden_a):\n"
+               "  input_ids, position_ids -> encoder pass into a fresh cache\n"
+               "    (encoder.embeddings, encoder.layer_in/out.{i}, encoder.router.{i}.*, encoder.last_hidden_state,\n"
+               "     cache.{i}.keys/values)\n"
+               "  decoder_input_ids, decoder_position_ids[, self_conditioning_logits] -> one decoder pass\n"
+               "    (decoder.embeddings, decoder.self_conditioning_out, decoder.layer_in/out.{i},\n"
+               "     decoder.router.{i}.*, decoder.last_hidden_state, decoder.logits)\n"
+               "Compare the result with `dgemma compare`.");
+  mf.add_to(p);
+  p.add_strings("--inputs", &inputs, "input tensors (repeatable; processed in order)", "FILE");
+  p.add_string("--out", &out, "output safetensors file", "FILE");
+  if (!p.parse(args)) return 0;
+  if (!p.positional().empty()) throw Error("forward: unexpected argument '" + p.positional()[0] + "'");
+  if (inputs.empty()) throw Error("forward: give at least one --inputs FILE");
+  if (out.empty()) throw Error("forward: give --out FILE");
+  auto model = mf.load();
+  NamedTensors t = run_parity_inputs(*model, inputs);
+  write_named_tensors(out, t);
+  std::fprintf(stderr, "wrote %zu tensors to %s\n", t.size(), out.c_str());
+  return 0;
+}
+
+const Subcommand kForward("forward", "run encoder/decoder passes from golden-style inputs, write all intermediates",
+                          run_forward);
+
+}  // namespace
+}  // namespace dgemma::cli
