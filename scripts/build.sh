@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Configures and builds one flavour of dgemma with ccache.
+#   scripts/build.sh release   -> build/release (Release, tests and benchmarks)
+#   scripts/build.sh asan      -> build/asan    (Debug + AddressSanitizer + UBSan, tests only)
+#   scripts/build.sh fuzz      -> build/fuzz    (clang + libFuzzer targets)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flavour=${1:-release}
+jobs=${DGEMMA_JOBS:-$(nproc)}
+case "$flavour" in
+  release) args=(-DCMAKE_BUILD_TYPE=Release) ;;
+  asan) args=(-DCMAKE_BUILD_TYPE=Debug -DDGEMMA_SANITIZE=ON -DDGEMMA_BENCH=OFF -DCMAKE_CXX_FLAGS=-O1) ;;
+  fuzz) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDGEMMA_FUZZ=ON -DDGEMMA_TESTS=OFF -DDGEMMA_BENCH=OFF
+              -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ;;
+  *) echo "unknown flavour '$flavour' (release, asan, fuzz)" >&2; exit 2 ;;
+esac
+cmake -S . -B "build/$flavour" -G Ninja "${args[@]}" >/dev/null
+cmake --build "build/$flavour" -j "$jobs"

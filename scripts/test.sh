@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# README command (2), run verbatim by .ci/run: installs the Debian packages,
+# then builds and runs the whole test suite in Release, again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and runs every fuzz target
+# for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+fuzz_seconds=${DGEMMA_FUZZ_SECONDS:-30}
+
+echo "== Release build and tests =="
+scripts/build.sh release
+ctest --test-dir build/release --output-on-failure -j 2
+
+echo "== ASan + UBSan build and tests =="
+scripts/build.sh asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan --output-on-failure -j 2
+
+echo "== fuzzing (${fuzz_seconds} s per target) =="
+scripts/build.sh fuzz
+fuzz_passed=0
+for target in build/fuzz/fuzz_*; do
+  name=$(basename "$target")
+  corpus=fuzz/corpus/${name#fuzz_}
+  work=$(mktemp -d)
+  seeds=()
+  [ -d "$corpus" ] && seeds=("$corpus")
+  "$target" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=0 "$work" "${seeds[@]}" \
+    >"$work.log" 2>&1 || { tail -40 "$work.log"; echo "fuzz target $name failed"; exit 1; }
+  rm -rf "$work" "$work.log"
+  echo "fuzz: $name ran ${fuzz_seconds} s without a crash"
+  fuzz_passed=$((fuzz_passed + 1))
+done
+echo "fuzz: $fuzz_passed passed, 0 failed"
