@@ -1,0 +1,169 @@
+#include "generate/generate.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "dgemma/error.h"
+#include "generate/sampler.h"
+
+namespace dgemma {
+namespace {
+
+void check_tokens(std::span<const int32_t> ids, int64_t vocab, const std::string& what) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      throw Error("generate: " + what + " token " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+std::string step_name(int64_t canvas, int64_t step) {
+  return "canvas " + std::to_string(canvas) + " step " + std::to_string(step);
+}
+
+}  // namespace
+
+GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& prompt, const GenerationConfig& config,
+                          DrawSource& draws, GenerationObserver* observer, std::span<const int32_t> start_canvas) {
+  validate_generation_config(config, "generate: generation config");
+  const int64_t L = model.canvas_length();
+  const int64_t V = model.vocab_size();
+  const int64_t N = config.max_denoising_steps;
+  if (L <= 0) throw Error("generate: model canvas_length " + std::to_string(L) + " must be positive");
+  if (V <= 0 || V > std::numeric_limits<int32_t>::max())
+    throw Error("generate: model vocab_size " + std::to_string(V) + " outside [1, 2^31)");
+  check_tokens(prompt, V, "prompt");
+  if (!start_canvas.empty()) {
+    if (int64_t(start_canvas.size()) != L)
+      throw Error("generate: start canvas has " + std::to_string(start_canvas.size()) + " tokens, canvas_length is " +
+                  std::to_string(L));
+    check_tokens(start_canvas, V, "start canvas");
+  }
+
+  // spec §3.4: n_canvases = ceil(max_new_tokens / L); full canvases are kept.
+  const int64_t cur_len = int64_t(prompt.size()) + model.cache_length();
+  const int64_t max_new_tokens = resolve_max_new_tokens(config, cur_len);
+  const int64_t n_canvases = max_new_tokens > 0 ? (max_new_tokens + L - 1) / L : 0;
+
+  GenerationResult result;
+  result.sequences = prompt;
+  result.prompt_length = int64_t(prompt.size());
+  result.sequences.reserve(prompt.size() + size_t(n_canvases * L));
+  if (n_canvases == 0) return result;
+
+  // Two [L, V] buffers, allocated once: the decoder writes raw logits into
+  // `out` while reading the previous step's processed logits from `prev`;
+  // after temperature scaling in place they swap roles (spec §3.3).
+  const size_t lv = size_t(L) * size_t(V);
+  std::vector<float> buffer_a(lv), buffer_b(lv);
+  float* out = buffer_a.data();
+  float* prev = buffer_b.data();
+
+  const size_t l = size_t(L);
+  std::vector<int32_t> canvas(l), sampled(l), noise(l), argmax(l), next(l);
+  std::vector<float> entropy(l);
+  std::vector<uint8_t> accepted(l);
+  StabilityTracker stability(config.stability_threshold, L);
+  const std::span<const int32_t> eos_ids(config.eos_token_ids);
+
+  if (!prompt.empty()) model.encode(prompt);  // prefill (spec §2.2)
+
+  for (int64_t c = 0; c < n_canvases; ++c) {
+    // Draw A happens even when a start canvas replaces it (spec §3.5).
+    draws.canvas_init(c, V, canvas);
+    check_tokens(canvas, V, "canvas_init draw of canvas " + std::to_string(c));
+    if (c == 0 && !start_canvas.empty()) std::copy(start_canvas.begin(), start_canvas.end(), canvas.begin());
+
+    stability.reset();
+    const float* self_conditioning = nullptr;  // no signal on a canvas's first step
+    int64_t steps = 0;
+    for (int64_t cur_step = N; cur_step >= 1; --cur_step) {
+      if (observer != nullptr && observer->cancelled()) {
+        result.cancelled = true;
+        break;
+      }
+      const int64_t s = steps;
+      model.decode(canvas.data(), self_conditioning, out);
+      ++result.decoder_forwards;
+      ++steps;
+
+      const float temperature = step_temperature(config.t_min, config.t_max, cur_step, N);
+      apply_temperature(std::span<float>(out, lv), temperature);
+      const std::string where = "generate: " + step_name(c, s);
+      for (size_t i = 0; i < l; ++i) {
+        const RowStats st = row_stats(std::span<const float>(out + i * size_t(V), size_t(V)), where.c_str());
+        argmax[i] = st.argmax;
+        entropy[i] = st.entropy;
+      }
+
+      // Reference order: sample (B), argmax, accept, renoise (C).
+      draws.sample(c, s, out, V, sampled);
+      check_tokens(sampled, V, "sample draw of " + step_name(c, s));
+      const int64_t n_accepted = entropy_bound_accept(entropy, config.entropy_bound, accepted);
+      draws.renoise(c, s, V, noise);
+      check_tokens(noise, V, "renoise draw of " + step_name(c, s));
+      renoise(accepted, sampled, noise, next);
+
+      const bool stable = stability.update(argmax);
+      const float mean = mean_entropy(entropy);
+      const bool confident = is_confident(mean, config.confidence_threshold);
+      const bool stop = stable && confident;
+
+      if (observer != nullptr) {
+        StepEvent e;
+        e.canvas = c;
+        e.step = s;
+        e.cur_step = cur_step;
+        e.temperature = temperature;
+        e.canvas_in = canvas;
+        e.sampled = sampled;
+        e.accepted = accepted;
+        e.argmax = argmax;
+        e.canvas_out = next;
+        e.entropy = entropy;
+        e.mean_entropy = mean;
+        e.n_accepted = n_accepted;
+        e.stable = stable;
+        e.confident = confident;
+        e.stop = stop;
+        e.processed_logits = out;
+        observer->on_step(e);
+      }
+
+      canvas.swap(next);
+      self_conditioning = out;  // the processed logits z (spec §3.3)
+      std::swap(out, prev);
+      if (stop) break;
+    }
+    if (result.cancelled) break;
+    result.steps_per_canvas.push_back(steps);
+
+    // Commit the last step's argmax, not the renoised canvas (spec §3.2).
+    std::vector<int32_t> committed = argmax;
+    const bool eos = pad_after_first_eos(committed, eos_ids, config.pad_token_id);
+    result.sequences.insert(result.sequences.end(), committed.begin(), committed.end());
+    if (observer != nullptr) {
+      CanvasEvent e;
+      e.canvas = c;
+      e.steps = steps;
+      e.argmax = argmax;
+      e.committed = committed;
+      e.eos = eos;
+      observer->on_canvas(e);
+    }
+    if (eos) {
+      result.stopped_at_eos = true;  // the EOS canvas is never encoded
+      break;
+    }
+    // The last canvas is not encoded either (max length reached).
+    if (c + 1 < n_canvases) model.encode(committed);
+  }
+
+  int64_t valid = 0;
+  for (const int32_t t : result.generated()) valid += t != config.pad_token_id ? 1 : 0;
+  if (result.decoder_forwards > 0) result.tokens_per_forward = float(valid) / float(result.decoder_forwards);
+  return result;
+}
+
+}  // namespace dgemma

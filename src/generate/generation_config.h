@@ -1,0 +1,71 @@
+#pragma once
+// Generation parameters of DiffusionGemma (spec/diffusiongemma.md §3.1) and
+// the reader for a checkpoint's generation_config.json.
+//
+// Both spellings are accepted: the current flat keys (t_min, t_max,
+// stability_threshold, confidence_threshold at top level) and the pre-release
+// nested ones (linear_temperature_schedule_config {t_min, t_max},
+// diffusion_stopping_config {stability_threshold, confidence_threshold}).
+// Validation follows the reference `DiffusionGemmaGenerationConfig.validate`
+// (HF generation_diffusion_gemma.py): positive step/token counts, t_min >= 0,
+// t_max > t_min (the reference rejects t_max <= t_min, so a constant
+// temperature is not expressible there either), stability_threshold >= 0,
+// confidence_threshold > 0, entropy_bound > 0.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dgemma {
+
+struct GenerationConfig {
+  // Defaults = the published checkpoint's generation_config.json (spec §3.1),
+  // which equal the reference class fallbacks except for eos/pad.
+  int64_t max_new_tokens = 256;
+  int64_t max_denoising_steps = 48;         // N, per canvas
+  double entropy_bound = 0.1;               // EntropyBoundSamplerConfig
+  double t_min = 0.4;                       // temperature at the last step
+  double t_max = 0.8;                       // temperature at the first step
+  int64_t stability_threshold = 1;          // argmax canvases of history
+  double confidence_threshold = 0.005;      // nats, mean over the canvas
+  std::vector<int32_t> eos_token_ids = {1, 106, 50};  // <eos>, <turn|>, <|tool_response>
+  int32_t pad_token_id = 0;
+  int32_t bos_token_id = 2;                 // informational (spec §3.6)
+  // HF `max_length` (0 = unset). As in the reference, it only applies while
+  // max_new_tokens holds the default 256; see resolve_max_new_tokens.
+  int64_t max_length = 0;
+};
+
+// Throws dgemma::Error naming `source`, the field and the value.
+void validate_generation_config(const GenerationConfig& config, const std::string& source);
+
+// The reference `_prepare_generated_length`: max_length wins when it is set
+// and max_new_tokens equals the default 256. `cur_len` = prompt length plus
+// tokens already in the cache. May return <= 0 (then nothing is generated).
+int64_t resolve_max_new_tokens(const GenerationConfig& config, int64_t cur_len);
+
+struct LoadedGenerationConfig {
+  GenerationConfig config;
+  // False when the file does not exist: `config` holds the defaults and the
+  // caller should warn, because a missing file silently changes stopping and
+  // EOS behaviour in other ports (spec §6.3 pitfall 3).
+  bool file_found = false;
+  std::string path;  // the file that was (or would have been) read
+  // Keys present in the file that this engine does not use (e.g.
+  // cache_implementation, top_k), for the caller to report. Bookkeeping keys
+  // (transformers_version, return_dict_in_generate, _from_model_config,
+  // _commit_hash) are not listed.
+  std::vector<std::string> ignored_keys;
+};
+
+// `path` is a generation_config.json file or a checkpoint folder holding one.
+// A missing file gives defaults with file_found = false; an unreadable or
+// invalid one throws dgemma::Error.
+LoadedGenerationConfig load_generation_config(const std::string& path);
+
+// Parses the JSON text of a generation_config.json. `source` names it in
+// errors. Keys not given keep their defaults; JSON null counts as not given.
+GenerationConfig parse_generation_config(std::string_view json_text, const std::string& source,
+                                         std::vector<std::string>* ignored_keys = nullptr);
+
+}  // namespace dgemma
