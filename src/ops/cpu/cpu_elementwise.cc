@@ -75,7 +75,6 @@ void soft_embedding(const OpCall& c, ThreadPool& pool) {
   });
   // out[m, h] = Σ_v p[m, v] · table[v, h]; parallel over h-blocks so each
   // table row is converted once per block.
-  std::fill(out.f.begin(), out.f.end(), 0.0f);
   const float s = c.attrs.scale;
   pool.parallel_for(H, 16, [&](int64_t hb, int64_t he) {
     std::vector<float> row(static_cast<size_t>(H));
@@ -129,7 +128,7 @@ void rope(const OpCall& c, ThreadPool& pool) {
   std::vector<float> inv_freq(static_cast<size_t>(pairs));
   for (int i = 0; i < pairs; ++i)
     inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
-  out.f = x.f;
+  std::copy(x.f.begin(), x.f.begin() + x.numel(), out.f.begin());
   pool.parallel_for(M, 4, [&](int64_t b, int64_t e) {
     for (int64_t m = b; m < e; ++m) {
       const float p = float(pos.i[size_t(m)]);

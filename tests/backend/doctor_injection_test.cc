@@ -1,0 +1,118 @@
+// The differential checker names exactly the op, layer, pass and step of an
+// injected fault, for every op kind of the vocabulary and every fault kind.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "backend/doctor.h"
+#include "backend/inject_backend.h"
+#include "dgemma/error.h"
+#include "ops/op.h"
+
+namespace dgemma {
+namespace {
+
+const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
+
+struct Site {
+  OpKind op;
+  int layer;
+  Pass pass;
+  int step;
+};
+
+// One invocation of each op kind that exists in a prefill + 2 denoising steps.
+const std::vector<Site> kSites = {
+    {OpKind::kEmbedding, -1, Pass::kEncoder, 0}, {OpKind::kSoftEmbedding, -1, Pass::kDecoder, 1},
+    {OpKind::kRmsNorm, 0, Pass::kEncoder, 0},    {OpKind::kLinear, 2, Pass::kDecoder, 1},
+    {OpKind::kRope, 3, Pass::kDecoder, 0},       {OpKind::kAttention, 1, Pass::kEncoder, 0},
+    {OpKind::kRouterTopk, 0, Pass::kDecoder, 1}, {OpKind::kMoeExperts, 3, Pass::kEncoder, 0},
+    {OpKind::kGeluGlu, 2, Pass::kDecoder, 0},    {OpKind::kAdd, 1, Pass::kDecoder, 1},
+    {OpKind::kScale, 3, Pass::kDecoder, 1},      {OpKind::kSoftcap, -1, Pass::kDecoder, 1},
+};
+
+std::string spec_of(const Site& s, const char* kind) {
+  return "inject:" + std::string(op_name(s.op)) + ":" + (s.layer < 0 ? "model" : std::to_string(s.layer)) + ":" +
+         std::string(pass_name(s.pass)) + ":" + std::to_string(s.step) + ":" + kind;
+}
+
+TEST(DoctorInjection, EveryOpKindIsCovered) {
+  std::set<OpKind> kinds;
+  for (const Site& s : kSites) kinds.insert(s.op);
+  EXPECT_EQ(int(kinds.size()), kNumOpKinds);
+}
+
+class DoctorFault : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DoctorFault, NamesTheInjectedOp) {
+  const char* kind = GetParam();
+  for (const Site& s : kSites) {
+    DoctorOptions o;
+    o.model_dir = kGolden;
+    o.backend = spec_of(s, kind);
+    o.threads = 1;
+    DoctorReport r = run_doctor(o);
+    ASSERT_TRUE(r.first_failure.has_value()) << o.backend;
+    const OpFailure& f = *r.first_failure;
+    EXPECT_EQ(f.op, op_name(s.op)) << o.backend;
+    EXPECT_EQ(f.layer, s.layer) << o.backend;
+    EXPECT_EQ(f.pass, pass_name(s.pass)) << o.backend;
+    EXPECT_EQ(f.step, s.step) << o.backend;
+    const std::string k = kind;
+    if (k == "crash") {
+      EXPECT_EQ(f.kind, "crash") << o.backend;
+    } else if (k == "oob") {
+      EXPECT_EQ(f.kind, "oob") << o.backend;
+    } else if (k == "nan" && s.op != OpKind::kRouterTopk) {
+      EXPECT_EQ(f.kind, "nan") << o.backend;  // integer outputs cannot hold NaN: -1 is reported as a value error
+    } else {
+      EXPECT_TRUE(f.kind == "value" || f.kind == "nan") << o.backend << " " << f.kind;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DoctorFault, ::testing::Values("value", "nan", "oob", "crash"));
+
+TEST(Doctor, CpuAgainstItselfFindsNothing) {
+  DoctorOptions o;
+  o.model_dir = kGolden;
+  o.steps = 3;
+  DoctorReport r = run_doctor(o);
+  EXPECT_FALSE(r.first_failure.has_value());
+  EXPECT_GT(r.ops_compared, 400);
+  EXPECT_EQ(r.per_op.size(), size_t(kNumOpKinds));
+  for (const auto& [op, st] : r.per_op) EXPECT_EQ(st.max_abs, 0.0) << op;
+  EXPECT_TRUE(doctor_report_json(r).find("first_failure")->is_null());
+}
+
+TEST(Doctor, BisectionConfirmsTheCulprit) {
+  DoctorOptions o;
+  o.model_dir = kGolden;
+  o.backend = "inject:attention:2:decoder:1:crash";
+  o.bisect = true;
+  DoctorReport r = run_doctor(o);
+  ASSERT_TRUE(r.first_failure);
+  EXPECT_EQ(r.first_failure->op, "attention");
+  EXPECT_EQ(r.first_failure->layer, 2);
+  EXPECT_TRUE(r.bisected);
+  EXPECT_GT(r.bisect_runs, 3);
+}
+
+TEST(Doctor, BadSpecsAreClearErrors) {
+  EXPECT_THROW(parse_inject_spec("inject:matmul:0:encoder:0:value"), Error);
+  EXPECT_THROW(parse_inject_spec("inject:linear:x:encoder:0:value"), Error);
+  EXPECT_THROW(parse_inject_spec("inject:linear:0:middle:0:value"), Error);
+  EXPECT_THROW(parse_inject_spec("inject:linear:0:encoder:0:melt"), Error);
+  DoctorOptions o;
+  o.model_dir = kGolden;
+  o.backend = "tpu";
+  try {
+    run_doctor(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown backend 'tpu'"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace dgemma

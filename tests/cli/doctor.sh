@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `dgemma doctor` from the command line: the op list, a clean run, and
+# injected faults named in the JSON report.
+set -euo pipefail
+bin=$1
+src=$2
+data=$src/tests/data/golden_a
+passed=0
+ok() { echo "ok: $1"; passed=$((passed + 1)); }
+
+ops=$("$bin" doctor --list-ops)
+[ "$(wc -l <<<"$ops")" -eq 12 ] || { echo "$ops"; exit 1; }
+grep -qx "moe_experts layer" <<<"$ops" && grep -qx "embedding model" <<<"$ops"
+ok "--list-ops"
+
+"$bin" doctor -m "$data" --backend cpu --json | grep -q '"first_failure": null'
+ok "cpu vs cpu: no failure"
+
+check() {  # spec, then expected "op layer pass step kind"
+  local out
+  if out=$("$bin" doctor -m "$data" --backend "$1" --json); then echo "doctor exited 0 for $1"; exit 1; fi
+  for field in "\"op\": \"$2\"" "\"layer\": $3" "\"pass\": \"$4\"" "\"step\": $5" "\"kind\": \"$6\""; do
+    grep -q "$field" <<<"$out" || { echo "$1: missing $field in"; echo "$out"; exit 1; }
+  done
+  ok "$1"
+}
+check inject:rope:1:decoder:1:nan rope 1 decoder 1 nan
+check inject:attention:3:encoder:0:crash attention 3 encoder 0 crash
+check inject:softcap:model:decoder:0:value softcap -1 decoder 0 value
+check inject:gelu_glu:0:decoder:1:oob gelu_glu 0 decoder 1 oob
+
+if "$bin" doctor -m "$data" --backend inject:nope:0:encoder:0:value 2>/tmp/doctor_err_$$; then exit 1; fi
+grep -q "unknown op 'nope'" /tmp/doctor_err_$$ && rm -f /tmp/doctor_err_$$
+ok "bad injection spec"
+echo "$passed passed, 0 failed"

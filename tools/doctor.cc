@@ -1,0 +1,73 @@
+// dgemma doctor -m DIR --backend NAME [--steps N] [--json] ...
+#include <cstdio>
+
+#include "backend/doctor.h"
+#include "backend/inject_backend.h"
+#include "cli.h"
+#include "dgemma/error.h"
+#include "flags.h"
+#include "ops/op.h"
+
+namespace dgemma::cli {
+namespace {
+
+int run_doctor_cmd(const Args& args) {
+  DoctorOptions o;
+  int64_t steps = 2, threads = 0;
+  std::string prompt_ids, precision = "fp32", config;
+  bool as_json = false, list_ops = false, sync = false;
+  FlagParser p(
+      "dgemma doctor -m DIR --backend NAME [--steps N] [--prompt-ids a,b,...] [--json] | dgemma doctor --list-ops",
+      "Differential checker: runs the encoder prefill and N denoising steps with every op executed on\n"
+      "the CPU reference and, teacher-forced (same inputs), on the target backend, and names the first\n"
+      "op whose output diverges, is NaN, writes out of bounds (canary), throws or crashes — with its\n"
+      "layer, pass, step and shapes. The checked run happens in a child process: a crash is reported,\n"
+      "not suffered. Backends: cpu, inject:OP:LAYER:PASS:STEP:KIND (KIND value|nan|oob|crash; LAYER\n"
+      "may be 'model' for once-per-pass ops) for testing the checker itself.");
+  p.add_string("-m,--model", &o.model_dir, "checkpoint folder", "DIR");
+  p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
+  p.add_string("--backend", &o.backend, "target backend", "NAME");
+  p.add_int("--steps", &steps, "denoising steps after the prefill");
+  p.add_string("--prompt-ids", &prompt_ids, "prompt token ids (default: a fixed 12-token prompt)", "IDS");
+  p.add_string("--precision", &precision, "fp32 or bf16 weights", "MODE");
+  p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
+  p.add_double("--atol", &o.tolerance.atol, "absolute tolerance per output");
+  p.add_double("--rtol", &o.tolerance.rtol, "tolerance relative to the output's largest |reference| value");
+  p.add_double("--min-cosine", &o.tolerance.min_cosine, "minimum cosine similarity per output");
+  p.add_bool("--routing-from-reference", &o.routing_from_reference,
+             "do not compare router top-k indices (near-tie flips are not kernel bugs); the model always "
+             "continues with the reference's routing");
+  p.add_bool("--bisect", &o.bisect, "confirm the culprit by re-running prefixes of target-executed ops");
+  p.add_bool("--sync", &sync, "synchronize after every launch (device backends; the CPU backends are synchronous)");
+  p.add_bool("--json", &as_json, "print the report as JSON (first_failure is null when all ops agree)");
+  p.add_bool("--list-ops", &list_ops, "print the op vocabulary: name and scope (layer or model)");
+  if (!p.parse(args)) return 0;
+  if (list_ops) {
+    for (int k = 0; k < kNumOpKinds; ++k)
+      std::printf("%s %s\n", std::string(op_name(OpKind(k))).c_str(), std::string(op_scope(OpKind(k))).c_str());
+    return 0;
+  }
+  if (o.model_dir.empty()) throw Error("doctor: give -m DIR");
+  if (!p.positional().empty()) throw Error("doctor: unexpected argument '" + p.positional()[0] + "'");
+  if (steps < 1 || steps > 1000) throw Error("--steps must be in [1, 1000], got " + std::to_string(steps));
+  o.steps = int(steps);
+  o.threads = int(threads);
+  o.config_path = config;
+  if (precision != "fp32" && precision != "bf16") throw Error("--precision: expected fp32 or bf16");
+  o.precision_bf16 = precision == "bf16";
+  if (!prompt_ids.empty())
+    for (int64_t v : parse_int_list(prompt_ids, "--prompt-ids")) {
+      if (v < 0 || v > INT32_MAX) throw Error("--prompt-ids: id " + std::to_string(v) + " is out of range");
+      o.prompt.push_back(int32_t(v));
+    }
+  DoctorReport r = run_doctor(o);
+  if (as_json) std::printf("%s\n", json::dump(doctor_report_json(r), 2).c_str());
+  else std::fputs(doctor_report_text(r).c_str(), stdout);
+  return r.first_failure ? 1 : 0;
+}
+
+const Subcommand kDoctor("doctor", "differential op-by-op checker: name the first op that diverges or faults",
+                         run_doctor_cmd);
+
+}  // namespace
+}  // namespace dgemma::cli
