@@ -128,7 +128,9 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   const LayerSpec& spec = config_.layer(li);
   const LayerWeights& W = weights_.layers[size_t(li)];
   LayerCache& lc = cache_.layers[size_t(li)];
-  OpSite op{exec_, li, pass, pass == Pass::kDecoder ? decoder_step_ : 0};
+  Backend* stage = size_t(li) < layer_backends_.size() ? layer_backends_[size_t(li)] : nullptr;
+  Executor layer_exec(stage ? *stage : exec_.backend(), exec_.observer());
+  OpSite op{layer_exec, li, pass, pass == Pass::kDecoder ? decoder_step_ : 0};
   const float eps = float(config_.rms_norm_eps);
   const int64_t M = x.dim(0), d = spec.head_dim, Hq = config_.num_heads, Hk = spec.num_kv_heads;
 
@@ -200,7 +202,7 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
     c.w = {&W.router_scale, &W.router_proj, &W.router_per_expert_scale};
     c.out = {&idx, &wts};
     c.attrs = r;
-    exec_.run(c);
+    layer_exec.run(c);
   }
   const std::string prefix = std::string(pass_name(pass)) + ".router." + std::to_string(li);
   exec_.tap(prefix + ".top_k_index", idx);
@@ -310,6 +312,13 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
   }
   (void)H;
   ++decoder_step_;
+}
+
+void DiffusionGemma::set_layer_backends(std::vector<Backend*> layer_backends) {
+  if (!layer_backends.empty() && int(layer_backends.size()) != config_.num_layers)
+    throw Error("set_layer_backends: expected " + std::to_string(config_.num_layers) + " entries, got " +
+                std::to_string(layer_backends.size()));
+  layer_backends_ = std::move(layer_backends);
 }
 
 void DiffusionGemma::truncate_cache(int64_t length) {

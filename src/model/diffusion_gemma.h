@@ -58,6 +58,10 @@ class DiffusionGemma : public DiffusionModel {
   void set_observer(OpObserver* observer) { exec_.set_observer(observer); }
   // Replaces the backend that executes ops (the model does not own it).
   void set_backend(Backend& backend) { exec_ = Executor(backend, exec_.observer()); }
+  // Pipeline stages (placement): layer i runs on layer_backends[i] (nullptr:
+  // the model's backend); embedding, self-conditioning and LM head stay on
+  // the model's backend. The backends are not owned.
+  void set_layer_backends(std::vector<Backend*> layer_backends);
   // Denoising step index reported with decoder ops (counts decode calls since
   // the last encode).
   int decoder_step() const { return decoder_step_; }
@@ -75,6 +79,7 @@ class DiffusionGemma : public DiffusionModel {
   Executor exec_;
   KvCache cache_;
   int decoder_step_ = 0;
+  std::vector<Backend*> layer_backends_;
 };
 
 DecoderWindow parse_decoder_window(const std::string& name);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/format.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
 
@@ -111,19 +112,6 @@ json::Value report_to_json(const CheckpointReport& r) {
   o.set("workspace_bytes", r.workspace_bytes);
   o.set("memory_estimate_bytes", r.weight_bytes + r.kv_cache_bytes + r.workspace_bytes);
   return o;
-}
-
-static std::string human_bytes(uint64_t b) {
-  char buf[64];
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(b);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
 }
 
 static std::string human_count(int64_t n) {

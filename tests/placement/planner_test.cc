@@ -1,0 +1,244 @@
+// The placement planner's guarantees (placement-and-faults.md §2.3), on the
+// real 26B-A4B tensor list (sparse fake checkpoint) and the tiny golden model,
+// and pipeline execution over virtual CPU devices.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "dgemma/error.h"
+#include "model/diffusion_gemma.h"
+#include "model/fake_checkpoint.h"
+#include "model/weights.h"
+#include "ops/cpu/cpu_backend.h"
+#include "placement/planner.h"
+
+namespace dgemma {
+namespace {
+
+const std::string kData = DGEMMA_TEST_DATA;
+constexpr uint64_t kGiB = uint64_t(1) << 30;
+
+struct RealModel {
+  ModelConfig config;
+  std::map<std::string, uint64_t> bytes;
+  uint64_t total_weight_bytes = 0;
+};
+
+const RealModel& real_model() {
+  static RealModel m = [] {
+    RealModel r;
+    const std::string dir = (std::filesystem::temp_directory_path() / "dgemma_plan_fake").string();
+    std::filesystem::remove_all(dir);
+    FakeCheckpointOptions o;
+    o.include_encoder_aliases = true;  // a re-saved checkpoint: storage must still be counted once
+    write_sparse_checkpoint(kData + "/configs/diffusiongemma-26b-a4b.config.json", dir, o);
+    r.config = load_model_config(dir + "/config.json");
+    TensorStore store = TensorStore::open_dir(dir);
+    BindOptions bo;
+    bo.verify_tied_copies = false;
+    for (const auto& b : bind_weights(r.config, store, bo).bound) {
+      r.bytes[b.expected.name] = b.nbytes;
+      r.total_weight_bytes += b.nbytes;
+    }
+    return r;
+  }();
+  return m;
+}
+
+PlanRequest request(std::vector<uint64_t> caps_gib, PlanStrategy s = PlanStrategy::kSequential) {
+  PlanRequest r;
+  for (size_t k = 0; k < caps_gib.size(); ++k) r.devices.push_back({"cuda:" + std::to_string(k), caps_gib[k] * kGiB});
+  r.strategy = s;
+  return r;
+}
+
+// Every guarantee that must hold for any successful plan.
+void check_invariants(const Plan& p, const PlanRequest& r, const RealModel& m) {
+  // Contiguous layer ranges in execution order covering every layer once.
+  int next = 0;
+  uint64_t weights = 0;
+  for (const auto& d : p.devices) {
+    if (d.first_layer >= 0) {
+      EXPECT_EQ(d.first_layer, next) << d.name;
+      EXPECT_GE(d.last_layer, d.first_layer);
+      next = d.last_layer + 1;
+    }
+    // Budget: weights + KV + workspace + margin <= capacity x utilization.
+    EXPECT_LE(d.total(), uint64_t(double(d.capacity_bytes) * r.utilization)) << d.name;
+    weights += d.weights_bytes - (d.holds_replica ? m.bytes.at("model.decoder.embed_tokens.weight") : 0);
+  }
+  EXPECT_EQ(next, m.config.num_layers);
+  // Storage counted once even though the files also hold encoder copies.
+  EXPECT_EQ(weights, m.total_weight_bytes);
+  // Tie groups atomic: every alias on its canonical tensor's device (the LM
+  // head only moves as a counted replica).
+  for (const auto& g : p.tie_groups) {
+    const std::string& home = p.tensor_device.at(g[0]);
+    for (const auto& n : g) {
+      if (n == "lm_head.weight" && p.devices.back().holds_replica) continue;
+      EXPECT_EQ(p.tensor_device.at(n), home) << n;
+    }
+  }
+  // Layer pair i: encoder scalar, decoder scalar and layer weights together.
+  for (int i = 0; i < m.config.num_layers; ++i) {
+    const std::string s = "layers." + std::to_string(i) + ".";
+    EXPECT_EQ(p.tensor_device.at("model.encoder.language_model." + s + "layer_scalar"),
+              p.tensor_device.at("model.decoder." + s + "layer_scalar"));
+    EXPECT_EQ(p.tensor_device.at("model.decoder." + s + "experts.gate_up_proj"),
+              p.tensor_device.at("model.decoder." + s + "self_attn.q_proj.weight"));
+  }
+  // Embedding, LM head, self-conditioning and final norm together.
+  const std::string head = p.tensor_device.at("model.decoder.embed_tokens.weight");
+  EXPECT_TRUE(p.devices.front().holds_embedding);
+  EXPECT_EQ(head, p.devices.front().name);
+  EXPECT_EQ(p.tensor_device.at("model.decoder.self_conditioning.gate_proj.weight"), head);
+  EXPECT_EQ(p.tensor_device.at("model.decoder.norm.weight"), head);
+  if (!p.devices.back().holds_replica) EXPECT_EQ(p.tensor_device.at("lm_head.weight"), head);
+}
+
+TEST(Planner, OneDeviceWhenTheModelFits) {
+  const auto& m = real_model();
+  for (PlanStrategy s : {PlanStrategy::kSingle, PlanStrategy::kSequential, PlanStrategy::kBalanced}) {
+    PlanRequest r = request({80, 80}, s);
+    Plan p = make_plan(m.config, m.bytes, r);
+    ASSERT_EQ(p.devices.size(), 1u);
+    EXPECT_EQ(p.devices[0].first_layer, 0);
+    EXPECT_EQ(p.devices[0].last_layer, 29);
+    EXPECT_TRUE(p.edges.empty());
+    check_invariants(p, r, m);
+  }
+}
+
+TEST(Planner, TwoFourAndEightDevices) {
+  const auto& m = real_model();
+  for (size_t n : {2u, 4u, 8u}) {
+    for (PlanStrategy s : {PlanStrategy::kSequential, PlanStrategy::kBalanced}) {
+      const uint64_t cap = n == 2 ? 40 : n == 4 ? 24 : 12;
+      PlanRequest r = request(std::vector<uint64_t>(n, cap), s);
+      Plan p = make_plan(m.config, m.bytes, r);
+      check_invariants(p, r, m);
+      EXPECT_GE(p.devices.size(), 2u);
+      if (s == PlanStrategy::kBalanced) {
+        EXPECT_EQ(p.devices.size(), n);
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (const auto& d : p.devices) {
+          lo = std::min(lo, d.total());
+          hi = std::max(hi, d.total());
+        }
+        EXPECT_LT(double(hi - lo), 0.35 * double(hi)) << n << " devices";  // one layer pair is the granularity
+      }
+      // Hand-offs: stage to stage, and back to the LM head.
+      EXPECT_EQ(p.edges.size(), p.devices.size());
+      EXPECT_EQ(p.edges.back().to, p.devices.front().name);
+    }
+  }
+}
+
+TEST(Planner, ModelLargerThanOneDeviceIsAnErrorWithTheMinimum) {
+  const auto& m = real_model();
+  PlanRequest r = request({24}, PlanStrategy::kSingle);
+  try {
+    make_plan(m.config, m.bytes, r);
+    FAIL() << "a 47 GiB model fit on 24 GiB";
+  } catch (const PlanError& e) {
+    EXPECT_GT(e.min_bytes_per_device, m.total_weight_bytes);
+    EXPECT_NE(std::string(e.what()).find("needs"), std::string::npos);
+    // The stated minimum is sufficient, and 1 GiB less is not.
+    PlanRequest ok = r;
+    ok.devices[0].capacity_bytes = e.min_bytes_per_device;
+    EXPECT_NO_THROW(make_plan(m.config, m.bytes, ok));
+    ok.devices[0].capacity_bytes = e.min_bytes_per_device - kGiB;
+    EXPECT_THROW(make_plan(m.config, m.bytes, ok), PlanError);
+  }
+  // Two 16 GiB devices cannot hold 47 GiB either; no silent offload.
+  PlanRequest two = request({16, 16}, PlanStrategy::kBalanced);
+  try {
+    make_plan(m.config, m.bytes, two);
+    FAIL();
+  } catch (const PlanError& e) {
+    PlanRequest ok = request({0, 0}, PlanStrategy::kBalanced);
+    ok.devices[0].capacity_bytes = ok.devices[1].capacity_bytes = e.min_bytes_per_device;
+    EXPECT_NO_THROW(make_plan(m.config, m.bytes, ok));
+  }
+}
+
+TEST(Planner, KvCacheAndWorkspaceAreBudgeted) {
+  const auto& m = real_model();
+  PlanRequest small = request({40, 40}, PlanStrategy::kBalanced);
+  PlanRequest big = small;
+  big.max_batch = 4;
+  big.max_context = 32768;
+  Plan a = make_plan(m.config, m.bytes, small), b = make_plan(m.config, m.bytes, big);
+  uint64_t kv_a = 0, kv_b = 0;
+  for (const auto& d : a.devices) kv_a += d.kv_bytes;
+  for (const auto& d : b.devices) kv_b += d.kv_bytes;
+  // Full layers grow with context; sliding layers stay at W-1 = 1023 rows.
+  // bf16 K+V: full 5 layers x 2 heads x 512, sliding 25 x 8 x 256.
+  const uint64_t expected_b = 4ull * 2 * 2 * (5ull * 2 * 512 * 32768 + 25ull * 8 * 256 * 1023);
+  EXPECT_EQ(kv_b, expected_b);
+  EXPECT_LT(kv_a, kv_b);
+  // The head device carries the logits workspace: 3 x 256 x 262144 fp32 per sequence.
+  EXPECT_GE(b.devices.front().workspace_bytes, 4ull * 3 * 256 * 262144 * 4);
+}
+
+TEST(Planner, ReplicatedEmbeddingIsCounted) {
+  const auto& m = real_model();
+  PlanRequest r = request({30, 30}, PlanStrategy::kBalanced);
+  r.replicate_embedding = true;
+  Plan p = make_plan(m.config, m.bytes, r);
+  ASSERT_EQ(p.devices.size(), 2u);
+  EXPECT_TRUE(p.devices.back().holds_replica);
+  EXPECT_EQ(p.tensor_device.at("lm_head.weight"), p.devices.back().name);
+  check_invariants(p, r, m);
+}
+
+TEST(Planner, DeterministicAndInputErrors) {
+  const auto& m = real_model();
+  PlanRequest r = request({24, 24, 24}, PlanStrategy::kBalanced);
+  EXPECT_EQ(json::dump(plan_to_json(make_plan(m.config, m.bytes, r))),
+            json::dump(plan_to_json(make_plan(m.config, m.bytes, r))));
+  EXPECT_EQ(parse_bytes("80GiB"), 80 * kGiB);
+  EXPECT_EQ(parse_bytes("1.5GB"), 1500000000ull);
+  EXPECT_THROW(parse_bytes("80 parsecs"), Error);
+  EXPECT_THROW(parse_device_list("cuda:0"), Error);
+  EXPECT_THROW(parse_device_list("cuda:0=1GiB,cuda:0=2GiB"), Error);
+  EXPECT_THROW(parse_strategy("random"), Error);
+}
+
+TEST(PipelineExecution, VirtualCpuDevicesMatchSingleDeviceBitForBit) {
+  const std::string golden = kData + "/golden_a";
+  auto single = DiffusionGemma::load(golden);
+  auto staged = DiffusionGemma::load(golden);
+  // Plan the tiny model over two virtual CPU devices too small for it alone.
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& b : staged->weights().bound) bytes[b.expected.name] = b.nbytes;
+  PlanRequest r;
+  r.margin_bytes = 0;
+  r.max_context = 64;
+  r.utilization = 1.0;
+  r.strategy = PlanStrategy::kBalanced;
+  r.devices = {{"cpu:0", 1000000}, {"cpu:1", 1000000}};
+  Plan p = make_plan(staged->config(), bytes, r);
+  ASSERT_EQ(p.devices.size(), 2u);
+  CpuBackend dev0(1), dev1(2);
+  std::vector<Backend*> per_layer;
+  for (int i = 0; i < staged->config().num_layers; ++i)
+    per_layer.push_back(i <= p.devices[0].last_layer ? static_cast<Backend*>(&dev0) : &dev1);
+  staged->set_layer_backends(per_layer);
+  const std::vector<int32_t> prompt = {2, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57};
+  single->encode(prompt);
+  staged->encode(prompt);
+  std::vector<int32_t> canvas(16);
+  for (int k = 0; k < 16; ++k) canvas[size_t(k)] = 100 + k;
+  std::vector<float> a(16 * 512), b(16 * 512);
+  single->decode(canvas.data(), nullptr, a.data());
+  staged->decode(canvas.data(), nullptr, b.data());
+  EXPECT_EQ(a, b);
+  single->decode(canvas.data(), a.data(), a.data());
+  staged->decode(canvas.data(), b.data(), b.data());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace dgemma

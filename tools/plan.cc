@@ -1,0 +1,74 @@
+// dgemma plan -m DIR --devices cuda:0=80GiB,... [--strategy] [--json]
+#include <cstdio>
+#include <filesystem>
+
+#include "cli.h"
+#include "dgemma/error.h"
+#include "flags.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
+#include "placement/planner.h"
+
+namespace dgemma::cli {
+namespace {
+
+int run_plan(const Args& args) {
+  std::string dir, devices, strategy = "sequential", margin = "512MiB", kv_dtype = "bf16";
+  int64_t max_batch = 1, context = 4096;
+  double utilization = 0.9;
+  bool as_json = false, replicate = false;
+  FlagParser p("dgemma plan -m DIR --devices NAME=SIZE[,NAME=SIZE...] [--strategy S] [--json]",
+               "Tie-aware placement plan from metadata alone: layer pairs (encoder i + decoder i) stay whole and\n"
+               "contiguous, tied aliases go with their canonical tensor, the embedding table lives with the LM head\n"
+               "and sampler (or is replicated read-only with --replicate-embedding, counted), one device is preferred\n"
+               "when the model fits, and nothing is offloaded silently: if it does not fit, the error states the\n"
+               "minimum memory per device. Strategies: single, sequential (fill in order), balanced (even load).");
+  p.add_string("-m,--model", &dir, "checkpoint folder", "DIR");
+  p.add_string("--devices", &devices, "devices and capacities, e.g. cuda:0=80GiB,cuda:1=80GiB", "LIST");
+  p.add_string("--strategy", &strategy, "single, sequential or balanced", "S");
+  p.add_int("--max-batch", &max_batch, "sequences in flight (KV cache and workspace are sized for it)");
+  p.add_int("--context", &context, "maximum committed context per sequence");
+  p.add_string("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", "T");
+  p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
+  p.add_string("--margin", &margin, "reserved bytes per device", "SIZE");
+  p.add_bool("--replicate-embedding", &replicate, "replicate the embedding read-only on the last device");
+  p.add_bool("--json", &as_json, "print the plan (or the error) as JSON");
+  if (!p.parse(args)) return 0;
+  if (dir.empty()) throw Error("plan: give -m DIR");
+  PlanRequest r;
+  r.devices = parse_device_list(devices);
+  r.strategy = parse_strategy(strategy);
+  r.max_batch = max_batch;
+  r.max_context = context;
+  r.utilization = utilization;
+  r.margin_bytes = parse_bytes(margin);
+  r.replicate_embedding = replicate;
+  if (kv_dtype == "bf16") r.kv_bytes_per_element = 2;
+  else if (kv_dtype == "fp32") r.kv_bytes_per_element = 4;
+  else throw Error("--kv-dtype: expected bf16 or fp32, got '" + kv_dtype + "'");
+  ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
+  TensorStore store = TensorStore::open_dir(dir);
+  BindOptions bo;
+  bo.verify_tied_copies = false;
+  ModelWeights w = bind_weights(config, store, bo);
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& b : w.bound) bytes[b.expected.name] = b.nbytes;
+  try {
+    Plan plan = make_plan(config, bytes, r);
+    if (as_json) std::printf("%s\n", json::dump(plan_to_json(plan), 2).c_str());
+    else std::fputs(plan_to_text(plan).c_str(), stdout);
+    return 0;
+  } catch (const PlanError& e) {
+    if (!as_json) throw;
+    json::Value o = json::Object{};
+    o.set("error", std::string(e.what()));
+    o.set("min_bytes_per_device", e.min_bytes_per_device);
+    std::printf("%s\n", json::dump(o, 2).c_str());
+    return 1;
+  }
+}
+
+const Subcommand kPlan("plan", "tie-aware multi-device placement plan (layer ranges, budgets, ties, edges)", run_plan);
+
+}  // namespace
+}  // namespace dgemma::cli
