@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 
 #include "dgemma/error.h"
@@ -310,7 +311,10 @@ class Parser {
     double dv = 0;
     auto r = std::from_chars(lit.data(), lit.data() + lit.size(), dv);
     if (r.ec == std::errc::result_out_of_range) {
-      dv = lit[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+      // from_chars reports underflow and overflow alike; strtod tells them
+      // apart (0 for 1e-400, +-HUGE_VAL for 1e400). The literal is already
+      // validated JSON, so the C locale's grammar accepts it.
+      dv = std::strtod(std::string(lit).c_str(), nullptr);
     } else if (r.ec != std::errc()) {
       fail("invalid number");
     }

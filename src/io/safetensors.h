@@ -104,11 +104,17 @@ class TensorStore {
   std::vector<std::string> names_;
 };
 
-// Writes a safetensors file: header keys sorted, header padded with spaces to
-// a multiple of 8, tensors laid out in the order added, each aligned to 8
-// bytes... (see safetensors_writer.cc). Sparse tensors are left as holes in
-// the file (no disk blocks, reads as zeros): used for the full-size fake
-// checkpoint.
+// Writes a safetensors file the way the reference Rust writer does
+// (formats.md §1.3): tensors laid out contiguously from offset 0 (the format
+// allows no gaps) in order of descending dtype (the reference enum order,
+// roughly descending alignment) then name, header keys in that same order with
+// `__metadata__` first, compact JSON padded with spaces to a multiple of 8.
+// Because the data buffer starts at a multiple of 8 and big dtypes come first,
+// every tensor is naturally aligned. Sparse tensors are left as holes in the
+// file (no disk blocks, reads as zeros): used for the full-size fake
+// checkpoint. The file is written under a temporary name and renamed into
+// place, so a reader never sees a half-written file. Throws dgemma::Error on a
+// duplicate name, a bad shape or an I/O failure.
 class SafetensorsWriter {
  public:
   void add(std::string name, DType dtype, std::vector<int64_t> shape, const void* data);
