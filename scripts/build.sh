@@ -15,4 +15,8 @@ case "$flavour" in
   *) echo "unknown flavour '$flavour' (release, asan, fuzz)" >&2; exit 2 ;;
 esac
 cmake -S . -B "build/$flavour" -G Ninja "${args[@]}" >/dev/null
-cmake --build "build/$flavour" -j "$jobs"
+if [ "$flavour" = fuzz ]; then
+  cmake --build "build/$flavour" -j "$jobs" --target fuzz_all   # only the fuzz targets
+else
+  cmake --build "build/$flavour" -j "$jobs"
+fi
