@@ -3,7 +3,7 @@
 # does nothing (and needs no network) when everything is already installed.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-          clang libclang-rt-14-dev time python3)
+          clang libclang-rt-14-dev time python3 libopenblas-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,10 @@
 #include "model_flags.h"
 
+#include <cstdio>
+
 #include "dgemma/error.h"
+#include "ops/cpu/cpu_backend.h"
+#include "placement/mpi_transport.h"
 
 namespace dgemma::cli {
 
@@ -15,6 +19,10 @@ void ModelFlags::add_to(FlagParser& p) {
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
                "VARIANT");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
+  p.add_string("--plan", &plan,
+               "run the stages of a `dgemma plan --json` file: under mpirun one rank per device (bit-identical "
+               "to one process), otherwise one virtual CPU device per stage",
+               "FILE");
 }
 
 ModelOptions ModelFlags::options() const {
@@ -30,8 +38,27 @@ ModelOptions ModelFlags::options() const {
 
 std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   if (model_dir.empty()) throw Error("no model given: use -m DIR");
-  if (config.empty()) return DiffusionGemma::load(model_dir, options());
-  return DiffusionGemma::load(model_dir, config, options());
+  auto model = config.empty() ? DiffusionGemma::load(model_dir, options())
+                              : DiffusionGemma::load(model_dir, config, options());
+  if (plan.empty()) return model;
+  const std::vector<int> owners = layer_owners_from_plan(plan, model->config().num_layers);
+  if (launched_under_mpi()) {
+    transport_ = make_mpi_transport(owners);
+    model->set_stage_transport(transport_.get());
+    output_rank_ = transport_->rank() == 0;
+    // Every rank runs the same program; only rank 0 prints results.
+    if (!output_rank_ && !std::freopen("/dev/null", "w", stdout))
+      throw Error("cannot silence stdout on rank " + std::to_string(transport_->rank()));
+  } else {
+    // One virtual CPU device (own backend and thread pool) per stage.
+    int stages = 0;
+    for (int o : owners) stages = std::max(stages, o + 1);
+    for (int s = 0; s < stages; ++s) stage_backends_.push_back(std::make_unique<CpuBackend>(int(threads)));
+    std::vector<Backend*> per_layer;
+    for (int o : owners) per_layer.push_back(stage_backends_[size_t(o)].get());
+    model->set_layer_backends(per_layer);
+  }
+  return model;
 }
 
 }  // namespace dgemma::cli

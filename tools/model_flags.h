@@ -1,10 +1,13 @@
 #pragma once
 // Flags shared by the subcommands that load a model (-m, --precision,
 // --threads, --decoder-window, --config).
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "flags.h"
 #include "model/diffusion_gemma.h"
+#include "placement/stage_transport.h"
 
 namespace dgemma::cli {
 
@@ -14,10 +17,20 @@ struct ModelFlags {
   std::string precision = "fp32";
   std::string decoder_window = "reference";
   int64_t threads = 0;
+  std::string plan;  // optional `dgemma plan --json` output: run its stages
+
+  // Whether this process should print results (rank 0, or not under MPI).
+  bool is_output_rank() const { return output_rank_; }
 
   void add_to(FlagParser& p);
   ModelOptions options() const;
   std::unique_ptr<DiffusionGemma> load() const;
+
+ private:
+  // Kept alive as long as the flags (and the model they configured).
+  mutable std::unique_ptr<StageTransport> transport_;
+  mutable std::vector<std::unique_ptr<Backend>> stage_backends_;
+  mutable bool output_rank_ = true;
 };
 
 }  // namespace dgemma::cli

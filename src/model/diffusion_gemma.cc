@@ -219,6 +219,25 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   x = op.run(OpKind::kScale, "layer_scalar", {&x2}, {&s});
 }
 
+void DiffusionGemma::run_layers(Pass pass, Tensor& x, const Tensor& pos) {
+  const std::string prefix(pass_name(pass));
+  const int L = config_.num_layers;
+  const int me = transport_ ? transport_->rank() : 0;
+  auto owner = [&](int li) { return transport_ ? transport_->owner_of_layer(li) : 0; };
+  for (int li = 0; li < L; ++li) {
+    if (owner(li) != me) continue;
+    // Entering this rank's stage: take the hidden states from the previous owner.
+    if (li > 0 && owner(li - 1) != me) transport_->recv(owner(li - 1), x);
+    exec_.tap(prefix + ".layer_in." + std::to_string(li), x);
+    run_layer(li, pass, x, pos);
+    exec_.tap(prefix + ".layer_out." + std::to_string(li), x);
+    if (li + 1 < L && owner(li + 1) != me) transport_->send(owner(li + 1), x);
+  }
+  // Every rank needs the decoder's final states for the (replicated) LM head
+  // and sampler; the encoder's are not used after the cache is written.
+  if (transport_ && pass == Pass::kDecoder) transport_->broadcast(owner(L - 1), x);
+}
+
 // Encoder pass (spec §2.2): causal over the new tokens, appends to the cache.
 void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
   if (ids_in.empty()) return;
@@ -239,11 +258,7 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
   ea.scale = embed_scale();
   Tensor x = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
   exec_.tap("encoder.embeddings", x);
-  for (int li = 0; li < config_.num_layers; ++li) {
-    exec_.tap("encoder.layer_in." + std::to_string(li), x);
-    run_layer(li, Pass::kEncoder, x, pos);
-    exec_.tap("encoder.layer_out." + std::to_string(li), x);
-  }
+  run_layers(Pass::kEncoder, x, pos);
   cache_.length += n;
   // The final norm is not needed for generation; compute it only when
   // someone observes it.
@@ -292,11 +307,7 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
   }
   Tensor x = op.norm("self_conditioning.post_norm", sum, nullptr, eps);
   exec_.tap("decoder.self_conditioning_out", x);
-  for (int li = 0; li < config_.num_layers; ++li) {
-    exec_.tap("decoder.layer_in." + std::to_string(li), x);
-    run_layer(li, Pass::kDecoder, x, pos);
-    exec_.tap("decoder.layer_out." + std::to_string(li), x);
-  }
+  run_layers(Pass::kDecoder, x, pos);
   Tensor h = op.norm("norm", x, &weights_.final_norm, eps);
   exec_.tap("decoder.last_hidden_state", h);
   Tensor raw = op.linear("lm_head", h, weights_.embed);

@@ -13,6 +13,7 @@
 #include "model/kv_cache.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "placement/stage_transport.h"
 
 namespace dgemma {
 
@@ -62,6 +63,10 @@ class DiffusionGemma : public DiffusionModel {
   // the model's backend); embedding, self-conditioning and LM head stay on
   // the model's backend. The backends are not owned.
   void set_layer_backends(std::vector<Backend*> layer_backends);
+  // Multi-process pipeline (placement/stage_transport.h): layers not owned
+  // by this rank are skipped, hidden states cross stage boundaries through
+  // the transport. Not owned.
+  void set_stage_transport(StageTransport* transport) { transport_ = transport; }
   // Denoising step index reported with decoder ops (counts decode calls since
   // the last encode).
   int decoder_step() const { return decoder_step_; }
@@ -69,6 +74,8 @@ class DiffusionGemma : public DiffusionModel {
  private:
   DiffusionGemma(ModelConfig config, TensorStore store, const ModelOptions& options);
   void run_layer(int layer, Pass pass, Tensor& x, const Tensor& positions);
+  // All layers in order with taps; across ranks when a transport is set.
+  void run_layers(Pass pass, Tensor& x, const Tensor& positions);
   float embed_scale() const;
 
   ModelConfig config_;
@@ -80,6 +87,7 @@ class DiffusionGemma : public DiffusionModel {
   KvCache cache_;
   int decoder_step_ = 0;
   std::vector<Backend*> layer_backends_;
+  StageTransport* transport_ = nullptr;
 };
 
 DecoderWindow parse_decoder_window(const std::string& name);

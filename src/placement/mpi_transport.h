@@ -1,0 +1,25 @@
+#pragma once
+// StageTransport over MPI ranks (Debian's OpenMPI): rank r owns the layers
+// the plan gives its r-th device. Available when built with MPI
+// (DGEMMA_HAVE_MPI); otherwise make_mpi_transport throws.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "placement/stage_transport.h"
+
+namespace dgemma {
+
+// Whether this process was started by mpirun (OMPI/PMI environment).
+bool launched_under_mpi();
+
+// Initializes MPI (once per process) and builds a transport whose layer
+// owners are `owners` (one rank per layer). The number of distinct ranks in
+// `owners` must not exceed the MPI world size.
+std::unique_ptr<StageTransport> make_mpi_transport(const std::vector<int>& owners);
+
+// Reads a `dgemma plan --json` file and returns the owner index per layer
+// (device order = rank order).
+std::vector<int> layer_owners_from_plan(const std::string& plan_path, int num_layers);
+
+}  // namespace dgemma
