@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/paths.h"
 #include "dgemma/error.h"
 #include "tokenizer/tokenizer.h"
 

@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}
 jobs=${DGEMMA_JOBS:-$(nproc)}
+# Paths under the checkout are hashed relative to it, so a clone in another
+# folder (CI) hits the cache of an earlier build.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 case "$flavour" in
   release) args=(-DCMAKE_BUILD_TYPE=Release) ;;
   asan) args=(-DCMAKE_BUILD_TYPE=Debug -DDGEMMA_SANITIZE=ON -DDGEMMA_BENCH=OFF -DCMAKE_CXX_FLAGS=-O1) ;;

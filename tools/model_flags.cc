@@ -1,6 +1,7 @@
 #include "model_flags.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_backend.h"
@@ -19,6 +20,11 @@ void ModelFlags::add_to(FlagParser& p) {
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
                "VARIANT");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
+  p.add_string("--quantize", &quantize,
+               "quantize plain weights at load, nothing written: none; nf4 (NF4 + double quant: attention, "
+               "dense MLP, self-conditioning, experts); nvfp4-experts (NVFP4, experts only); q8 (int8, same "
+               "weights as nf4). Embeddings, norms and router stay as stored",
+               "MODE");
   p.add_string("--plan", &plan,
                "run the stages of a `dgemma plan --json` file: under mpirun one rank per device (bit-identical "
                "to one process), otherwise one virtual CPU device per stage",
@@ -33,6 +39,9 @@ ModelOptions ModelFlags::options() const {
   if (threads < 0) throw Error("--threads must be >= 0, got " + std::to_string(threads));
   o.threads = int(threads);
   o.decoder_window = parse_decoder_window(decoder_window);
+  std::optional<LoadQuantization> q = parse_load_quantization(quantize);
+  if (!q) throw Error("--quantize: expected none, nf4, nvfp4-experts or q8, got '" + quantize + "'");
+  o.quantize = *q;
   return o;
 }
 

@@ -17,6 +17,7 @@ struct ModelFlags {
   std::string precision = "fp32";
   std::string decoder_window = "reference";
   int64_t threads = 0;
+  std::string quantize = "none";  // quantize at load: none, nf4, nvfp4-experts, q8
   std::string plan;  // optional `dgemma plan --json` output: run its stages
 
   // Whether this process should print results (rank 0, or not under MPI).

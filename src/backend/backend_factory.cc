@@ -1,6 +1,9 @@
 #include "backend/backend_factory.h"
 
 #include "backend/inject_backend.h"
+#if DGEMMA_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_backend.h"
 
@@ -10,9 +13,23 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
   if (spec == "cpu") return std::make_unique<CpuBackend>(threads);
   if (spec.rfind("inject:", 0) == 0)
     return std::make_unique<InjectBackend>(std::make_unique<CpuBackend>(threads), parse_inject_spec(spec));
-  if (spec == "cuda")
-    throw Error("backend 'cuda': this build of dgemma has no CUDA backend yet (available: cpu, "
-                "inject:OP:LAYER:PASS:STEP:KIND)");
+  if (spec == "cuda" || spec.rfind("cuda:", 0) == 0) {
+#if DGEMMA_HAVE_CUDA
+    // "cuda", "cuda:sync", "cuda:debug", "cuda:1,sync". The device check runs
+    // in a throwaway child process (cuda_device_count), so constructing the
+    // backend here leaves CUDA uninitialized in this process until its first op.
+    const CudaBackendOptions options = parse_cuda_spec(spec);
+    if (!cuda_device_available())
+      throw Error("backend '" + spec + "': no CUDA device found (" + cuda_unavailable_reason() + ")");
+    if (options.device >= cuda_device_count())
+      throw Error("backend '" + spec + "': CUDA device " + std::to_string(options.device) + " does not exist (" +
+                  std::to_string(cuda_device_count()) + " present)");
+    return std::make_unique<CudaBackend>(options);
+#else
+    throw Error("backend '" + spec + "': this build of dgemma has no CUDA backend (it is built when CMake finds "
+                "nvcc; see DGEMMA_CUDA) (available: cpu, inject:OP:LAYER:PASS:STEP:KIND)");
+#endif
+  }
   throw Error("unknown backend '" + spec + "' (available: cpu, inject:OP:LAYER:PASS:STEP:KIND)");
 }
 

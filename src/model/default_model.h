@@ -4,8 +4,9 @@
 //
 // It is the `tiny-B` shape of spec/diffusiongemma.md §5.2 (real 262,144-token
 // vocabulary, hidden 96, layers S,S,S,F, 4 heads, kv 2/1, head dims 16/32,
-// window 8, 8 experts top-3) with canvas_length 16 and 8 denoising steps, and
-// RANDOM weights: it exercises the real tokenizer, chat template, EOS ids and
+// window 8, 8 experts top-3) with canvas_length 16, 8 denoising steps, an
+// entropy bound of 5 nats (so that random logits accept a few positions per
+// step) and RANDOM weights: it exercises the real tokenizer, chat template, EOS ids and
 // the whole generation loop, but its output is gibberish. Point -m at the real
 // google/diffusiongemma-26B-A4B-it folder for meaningful text.
 //

@@ -99,6 +99,7 @@ DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, const Mode
   BindOptions bo;
   bo.precision = options.precision;
   bo.verify_tied_copies = options.verify_tied_copies;
+  bo.quantize = options.quantize;
   weights_ = bind_weights(config_, store_, bo);
   cache_.layers.resize(size_t(config_.num_layers));
   for (int i = 0; i < config_.num_layers; ++i) {

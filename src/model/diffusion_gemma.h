@@ -29,6 +29,7 @@ struct ModelOptions {
   int threads = 0;  // CPU threads; 0 = all cores
   DecoderWindow decoder_window = DecoderWindow::kReference;
   bool verify_tied_copies = true;
+  LoadQuantization quantize = LoadQuantization::kNone;  // quantize at load (quantize/load_quantize.h)
 };
 
 class DiffusionGemma : public DiffusionModel {

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "dgemma/error.h"
+#include "quantize/quantized_weight.h"
+#include "quantize/resolve.h"
 
 namespace dgemma {
 namespace {
@@ -38,10 +40,23 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
   std::vector<std::string> missing, misshapen, conflicting, bad_dtype, unexpected;
   std::set<std::string> used;
   std::map<std::string, WeightRef> refs;
+  // Quantized checkpoints (formats.md §7): each expected tensor is first
+  // offered to the quantized readers, which decide from the stored tensors.
+  const std::optional<QuantContext> quant = detect_quantization(store);
 
   for (const ExpectedTensor& ex : expected_tensors(config)) {
     BoundTensor b;
     b.expected = ex;
+    if (std::optional<WeightRef> q = quant ? resolve_quantized(*quant, ex) : std::nullopt) {
+      used.insert(q->quant->stored_names.begin(), q->quant->stored_names.end());
+      b.present = q->quant->found_as;
+      b.stored_as = b.present.front();
+      b.dtype = q->dtype;
+      b.nbytes = q->quant->stored_bytes;
+      refs[ex.name] = std::move(*q);
+      mw.bound.push_back(std::move(b));
+      continue;
+    }
     std::vector<std::string> names = {ex.name};
     names.insert(names.end(), ex.aliases.begin(), ex.aliases.end());
     const TensorView* source = nullptr;
@@ -81,12 +96,14 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
       b.dtype = source->dtype();
       b.nbytes = source->nbytes();
       refs[ex.name] = ref_of(*source, ex.name, mw.owned, options.precision);
+      const bool mapped = refs[ex.name].data == source->data;
+      if (auto q = quantize_at_load(refs[ex.name], ex, options.quantize, mapped)) refs[ex.name] = std::move(*q);
     }
     mw.bound.push_back(std::move(b));
   }
 
   for (const auto& n : store.names()) {
-    if (used.count(n)) continue;
+    if (used.count(n) || (quant && is_ignored_quant_tensor(*quant, n))) continue;
     if (is_skipped_tensor(n)) {
       mw.skipped.push_back(n);
       mw.skipped_bytes += store.find(n)->nbytes();

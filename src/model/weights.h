@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/tensor_names.h"
 #include "ops/tensor.h"
+#include "quantize/load_quantize.h"
 
 namespace dgemma {
 
@@ -55,6 +56,8 @@ struct BindOptions {
   // Compare the bytes of tied copies stored on both sides (costs a read of
   // both; on by default, formats.md §0.1).
   bool verify_tied_copies = true;
+  // Quantize plain weights in memory as they are bound (quantize/load_quantize.h).
+  LoadQuantization quantize = LoadQuantization::kNone;
 };
 
 ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, const BindOptions& options = {});

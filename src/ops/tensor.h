@@ -3,12 +3,15 @@
 // (non-owning views of checkpoint data in its stored dtype). Ops read weights
 // in their stored dtype and accumulate in fp32.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 
 namespace dgemma {
+
+struct QuantizedWeight;  // quantize/quantized_weight.h
 
 struct Tensor {
   DType dtype = DType::kF32;  // kF32 or kI32
@@ -38,6 +41,9 @@ struct WeightRef {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   const void* data = nullptr;
+  // Set for a quantized weight (shape and dtype are then the logical ones and
+  // `data` must not be read as dtype; see quantize/quantized_weight.h).
+  std::shared_ptr<const QuantizedWeight> quant;
 
   bool empty() const { return data == nullptr; }
   int64_t numel() const;

@@ -6,7 +6,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 
-namespace dgemma::cpu {
+namespace dgemma::cpu::reference {
 
 static bool visible(const OpAttrs& a, int32_t qpos, int32_t kpos) {
   switch (a.mask) {
@@ -55,4 +55,4 @@ void attention(const OpCall& c, ThreadPool& pool) {
   });
 }
 
-}  // namespace dgemma::cpu
+}  // namespace dgemma::cpu::reference

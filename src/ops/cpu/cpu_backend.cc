@@ -1,24 +1,70 @@
 #include "ops/cpu/cpu_backend.h"
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/fast_ops.h"
 
 namespace dgemma {
 
+CpuBackend::CpuBackend(int threads) : CpuBackend([threads] {
+  CpuBackendOptions o;
+  o.threads = threads;
+  return o;
+}()) {}
+
+CpuBackend::CpuBackend(const CpuBackendOptions& options)
+    : options_(options),
+      isa_(clamp_isa(options.isa.value_or(default_isa()))),
+      pool_(std::make_unique<ThreadPool>(options.threads)),
+      ctx_(std::make_unique<cpu::CpuContext>()) {
+  ctx_->pool = pool_.get();
+  ctx_->isa = cpu::isa_kernels(isa_);
+  if (!ctx_->isa) isa_ = CpuIsa::kScalar;
+  ctx_->bf16_dot = options.bf16_dot && ctx_->isa && ctx_->isa->pack_a_pairs;
+}
+
+CpuBackend::~CpuBackend() = default;
+
+bool CpuBackend::bf16_dot() const { return ctx_->bf16_dot; }
+size_t CpuBackend::packed_weight_bytes() const { return ctx_->weights.bytes(); }
+size_t CpuBackend::packed_weight_count() const { return ctx_->weights.size(); }
+void CpuBackend::clear_packed_weights() { ctx_->weights.clear(); }
+
 void CpuBackend::run(const OpCall& c) {
+  std::lock_guard<std::mutex> lock(run_mu_);
   ThreadPool& p = *pool_;
+  namespace ref = cpu::reference;
+  if (!ctx_->isa) {  // scalar level: the reference kernels
+    switch (c.kind) {
+      case OpKind::kEmbedding: return ref::embedding(c, p);
+      case OpKind::kSoftEmbedding: return ref::soft_embedding(c, p);
+      case OpKind::kRmsNorm: return ref::rms_norm(c, p);
+      case OpKind::kLinear: return ref::linear(c, p);
+      case OpKind::kRope: return ref::rope(c, p);
+      case OpKind::kAttention: return ref::attention(c, p);
+      case OpKind::kRouterTopk: return ref::router_topk(c, p);
+      case OpKind::kMoeExperts: return ref::moe_experts(c, p);
+      case OpKind::kGeluGlu: return ref::gelu_glu(c, p);
+      case OpKind::kAdd: return ref::add(c, p);
+      case OpKind::kScale: return ref::scale(c, p);
+      case OpKind::kSoftcap: return ref::softcap(c, p);
+    }
+    return;
+  }
+  cpu::CpuContext& x = *ctx_;
   switch (c.kind) {
-    case OpKind::kEmbedding: return cpu::embedding(c, p);
-    case OpKind::kSoftEmbedding: return cpu::soft_embedding(c, p);
-    case OpKind::kRmsNorm: return cpu::rms_norm(c, p);
-    case OpKind::kLinear: return cpu::linear(c, p);
-    case OpKind::kRope: return cpu::rope(c, p);
-    case OpKind::kAttention: return cpu::attention(c, p);
-    case OpKind::kRouterTopk: return cpu::router_topk(c, p);
-    case OpKind::kMoeExperts: return cpu::moe_experts(c, p);
-    case OpKind::kGeluGlu: return cpu::gelu_glu(c, p);
-    case OpKind::kAdd: return cpu::add(c, p);
-    case OpKind::kScale: return cpu::scale(c, p);
-    case OpKind::kSoftcap: return cpu::softcap(c, p);
+    // Row gathers and cheap elementwise ops are memory-bound: the reference is enough.
+    case OpKind::kEmbedding: return ref::embedding(c, p);
+    case OpKind::kRope: return ref::rope(c, p);
+    case OpKind::kAdd: return ref::add(c, p);
+    case OpKind::kScale: return ref::scale(c, p);
+    case OpKind::kSoftEmbedding: return cpu::fast::soft_embedding(c, x);
+    case OpKind::kRmsNorm: return cpu::fast::rms_norm(c, x);
+    case OpKind::kLinear: return cpu::fast::linear(c, x);
+    case OpKind::kAttention: return cpu::fast::attention(c, x);
+    case OpKind::kRouterTopk: return cpu::fast::router_topk(c, x);
+    case OpKind::kMoeExperts: return cpu::fast::moe_experts(c, x);
+    case OpKind::kGeluGlu: return cpu::fast::gelu_glu(c, x);
+    case OpKind::kSoftcap: return cpu::fast::softcap(c, x);
   }
 }
 

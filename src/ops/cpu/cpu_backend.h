@@ -1,21 +1,62 @@
 #pragma once
-// The CPU reference backend: the scalar kernels of ops/cpu, threaded over rows.
+// The CPU backend: optimized kernels (ops/cpu/fast_ops.h) selected at run time
+// for the CPU's dispatch level, with the scalar reference kernels
+// (ops/cpu/cpu_kernels.h) as the `scalar` level and as the fallback for
+// dtypes the fast kernels do not read. Weights used by GEMMs are repacked into
+// panels once, on first use, and cached for the backend's lifetime (see
+// packed_weights.h for the contract: weights must stay valid and unchanged).
 #include <memory>
+#include <mutex>
+#include <optional>
 
+#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "ops/backend.h"
 
 namespace dgemma {
 
+namespace cpu {
+struct CpuContext;
+}
+
+struct CpuBackendOptions {
+  int threads = 0;             // 0: one per hardware thread
+  std::optional<CpuIsa> isa;   // cap on the dispatch level; default default_isa()
+                               // (DGEMMA_CPU_ISA); clamped to what the CPU runs
+  // Linear and expert GEMMs over bf16 weights use vdpbf16ps (AVX512_BF16):
+  // about twice the fp32 FMA rate, but the activations are rounded to bf16
+  // (round to nearest even) before each such product, as a bf16 model run
+  // does. Off: activations stay fp32 and bf16 weights are widened exactly,
+  // so bf16 weights give the same result as those values stored as fp32.
+  // Has no effect without AVX512_BF16 or for fp32 weights.
+  bool bf16_dot = false;
+};
+
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads = 0) : pool_(std::make_unique<ThreadPool>(threads)) {}
+  explicit CpuBackend(int threads = 0);
+  explicit CpuBackend(const CpuBackendOptions& options);
+  ~CpuBackend() override;
   std::string name() const override { return "cpu"; }
   void run(const OpCall& call) override;
   ThreadPool& pool() { return *pool_; }
 
+  // The dispatch level in use (after clamping).
+  CpuIsa isa() const { return isa_; }
+  bool bf16_dot() const;
+  const CpuBackendOptions& options() const { return options_; }
+  // Packed weight panels held (bytes, count); clear_packed_weights() forgets
+  // them (needed if a weight buffer is reused for different values).
+  size_t packed_weight_bytes() const;
+  size_t packed_weight_count() const;
+  void clear_packed_weights();
+
  private:
+  CpuBackendOptions options_;
+  CpuIsa isa_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<cpu::CpuContext> ctx_;
+  std::mutex run_mu_;  // one op at a time (shared scratch, one pool job slot)
 };
 
 }  // namespace dgemma

@@ -5,8 +5,9 @@
 
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/quant_kernels.h"
 
-namespace dgemma::cpu {
+namespace dgemma::cpu::reference {
 
 float dot_f32(const float* a, const float* b, int64_t n) {
   // Four independent accumulators in a fixed order: faster than one chain and
@@ -31,6 +32,7 @@ float gelu_tanh(float x) {
 }
 
 void embedding(const OpCall& c, ThreadPool& pool) {
+  if (c.w[0]->quant) return quant_embedding(c, pool);
   const Tensor& ids = *c.in[0];
   const WeightRef& table = *c.w[0];
   Tensor& out = *c.out[0];
@@ -53,6 +55,7 @@ void embedding(const OpCall& c, ThreadPool& pool) {
 // fp32 softmax is cast to the table dtype again, then multiplied with the
 // table (fp32 accumulation) and scaled.
 void soft_embedding(const OpCall& c, ThreadPool& pool) {
+  if (c.w[0]->quant) return quant_soft_embedding(c, [&](const OpCall& d) { soft_embedding(d, pool); });
   const Tensor& logits = *c.in[0];
   const WeightRef& table = *c.w[0];
   Tensor& out = *c.out[0];
@@ -177,4 +180,4 @@ void softcap(const OpCall& c, ThreadPool& pool) {
   });
 }
 
-}  // namespace dgemma::cpu
+}  // namespace dgemma::cpu::reference

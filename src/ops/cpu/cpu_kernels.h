@@ -2,11 +2,12 @@
 // Scalar reference kernels of the CPU backend, one function per op (see
 // ops/op.h for shapes). Rows are distributed over the thread pool; each output
 // element is produced by one thread in a fixed order (deterministic for any
-// thread count). Optimized kernels (issue: CPU performance) must match these.
+// thread count). They are the `scalar` dispatch level of CpuBackend and the
+// oracle the optimized kernels (ops/cpu/fast_ops.h) are tested against.
 #include "core/thread_pool.h"
 #include "ops/op.h"
 
-namespace dgemma::cpu {
+namespace dgemma::cpu::reference {
 
 float dot_f32(const float* a, const float* b, int64_t n);
 float gelu_tanh(float x);
@@ -24,4 +25,4 @@ void add(const OpCall& c, ThreadPool& pool);
 void scale(const OpCall& c, ThreadPool& pool);
 void softcap(const OpCall& c, ThreadPool& pool);
 
-}  // namespace dgemma::cpu
+}  // namespace dgemma::cpu::reference

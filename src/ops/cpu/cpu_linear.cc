@@ -4,10 +4,12 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/quant_kernels.h"
 
-namespace dgemma::cpu {
+namespace dgemma::cpu::reference {
 
 void linear(const OpCall& c, ThreadPool& pool) {
+  if (c.w[0]->quant) return quant_linear(c, pool);
   const Tensor& x = *c.in[0];
   const WeightRef& w = *c.w[0];
   Tensor& out = *c.out[0];
@@ -28,4 +30,4 @@ void linear(const OpCall& c, ThreadPool& pool) {
   });
 }
 
-}  // namespace dgemma::cpu
+}  // namespace dgemma::cpu::reference

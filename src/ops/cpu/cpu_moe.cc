@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/quant_kernels.h"
 
-namespace dgemma::cpu {
+namespace dgemma::cpu::reference {
 
 // r = RMSNorm_noscale(x) ⊙ scale · H^-1/2; p = softmax(r·projᵀ); top-k by p
 // (descending, lower index first on ties, like torch.topk); renormalize the k
@@ -56,6 +57,7 @@ void router_topk(const OpCall& c, ThreadPool& pool) {
 // gate rows 0..I-1 and up rows I..2I-1 of gate_up[e]. Contributions are summed
 // in ascending expert order, as the reference's per-expert loop does.
 void moe_experts(const OpCall& c, ThreadPool& pool) {
+  if (c.w[0]->quant || c.w[1]->quant) return quant_moe_experts(c, pool);
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];
@@ -90,4 +92,4 @@ void moe_experts(const OpCall& c, ThreadPool& pool) {
   });
 }
 
-}  // namespace dgemma::cpu
+}  // namespace dgemma::cpu::reference

@@ -1,0 +1,166 @@
+// Throughput of the quantized linear (dequantize-in-tile GEMM,
+// ops/cpu/quant_kernels.h) per format against the bf16 path of the same CPU
+// backend (packed bf16 panels) in the same run, and against OpenBLAS sgemm
+// on the fp32 weight when libopenblas is present (loaded at run time, so the
+// benchmark needs no link-time BLAS).
+//
+// Shapes: an expert projection (gate_up of one expert, [1408, 2816]) at
+// M = 16 tokens, and a canvas GEMM (dense MLP gate, [2112, 2816]) at M = 256
+// canvas positions (spec §1.1 sizes). Counters: GFLOP/s (2·M·N·K per
+// iteration) and the weight bytes streamed per second.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "ops/cpu/cpu_backend.h"
+#include "quantize/quantizers.h"
+
+namespace dgemma {
+namespace {
+
+struct Shape {
+  const char* label;
+  int64_t M, N, K;
+};
+constexpr Shape kShapes[] = {{"expert_M16", 16, 1408, 2816}, {"canvas_M256", 256, 2112, 2816}};
+
+enum class Kind { kBf16, kF32, kNf4, kNvfp4, kMlx4, kMlx8, kInt8, kSgemm };
+struct Variant {
+  const char* label;
+  Kind kind;
+};
+constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},   {"f32", Kind::kF32},   {"nf4", Kind::kNf4},
+                                 {"nvfp4", Kind::kNvfp4}, {"mlx4", Kind::kMlx4}, {"mlx8", Kind::kMlx8},
+                                 {"int8", Kind::kInt8},   {"sgemm", Kind::kSgemm}};
+
+int threads() {
+  const char* t = std::getenv("DGEMMA_BENCH_THREADS");
+  return t ? std::atoi(t) : 0;
+}
+
+CpuBackend& backend() {
+  static CpuBackend b(threads());
+  return b;
+}
+
+struct Weights {
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  WeightRef ref;
+  std::shared_ptr<QuantizedWeight> q;
+  uint64_t bytes = 0;
+};
+
+const Weights& weights(const Shape& s, Kind k) {
+  static std::map<std::pair<std::string, int>, std::unique_ptr<Weights>> cache;
+  auto& slot = cache[{s.label, int(k)}];
+  if (slot) return *slot;
+  slot = std::make_unique<Weights>();
+  Weights& w = *slot;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  w.f32.resize(size_t(s.N * s.K));
+  for (float& x : w.f32) x = d(rng);
+  w.ref.name = "w";
+  w.ref.shape = {s.N, s.K};
+  const quant::FloatSource src{DType::kF32, w.f32.data(), s.N * s.K};
+  quant::QuantizeParams p;
+  switch (k) {
+    case Kind::kBf16:
+      w.bf16.resize(w.f32.size());
+      for (size_t i = 0; i < w.f32.size(); ++i) w.bf16[i] = f32_to_bf16(w.f32[i]);
+      w.ref.dtype = DType::kBF16;
+      w.ref.data = w.bf16.data();
+      w.bytes = w.bf16.size() * 2;
+      return w;
+    case Kind::kF32:
+    case Kind::kSgemm:
+      w.ref.dtype = DType::kF32;
+      w.ref.data = w.f32.data();
+      w.bytes = w.f32.size() * 4;
+      return w;
+    case Kind::kNf4: w.q = quant::quantize_weight(QuantScheme::kNF4, src, {s.N, s.K}, DType::kBF16, p); break;
+    case Kind::kNvfp4: w.q = quant::quantize_weight(QuantScheme::kNVFP4, src, {s.N, s.K}, DType::kBF16, p); break;
+    case Kind::kMlx4: w.q = quant::quantize_weight(QuantScheme::kAffine, src, {s.N, s.K}, DType::kBF16, p); break;
+    case Kind::kMlx8:
+      p.bits = 8;
+      w.q = quant::quantize_weight(QuantScheme::kAffine, src, {s.N, s.K}, DType::kBF16, p);
+      break;
+    case Kind::kInt8: w.q = quant::quantize_weight(QuantScheme::kInt8, src, {s.N, s.K}, DType::kBF16, p); break;
+  }
+  w.ref.dtype = DType::kBF16;
+  w.ref.data = w.q->slices.front().codes;
+  w.ref.quant = w.q;
+  w.bytes = w.q->stored_bytes;
+  return w;
+}
+
+// cblas_sgemm(RowMajor, NoTrans, Trans, M, N, K, 1, A, K, B, K, 0, C, N)
+// through dlopen, when libopenblas is installed.
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+SgemmFn sgemm() {
+  static SgemmFn fn = [] {
+    for (const char* lib : {"libopenblas.so.0", "libopenblas.so"})
+      if (void* h = ::dlopen(lib, RTLD_NOW | RTLD_LOCAL)) return reinterpret_cast<SgemmFn>(::dlsym(h, "cblas_sgemm"));
+    return SgemmFn(nullptr);
+  }();
+  return fn;
+}
+
+void bench(benchmark::State& state, Shape s, Variant v) {
+  const Weights& w = weights(s, v.kind);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Tensor x = Tensor::f32({s.M, s.K});
+  for (float& f : x.f) f = d(rng);
+  Tensor out;
+  if (v.kind == Kind::kSgemm) {
+    SgemmFn f = sgemm();
+    if (!f) {
+      state.SkipWithError("libopenblas not found");
+      return;
+    }
+    out = Tensor::f32({s.M, s.N});
+    for (auto _ : state) {
+      f(101, 111, 112, int(s.M), int(s.N), int(s.K), 1.0f, x.f.data(), int(s.K), w.f32.data(), int(s.K), 0.0f,
+        out.f.data(), int(s.N));
+      benchmark::DoNotOptimize(out.f.data());
+    }
+  } else {
+    OpCall c;
+    c.kind = OpKind::kLinear;
+    c.in = {&x};
+    c.w = {&w.ref};
+    c.out = {&out};
+    Executor ex(backend());
+    ex.run(c);  // packs the bf16/f32 panels once, outside the timing
+    for (auto _ : state) {
+      ex.run(c);
+      benchmark::DoNotOptimize(out.f.data());
+    }
+  }
+  const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(double(w.bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_MB"] = double(w.bytes) / 1e6;
+}
+
+}  // namespace
+}  // namespace dgemma
+
+int main(int argc, char** argv) {
+  for (const auto& s : dgemma::kShapes)
+    for (const auto& v : dgemma::kVariants)
+      benchmark::RegisterBenchmark((std::string(s.label) + "/" + v.label).c_str(), dgemma::bench, s, v)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# CPU speed figures of bench/README.md, in one command:
+#   scripts/bench.sh            kernels vs OpenBLAS and peak, MoE, attention, model steps, CLI benches
+#   scripts/bench.sh kernels    only the kernel benchmarks (no 4.7 GB model slice)
+# Builds the Release benchmarks in $DGEMMA_BENCH_BUILD (default build/release),
+# writes results to $DGEMMA_BENCH_OUT (default bench/results) and the model
+# slice to $DGEMMA_BENCH_SLICE (default $TMPDIR/dgemma_bench_slice_2l, reused).
+# Timings on a shared machine are noisy: every ratio is measured in the same
+# process, interleaved with its baseline, best of several runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+build=${DGEMMA_BENCH_BUILD:-build/release}
+out=${DGEMMA_BENCH_OUT:-bench/results}
+slice=${DGEMMA_BENCH_SLICE:-${TMPDIR:-/tmp}/dgemma_bench_slice_2l}
+jobs=${DGEMMA_JOBS:-$(nproc)}
+export DGEMMA_BENCH_SLICE=$slice
+
+scripts/install-deps.sh  # libbenchmark-dev and libopenblas-dev (the sgemm baseline)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j "$jobs" --target dgemma bench_cpu_kernels_bench bench_model_step_bench
+mkdir -p "$out"
+
+# Debian 12's OpenBLAS 0.3.21 does not know Zen 4/5 and runs its AVX2
+# (Haswell) kernels there; the AVX-512 SkylakeX kernels are the stronger
+# baseline on these CPUs. Override with OPENBLAS_CORETYPE=Haswell to compare
+# with what an unconfigured OpenBLAS gives.
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+
+echo "== kernels: GEMM (vs OpenBLAS sgemm and peak), experts, MoE layer, attention, soft-cap =="
+"$build/bench_cpu_kernels_bench" --benchmark_counters_tabular=true \
+  --benchmark_out="$out/cpu_kernels.json" --benchmark_out_format=json
+echo "== dgemma bench kernels (no BLAS; baseline: the scalar reference kernel) =="
+"$build/dgemma" bench kernels --json | tee "$out/dgemma_bench_kernels.jsonl"
+[ "$what" = kernels ] && exit 0
+
+echo "== model steps on a 2-layer slice of the 26B-A4B model =="
+"$build/dgemma" bench slice -o "$slice"
+"$build/bench_model_step_bench" --benchmark_counters_tabular=true \
+  --benchmark_out="$out/model_step.json" --benchmark_out_format=json
+for mode in "" "--bf16-dot"; do
+  "$build/dgemma" bench step -m "$slice" $mode
+  "$build/dgemma" bench step -m "$slice" $mode --json >> "$out/dgemma_bench_step.jsonl"
+done
+echo "results in $out"

@@ -1,0 +1,983 @@
+// Host side of the CUDA backend: device setup, the weight cache, per-op
+// buffers with fault guards, the launch log, cuBLAS, and the op dispatch.
+// Compiled by the C++ compiler (not nvcc); the kernels are behind the plain
+// launch functions of cuda_kernels.h.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <initializer_list>
+#include <map>
+#include <type_traits>
+#include <unordered_map>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "dgemma/error.h"
+
+namespace dgemma {
+namespace {
+
+namespace k = dgemma::cuda;
+
+std::atomic<bool> g_cuda_initialized{false};
+
+constexpr size_t kLaunchLogSize = 64;
+constexpr size_t kFreedHistory = 256;
+// Debug mode pads every op buffer with this many canary bytes, starting right
+// at the logical end so that even an off-by-one store lands in it.
+constexpr int64_t kCanaryBytes = 256;
+constexpr unsigned char kCanaryByte = 0xA5;
+// Fresh buffers in debug mode: 0xFF bytes read as NaN (fp32) and -1 (int32).
+constexpr unsigned char kFreshByte = 0xFF;
+// Upper bound on one temporary (widened weight chunk, attention scores,
+// softmax probabilities): 64 Mi floats = 256 MiB, so that a full-vocabulary
+// soft embedding or a long prefill never needs gigabytes of scratch.
+constexpr int64_t kScratchElems = int64_t(64) << 20;
+
+std::string hex(const void* p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%p", p);
+  return b;
+}
+
+std::string where_of(const OpCall& c) {
+  std::string s(op_name(c.kind));
+  if (!c.site.empty()) s += " (" + std::string(c.site) + ")";
+  s += c.layer >= 0 ? " in layer " + std::to_string(c.layer) : std::string(" (model level)");
+  s += ", " + std::string(pass_name(c.pass)) + " pass, step " + std::to_string(c.step);
+  return s;
+}
+
+// Appends piece by piece: GCC 12 warns (-Wrestrict, a known false positive)
+// on "literal" + std::string chains at -O3.
+std::string shapes_of(const OpCall& c) {
+  std::string s;
+  auto tensor = [&s](const Tensor& t) {
+    if (!s.empty()) s += ' ';
+    s += t.shape_string();
+    if (t.dtype == DType::kI32) s += "i32";
+  };
+  for (const Tensor* t : c.in) tensor(*t);
+  for (const WeightRef* w : c.w) {
+    if (!w) continue;
+    s += ' ';
+    s += w->name;
+    s += shape_string(w->shape);
+    s += dtype_name(w->dtype);
+  }
+  s += " ->";
+  for (const Tensor* t : c.out) tensor(*t);
+  return s;
+}
+
+// Errors after which the context is unusable (every later call fails too).
+bool is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable: return true;
+    default: return false;
+  }
+}
+
+std::string cuda_error_text(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// Cheap identity of a host weight buffer: FNV-1a over its size and up to 64
+// evenly spaced 8-byte samples (all bytes when small). The cache is keyed by
+// the host pointer; this catches a pointer reused for different data (a freed
+// and reallocated buffer) at the cost of 64 reads per use.
+uint64_t fingerprint(const void* data, int64_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](unsigned char b) { h = (h ^ b) * 1099511628211ull; };
+  for (int s = 0; s < 8; ++s) mix(static_cast<unsigned char>(uint64_t(bytes) >> (8 * s)));
+  if (bytes <= 4096) {
+    for (int64_t i = 0; i < bytes; ++i) mix(p[i]);
+    return h;
+  }
+  constexpr int64_t kSamples = 64;
+  for (int64_t s = 0; s <= kSamples; ++s) {
+    const int64_t off = std::min(bytes - 8, (bytes - 8) * s / kSamples);
+    for (int64_t i = 0; i < 8; ++i) mix(p[off + i]);
+  }
+  return h;
+}
+
+k::WType wtype_of(const WeightRef& w, const std::string& where) {
+  switch (w.dtype) {
+    case DType::kF32: return k::WType::kF32;
+    case DType::kBF16: return k::WType::kBF16;
+    case DType::kF16: return k::WType::kF16;
+    default:
+      throw Error("cuda backend: op " + where + ": weight " + w.name + " has dtype " + std::string(dtype_name(w.dtype)) +
+                  ", which the CUDA backend cannot read (F32, BF16, F16)");
+  }
+}
+
+// ---- cuBLAS, loaded on first use --------------------------------------------
+
+// cuBLAS drags in cuBLASLt (about 600 MB of libraries): linked, it costs every
+// process that links dgemma (each CLI call, each test) seconds of start-up and
+// 200 MB of memory, GPU or not. So it is opened when a CUDA backend first
+// runs, from the loader's search path or the toolkit's library folder.
+struct CublasApi {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  // Spelled out: C++ also sees an inline overload (legacy compute types).
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  decltype(&cublasGetStatusName) status_name = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
+  std::string error;  // why it could not be loaded ("" when loaded)
+};
+
+const CublasApi& cublas_api() {
+  static const CublasApi api = [] {
+    CublasApi a;
+    const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    std::string tried;
+    void* h = nullptr;
+    for (const std::string& name : {soname, std::string(DGEMMA_CUDA_LIBRARY_DIR) + "/" + soname}) {
+      if ((h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+      const char* e = dlerror();
+      if (!tried.empty()) tried += "; ";
+      tried += e ? e : name.c_str();
+    }
+    if (!h) {
+      a.error = "cannot load " + soname + " (" + tried + ")";
+      return a;
+    }
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      if (!fn && a.error.empty()) a.error = soname + " has no symbol " + name;
+    };
+    sym(a.create, "cublasCreate_v2");
+    sym(a.destroy, "cublasDestroy_v2");
+    sym(a.set_stream, "cublasSetStream_v2");
+    sym(a.set_math_mode, "cublasSetMathMode");
+    sym(a.gemm_ex, "cublasGemmEx");
+    sym(a.status_name, "cublasGetStatusName");
+    sym(a.status_string, "cublasGetStatusString");
+    return a;  // the library stays loaded for the life of the process
+  }();
+  return api;
+}
+
+// ---- device probe (no CUDA in this process) --------------------------------
+
+struct DeviceProbe {
+  int count = 0;
+  char reason[240] = {};
+};
+
+DeviceProbe probe_in_process() {
+  DeviceProbe p;
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    std::snprintf(p.reason, sizeof p.reason, "cudaGetDeviceCount: %s", cuda_error_text(e).c_str());
+    return p;
+  }
+  p.count = n;
+  if (n == 0) std::snprintf(p.reason, sizeof p.reason, "cudaGetDeviceCount reported 0 devices");
+  return p;
+}
+
+// The CUDA runtime cannot be used in a child forked after the parent
+// initialized it, and cudaGetDeviceCount initializes it. The doctor forks its
+// checked run, so the device count is taken in a throwaway child instead.
+DeviceProbe probe_in_child() {
+  DeviceProbe p;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::snprintf(p.reason, sizeof p.reason, "device probe: pipe failed: %s", std::strerror(errno));
+    return p;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    std::snprintf(p.reason, sizeof p.reason, "device probe: fork failed: %s", std::strerror(errno));
+    return p;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const DeviceProbe r = probe_in_process();
+    const ssize_t w = write(fds[1], &r, sizeof r);
+    _exit(w == ssize_t(sizeof r) ? 0 : 1);
+  }
+  close(fds[1]);
+  char buf[sizeof(DeviceProbe)];
+  size_t got = 0;
+  while (got < sizeof buf) {
+    const ssize_t r = read(fds[0], buf + got, sizeof buf - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += size_t(r);
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (got != sizeof buf) {
+    std::snprintf(p.reason, sizeof p.reason, "the CUDA device probe process failed (status %d)", status);
+    return p;
+  }
+  std::memcpy(&p, buf, sizeof p);
+  p.reason[sizeof p.reason - 1] = '\0';
+  return p;
+}
+
+const DeviceProbe& device_probe() {
+  static const DeviceProbe probe = g_cuda_initialized.load() ? probe_in_process() : probe_in_child();
+  return probe;
+}
+
+}  // namespace
+
+int cuda_device_count() { return device_probe().count; }
+bool cuda_device_available() { return cuda_device_count() > 0; }
+std::string cuda_unavailable_reason() { return cuda_device_available() ? "" : device_probe().reason; }
+bool cuda_initialized_in_this_process() { return g_cuda_initialized.load(); }
+
+CudaBackendOptions parse_cuda_spec(const std::string& spec) {
+  CudaBackendOptions o;
+  if (spec == "cuda") return o;
+  if (spec.rfind("cuda:", 0) != 0) throw Error("backend '" + spec + "': not a CUDA backend name");
+  std::string tok;
+  const std::string rest = spec.substr(5) + ",";
+  for (char ch : rest) {
+    if (ch != ',' && ch != ':') {
+      tok += ch;
+      continue;
+    }
+    if (tok == "sync") {
+      o.sync = true;
+    } else if (tok == "debug") {
+      o.debug = o.sync = true;
+    } else if (!tok.empty() && tok.size() <= 4 && tok.find_first_not_of("0123456789") == std::string::npos) {
+      o.device = std::stoi(tok);
+    } else {
+      throw Error("backend '" + spec + "': unknown CUDA option '" + tok +
+                  "' (expected sync, debug or a device number, e.g. cuda:1,sync)");
+    }
+    tok.clear();
+  }
+  return o;
+}
+
+// ---- the backend -----------------------------------------------------------
+
+struct CudaBackend::Impl {
+  struct Alloc {
+    int64_t bytes = 0;   // logical size
+    int64_t padded = 0;  // with canary
+    std::string what;    // "output 0", "weight model.embed_tokens.weight", ...
+    std::string op;      // the op that allocated it
+  };
+  struct OpBuffer {
+    void* p = nullptr;
+    int64_t bytes = 0;
+    int64_t pad = 0;
+  };
+  struct CachedWeight {
+    void* dev = nullptr;
+    int64_t bytes = 0;
+    DType dtype = DType::kF32;
+    uint64_t fingerprint = 0;
+  };
+
+  explicit Impl(const CudaBackendOptions& o) : opt(o) {}
+  ~Impl();
+
+  CudaBackendOptions opt;
+  bool ready = false;
+  std::string broken;  // first sticky error; the context is unusable after it
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cudaMemPool_t pool = nullptr;  // stream-ordered allocator (fast per-op buffers)
+
+  std::unordered_map<const void*, CachedWeight> weights;
+  int64_t weight_bytes = 0;
+  std::map<uintptr_t, Alloc> live;  // device allocation map, by start address
+  std::deque<std::pair<uintptr_t, Alloc>> freed;
+  std::deque<CudaLaunchRecord> log;
+  uint64_t seq = 0;
+
+  // The op being run.
+  const OpCall* call = nullptr;
+  std::string where, shapes;
+  std::vector<OpBuffer> bufs;
+
+  void ensure_ready();
+  void run(const OpCall& c);
+  void dispatch(const OpCall& c);
+  void release_op_buffers();
+
+  [[noreturn]] void fail(const std::string& why) const;
+  void check(cudaError_t e, const char* what);
+  void check_blas(cublasStatus_t s, const char* what);
+  std::string log_text(size_t last) const;
+  std::string alloc_map_text() const;
+  std::string describe(uintptr_t a) const;
+
+  void* alloc(int64_t bytes, const std::string& what, bool fresh_fill);
+  void* upload(const Tensor& t, const std::string& what);
+  void* alloc_output(size_t k);
+  void download(size_t k, const void* dev);
+  void zero(void* p, int64_t bytes);
+  void check_canaries();
+  const void* weight(const WeightRef& w, k::WType* wt);
+  void launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
+                const std::string& detail = "");
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t kk, float alpha, const float* A,
+            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+  void embedding(const OpCall& c);
+  void soft_embedding(const OpCall& c);
+  void rms_norm(const OpCall& c);
+  void linear(const OpCall& c);
+  void rope(const OpCall& c);
+  void attention(const OpCall& c);
+  void router_topk(const OpCall& c);
+  void moe_experts(const OpCall& c);
+  void elementwise(const OpCall& c);
+};
+
+CudaBackend::Impl::~Impl() {
+  if (!stream && !blas && !pool) return;  // CUDA never initialized by this backend
+  // Best effort: after a sticky error every call fails, and a destructor must
+  // not throw. The process exit reclaims the device memory in any case.
+  cudaSetDevice(opt.device);
+  if (broken.empty()) cudaStreamSynchronize(stream);
+  for (auto& [host, w] : weights) cudaFree(w.dev);
+  if (blas) cublas_api().destroy(blas);
+  if (pool) cudaMemPoolDestroy(pool);
+  if (stream) cudaStreamDestroy(stream);
+  cudaGetLastError();
+}
+
+void CudaBackend::Impl::ensure_ready() {
+  if (ready) {
+    check(cudaSetDevice(opt.device), "cudaSetDevice");
+    return;
+  }
+  g_cuda_initialized = true;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    fail("no CUDA device found (" + (e != cudaSuccess ? "cudaGetDeviceCount: " + cuda_error_text(e) : "0 devices") +
+         ")");
+  }
+  if (opt.device < 0 || opt.device >= count)
+    fail("CUDA device " + std::to_string(opt.device) + " does not exist (" + std::to_string(count) + " present)");
+  check(cudaSetDevice(opt.device), "cudaSetDevice");
+  const CublasApi& api = cublas_api();
+  if (!api.error.empty()) fail("cuBLAS is not available: " + api.error);
+  // Each step is skipped if an earlier, partly failed initialization did it.
+  if (!stream) check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  if (!blas) check_blas(api.create(&blas), "cublasCreate");
+  check_blas(api.set_stream(blas, stream), "cublasSetStream");
+  // Plain fp32 products: no TF32 or other reduced-precision shortcuts, so that
+  // results stay within fp32 rounding of the CPU reference.
+  check_blas(api.set_math_mode(blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  int pools = 0;
+  check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, opt.device), "cudaDeviceGetAttribute");
+  if (pools && !pool) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = opt.device;
+    check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+    // Keep freed memory in the pool across synchronizations (the default
+    // threshold 0 would hand it back to the driver after every op).
+    uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  }
+  ready = true;
+}
+
+void CudaBackend::Impl::fail(const std::string& why) const {
+  throw Error("cuda backend: op " + where + ": " + why);
+}
+
+void CudaBackend::Impl::check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so that the next op can run
+  std::string msg = std::string(what) + ": " + cuda_error_text(e);
+  if (is_sticky(e)) {
+    if (broken.empty()) broken = "op " + where + ", " + msg;
+    if (!opt.sync)
+      msg += "\n  (errors of kernels are reported asynchronously: the culprit is a kernel of this op, not "
+             "necessarily this one; use backend cuda:sync to stop at the faulting launch)";
+  }
+  msg += "\n  op shapes: " + shapes;
+  msg += "\n" + log_text(opt.debug ? kLaunchLogSize : 4);
+  if (opt.debug) msg += alloc_map_text();
+  fail(msg);
+}
+
+void CudaBackend::Impl::check_blas(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  std::string msg = std::string(what) + ": " + cublas_api().status_name(s) + " (" + cublas_api().status_string(s) + ")";
+  msg += "\n  op shapes: " + shapes;
+  msg += "\n" + log_text(opt.debug ? kLaunchLogSize : 4);
+  fail(msg);
+}
+
+std::string CudaBackend::Impl::log_text(size_t last) const {
+  std::string s = "  last launches (oldest first):\n";
+  const size_t from = log.size() > last ? log.size() - last : 0;
+  for (size_t i = from; i < log.size(); ++i) {
+    const CudaLaunchRecord& r = log[i];
+    char head[160];
+    std::snprintf(head, sizeof head, "    #%llu %s grid (%u,%u,%u) block %u", (unsigned long long)r.seq,
+                  r.kernel.c_str(), r.grid[0], r.grid[1], r.grid[2], r.block);
+    s += head;
+    s += " op ";
+    s += r.op;
+    s += " [";
+    s += r.shapes;
+    s += "] args";
+    for (const void* a : r.args) {
+      s += ' ';
+      s += hex(a);
+    }
+    s += '\n';
+  }
+  return s;
+}
+
+std::string CudaBackend::Impl::alloc_map_text() const {
+  std::string s = "  live device allocations:\n";
+  size_t nweights = 0;
+  for (const auto& [begin, a] : live) {
+    if (a.what.rfind("weight ", 0) == 0) {
+      ++nweights;
+      continue;
+    }
+    s += "    " + hex(reinterpret_cast<void*>(begin)) + " .. " + hex(reinterpret_cast<void*>(begin + uintptr_t(a.bytes))) +
+         " (" + std::to_string(a.bytes) + " bytes + " + std::to_string(a.padded - a.bytes) + " canary) " + a.what +
+         " of op " + a.op + "\n";
+  }
+  s += "    and " + std::to_string(nweights) + " cached weights (" + std::to_string(weight_bytes) +
+       " bytes; CudaBackend::describe_address names them)\n";
+  return s;
+}
+
+std::string CudaBackend::Impl::describe(uintptr_t a) const {
+  auto owner = [](const Alloc& al) { return al.what + (al.op.empty() ? "" : " of op " + al.op); };
+  auto it = live.upper_bound(a);
+  if (it != live.begin()) {
+    --it;
+    const uintptr_t b = it->first;
+    const Alloc& al = it->second;
+    if (a < b + uintptr_t(al.bytes))
+      return "byte " + std::to_string(a - b) + " of " + std::to_string(al.bytes) + " of " + owner(al);
+    if (a < b + uintptr_t(al.padded))
+      return "canary padding, byte " + std::to_string(a - b - uintptr_t(al.bytes)) + " past the end of " + owner(al) +
+             " (an out-of-bounds access)";
+  }
+  for (auto f = freed.rbegin(); f != freed.rend(); ++f)
+    if (a >= f->first && a < f->first + uintptr_t(std::max<int64_t>(f->second.padded, 1)))
+      return "freed memory: byte " + std::to_string(a - f->first) + " of " + owner(f->second) +
+             " (freed after that op; a use after free if accessed later)";
+  return "address " + hex(reinterpret_cast<void*>(a)) + " is not a known allocation of this CUDA backend";
+}
+
+void* CudaBackend::Impl::alloc(int64_t bytes, const std::string& what, bool fresh_fill) {
+  const int64_t pad = opt.debug ? kCanaryBytes : 0;
+  if (bytes + pad == 0) return nullptr;
+  void* p = nullptr;
+  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes + pad), pool, stream), "cudaMallocFromPoolAsync");
+  else check(cudaMalloc(&p, size_t(bytes + pad)), "cudaMalloc");
+  bufs.push_back({p, bytes, pad});
+  live[reinterpret_cast<uintptr_t>(p)] = Alloc{bytes, bytes + pad, what, where};
+  if (opt.debug) {
+    if (fresh_fill && bytes > 0) check(cudaMemsetAsync(p, kFreshByte, size_t(bytes), stream), "cudaMemsetAsync (NaN fill)");
+    check(cudaMemsetAsync(static_cast<char*>(p) + bytes, kCanaryByte, size_t(pad), stream), "cudaMemsetAsync (canary)");
+  }
+  return p;
+}
+
+void CudaBackend::Impl::release_op_buffers() {
+  for (const OpBuffer& b : bufs) {
+    const auto a = reinterpret_cast<uintptr_t>(b.p);
+    auto it = live.find(a);
+    if (it != live.end()) {
+      freed.emplace_back(a, std::move(it->second));
+      if (freed.size() > kFreedHistory) freed.pop_front();
+      live.erase(it);
+    }
+    // Stream-ordered: safe even if a kernel of this op is still running (an
+    // exception in the middle of an op). Errors are moot here.
+    if (pool) cudaFreeAsync(b.p, stream);
+    else cudaFree(b.p);
+  }
+  bufs.clear();
+}
+
+void* CudaBackend::Impl::upload(const Tensor& t, const std::string& what) {
+  const int64_t n = t.numel();
+  const bool f32 = t.dtype == DType::kF32;
+  if (int64_t(f32 ? t.f.size() : t.i.size()) < n)
+    fail(what + " storage holds fewer elements than its shape " + t.shape_string());
+  void* p = alloc(n * 4, what, false);
+  if (n > 0)
+    check(cudaMemcpyAsync(p, f32 ? static_cast<const void*>(t.f.data()) : static_cast<const void*>(t.i.data()),
+                          size_t(n) * 4, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (upload)");
+  return p;
+}
+
+void* CudaBackend::Impl::alloc_output(size_t k) {
+  return alloc(call->out[k]->numel() * 4, "output " + std::to_string(k), true);
+}
+
+void CudaBackend::Impl::download(size_t k, const void* dev) {
+  Tensor& t = *call->out[k];
+  const int64_t n = t.numel();
+  const bool f32 = t.dtype == DType::kF32;
+  if (int64_t(f32 ? t.f.size() : t.i.size()) < n)
+    fail("output " + std::to_string(k) + " storage holds fewer elements than its shape " + t.shape_string());
+  if (n == 0) return;
+  void* dst = f32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
+  check(cudaMemcpyAsync(dst, dev, size_t(n) * 4, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (download)");
+}
+
+void CudaBackend::Impl::zero(void* p, int64_t bytes) {
+  if (bytes > 0) check(cudaMemsetAsync(p, 0, size_t(bytes), stream), "cudaMemsetAsync (zero)");
+}
+
+void CudaBackend::Impl::check_canaries() {
+  std::vector<unsigned char> host(static_cast<size_t>(kCanaryBytes));
+  for (const OpBuffer& b : bufs) {
+    if (b.pad == 0) continue;
+    check(cudaMemcpyAsync(host.data(), static_cast<const char*>(b.p) + b.bytes, size_t(b.pad), cudaMemcpyDeviceToHost,
+                          stream),
+          "cudaMemcpyAsync (canary check)");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (canary check)");
+    for (int64_t i = 0; i < b.pad; ++i) {
+      if (host[size_t(i)] == kCanaryByte) continue;
+      const Alloc& a = live.at(reinterpret_cast<uintptr_t>(b.p));
+      fail("wrote past " + a.what + " (canary overwritten " + std::to_string(i) + " bytes past its end at " +
+           hex(static_cast<const char*>(b.p) + b.bytes + i) + ")\n  op shapes: " + shapes + "\n" +
+           log_text(kLaunchLogSize) + alloc_map_text());
+    }
+  }
+}
+
+const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
+  // A quantized weight's `data` is not an array of its logical dtype.
+  if (w.quant) fail("weight " + w.name + " is quantized, which the CUDA backend cannot read yet (F32, BF16, F16)");
+  *wt = wtype_of(w, where);
+  const int64_t bytes = w.numel() * dtype_bits(w.dtype) / 8;
+  const uint64_t fp = fingerprint(w.data, bytes);
+  auto it = weights.find(w.data);
+  if (it != weights.end()) {
+    const CachedWeight& c = it->second;
+    if (c.bytes == bytes && c.dtype == w.dtype && c.fingerprint == fp) return c.dev;
+    // The host pointer now holds different data: replace the stale copy. Ops
+    // end synchronized, so no earlier kernel still reads it.
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (weight replacement)");
+    live.erase(reinterpret_cast<uintptr_t>(c.dev));
+    weight_bytes -= c.bytes;
+    cudaFree(c.dev);
+    weights.erase(it);
+  }
+  CachedWeight c{nullptr, bytes, w.dtype, fp};
+  if (bytes > 0) {
+    check(cudaMalloc(&c.dev, size_t(bytes)), "cudaMalloc (weight)");
+    const cudaError_t e = cudaMemcpy(c.dev, w.data, size_t(bytes), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+      cudaFree(c.dev);
+      check(e, "cudaMemcpy (weight upload)");
+    }
+    live[reinterpret_cast<uintptr_t>(c.dev)] = Alloc{bytes, bytes, "weight " + w.name, ""};
+  }
+  weight_bytes += bytes;
+  weights.emplace(w.data, c);
+  return c.dev;
+}
+
+void CudaBackend::Impl::launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
+                                 const std::string& detail) {
+  if (!s.launched) {
+    if (s.grid[0] != 0 && s.grid[1] != 0)
+      fail(std::string(kernel) + ": grid (" + std::to_string(s.grid[0]) + ", " + std::to_string(s.grid[1]) +
+           ") exceeds the device's limits\n  op shapes: " + shapes);
+    return;  // empty grid: nothing to do
+  }
+  CudaLaunchRecord r;
+  r.seq = ++seq;
+  r.op = where;
+  r.kernel = kernel;
+  std::copy(s.grid, s.grid + 3, r.grid);
+  r.block = s.block;
+  r.args.assign(args.begin(), args.end());
+  r.shapes = detail.empty() ? shapes : shapes + "; " + detail;
+  log.push_back(std::move(r));
+  if (log.size() > kLaunchLogSize) log.pop_front();
+  check(cudaGetLastError(), kernel);
+  if (opt.sync) check(cudaStreamSynchronize(stream), kernel);
+}
+
+// Row-major helpers map onto column-major cuBLAS by transposing the whole
+// product (see linear and soft_embedding). fp32 in, fp32 out, fp32 compute.
+void CudaBackend::Impl::gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t kk,
+                             float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                             float* C, int64_t ldc) {
+  for (int64_t v : {m, n, kk, lda, ldb, ldc})
+    if (v > INT_MAX) fail("matrix dimension " + std::to_string(v) + " exceeds cuBLAS's int range");
+  CudaLaunchRecord r;
+  r.seq = ++seq;
+  r.op = where;
+  r.kernel = "cublasGemmEx";
+  r.args = {A, B, C};
+  r.shapes = shapes + "; m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(kk);
+  log.push_back(std::move(r));
+  if (log.size() > kLaunchLogSize) log.pop_front();
+  check_blas(cublas_api().gemm_ex(blas, ta, tb, int(m), int(n), int(kk), &alpha, A, CUDA_R_32F, int(lda), B, CUDA_R_32F,
+                          int(ldb), &beta, C, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "cublasGemmEx");
+  check(cudaGetLastError(), "cublasGemmEx");
+  if (opt.sync) check(cudaStreamSynchronize(stream), "cublasGemmEx");
+}
+
+// ---- ops -------------------------------------------------------------------
+
+void CudaBackend::Impl::embedding(const OpCall& c) {
+  const Tensor& ids = *c.in[0];
+  const WeightRef& table = *c.w[0];
+  const int64_t M = ids.numel(), V = table.shape[0], H = table.shape[1];
+  for (int64_t m = 0; m < M; ++m)
+    if (ids.i[size_t(m)] < 0 || ids.i[size_t(m)] >= V)
+      fail("token id " + std::to_string(ids.i[size_t(m)]) + " at row " + std::to_string(m) + " is out of range [0, " +
+           std::to_string(V) + ")");
+  k::WType wt;
+  const void* w = weight(table, &wt);
+  auto* d_ids = static_cast<int32_t*>(upload(ids, "input 0 (ids)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  if (H > 0)
+    launched("embedding", k::launch_embedding(stream, d_ids, M, w, wt, V, H, c.attrs.scale, out), {d_ids, w, out});
+  download(0, out);
+}
+
+// probs = softmax(logits) per row into a bounded scratch, then
+// out[M,H] = s · probs[M,V] · table[V,H]. Column-major view: outᵀ (H×M, ld H)
+// = tableᵀ (H×V, ld H) · probsᵀ (V×M, ld V), no transposes. A BF16/F16 table
+// is widened to fp32 in chunks of rows and the chunks accumulate (beta = 1).
+void CudaBackend::Impl::soft_embedding(const OpCall& c) {
+  const Tensor& logits = *c.in[0];
+  const WeightRef& table = *c.w[0];
+  const int64_t M = logits.dim(0), V = table.shape[0], H = table.shape[1];
+  k::WType wt;
+  const void* w = weight(table, &wt);
+  auto* d_logits = static_cast<float*>(upload(logits, "input 0 (logits)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  if (M > 0 && H > 0) {
+    if (V == 0) {
+      zero(out, M * H * 4);
+    } else {
+      const int64_t rows_per = std::max<int64_t>(1, std::min(M, kScratchElems / V));
+      auto* probs = static_cast<float*>(alloc(rows_per * V * 4, "workspace (probabilities)", true));
+      const bool direct = wt == k::WType::kF32;
+      const int64_t vrows = direct ? V : std::max<int64_t>(1, std::min(V, kScratchElems / H));
+      auto* wide = direct ? nullptr : static_cast<float*>(alloc(vrows * H * 4, "workspace (widened table)", true));
+      for (int64_t r0 = 0; r0 < M; r0 += rows_per) {
+        const int64_t rows = std::min(rows_per, M - r0);
+        launched("soft_embedding.probs",
+                 k::launch_soft_probs(stream, d_logits + r0 * V, rows, V, table.dtype == DType::kBF16, probs),
+                 {d_logits, probs}, "rows " + std::to_string(r0) + ".." + std::to_string(r0 + rows));
+        if (direct) {
+          gemm(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, V, c.attrs.scale, static_cast<const float*>(w), H, probs, V, 0.0f,
+               out + r0 * H, H);
+          continue;
+        }
+        for (int64_t v0 = 0; v0 < V; v0 += vrows) {
+          const int64_t vr = std::min(vrows, V - v0);
+          launched("soft_embedding.widen", k::launch_widen(stream, w, wt, v0 * H, vr * H, wide), {w, wide});
+          gemm(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, vr, c.attrs.scale, wide, H, probs + v0, V, v0 == 0 ? 0.0f : 1.0f,
+               out + r0 * H, H);
+        }
+      }
+    }
+  }
+  download(0, out);
+}
+
+void CudaBackend::Impl::rms_norm(const OpCall& c) {
+  const Tensor& x = *c.in[0];
+  const int64_t D = x.dim(-1), R = D == 0 ? 0 : x.rows();
+  k::WType wt = k::WType::kF32;
+  const void* w = c.w.empty() ? nullptr : weight(*c.w[0], &wt);
+  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  launched("rms_norm", k::launch_rms_norm(stream, d_x, R, D, w, wt, c.attrs.eps, out), {d_x, w, out});
+  download(0, out);
+}
+
+// out[M,N] = x[M,K] · W[N,K]ᵀ. Column-major view: outᵀ (N×M, ld N) =
+// W (N×K: the row-major [N,K] buffer read as K×N with ld K, transposed) ·
+// xᵀ (K×M, ld K). cublasGemmEx has no fp32×bf16 combination, so BF16/F16
+// weights are widened to fp32 in chunks of at most kScratchElems (output
+// features n0..n0+nr write columns n0.. of out, ld N): the product is then the
+// reference's fp32 math, not a bf16 one.
+void CudaBackend::Impl::linear(const OpCall& c) {
+  const Tensor& x = *c.in[0];
+  const WeightRef& W = *c.w[0];
+  const int64_t M = x.dim(0), K = x.dim(1), N = W.shape[0];
+  k::WType wt;
+  const void* w = weight(W, &wt);
+  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  if (M > 0 && N > 0) {
+    if (K == 0) {
+      zero(out, M * N * 4);
+    } else if (wt == k::WType::kF32) {
+      gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, 1.0f, static_cast<const float*>(w), K, d_x, K, 0.0f, out, N);
+    } else {
+      const int64_t rows_per = std::max<int64_t>(1, std::min(N, kScratchElems / K));
+      auto* wide = static_cast<float*>(alloc(rows_per * K * 4, "workspace (widened weight)", true));
+      for (int64_t n0 = 0; n0 < N; n0 += rows_per) {
+        const int64_t nr = std::min(rows_per, N - n0);
+        launched("linear.widen", k::launch_widen(stream, w, wt, n0 * K, nr * K, wide), {w, wide},
+                 "rows " + std::to_string(n0) + ".." + std::to_string(n0 + nr));
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, 1.0f, wide, K, d_x, K, 0.0f, out + n0, N);
+      }
+    }
+  }
+  download(0, out);
+}
+
+void CudaBackend::Impl::rope(const OpCall& c) {
+  const Tensor &x = *c.in[0], &pos = *c.in[1];
+  const int64_t M = x.dim(0), heads = x.dim(1), d = x.dim(2);
+  const int pairs = c.attrs.rope_pairs;
+  // The reference's expression, evaluated on the host: the device then uses
+  // bit-identical frequencies.
+  std::vector<float> inv_freq(static_cast<size_t>(pairs));
+  for (int i = 0; i < pairs; ++i)
+    inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
+  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* d_pos = static_cast<int32_t*>(upload(pos, "input 1 (positions)"));
+  auto* d_freq = static_cast<float*>(alloc(int64_t(pairs) * 4, "workspace (inverse frequencies)", true));
+  if (pairs > 0)
+    check(cudaMemcpyAsync(d_freq, inv_freq.data(), size_t(pairs) * 4, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (inverse frequencies)");
+  auto* out = static_cast<float*>(alloc_output(0));
+  if (heads * d > 0)
+    launched("rope", k::launch_rope(stream, d_x, d_pos, d_freq, M, heads, d, pairs, out), {d_x, d_pos, d_freq, out});
+  download(0, out);
+}
+
+// Scores of up to kScratchElems per chunk of query rows; then softmax and
+// p·v per (row, head).
+void CudaBackend::Impl::attention(const OpCall& c) {
+  const Tensor &q = *c.in[0], &kt = *c.in[1], &v = *c.in[2], &qpos = *c.in[3], &kpos = *c.in[4];
+  const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = kt.dim(0), Hk = kt.dim(1);
+  auto* d_q = static_cast<float*>(upload(q, "input 0 (q)"));
+  auto* d_k = static_cast<float*>(upload(kt, "input 1 (k)"));
+  auto* d_v = static_cast<float*>(upload(v, "input 2 (v)"));
+  auto* d_qpos = static_cast<int32_t*>(upload(qpos, "input 3 (query positions)"));
+  auto* d_kpos = static_cast<int32_t*>(upload(kpos, "input 4 (key positions)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  if (M > 0 && Hq > 0 && d > 0) {
+    const int64_t rows_per = std::max<int64_t>(1, std::min(M, kScratchElems / std::max<int64_t>(1, Hq * S)));
+    auto* scores = static_cast<float*>(alloc(rows_per * Hq * S * 4, "workspace (scores)", true));
+    const int mask = int(c.attrs.mask);
+    for (int64_t m0 = 0; m0 < M; m0 += rows_per) {
+      const int64_t rows = std::min(rows_per, M - m0);
+      const std::string detail = "rows " + std::to_string(m0) + ".." + std::to_string(m0 + rows);
+      launched("attention.scores",
+               k::launch_attention_scores(stream, d_q, d_k, d_qpos, d_kpos, m0, rows, Hq, Hk, d, S, mask,
+                                          c.attrs.window, c.attrs.first_canvas_pos, scores),
+               {d_q, d_k, d_qpos, d_kpos, scores}, detail);
+      launched("attention.output", k::launch_attention_output(stream, scores, d_v, m0, rows, Hq, Hk, d, S, out),
+               {scores, d_v, out}, detail);
+    }
+  }
+  download(0, out);
+}
+
+void CudaBackend::Impl::router_topk(const OpCall& c) {
+  const Tensor& x = *c.in[0];
+  const int64_t M = x.dim(0), H = x.dim(1), E = c.w[1]->shape[0];
+  const int K = c.attrs.top_k;
+  k::WType st, pt, et;
+  const void* scale = weight(*c.w[0], &st);
+  const void* proj = weight(*c.w[1], &pt);
+  const void* pes = weight(*c.w[2], &et);
+  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* idx = static_cast<int32_t*>(alloc_output(0));
+  auto* wts = static_cast<float*>(alloc_output(1));
+  auto* inv = static_cast<float*>(alloc(M * 4, "workspace (inverse rms)", true));
+  auto* logits = static_cast<float*>(alloc(M * E * 4, "workspace (router logits)", true));
+  const float root = float(1.0 / std::sqrt(double(H)));
+  launched("router_topk.inv_rms", k::launch_router_inv_rms(stream, d_x, M, H, c.attrs.eps, inv), {d_x, inv});
+  launched("router_topk.logits", k::launch_router_logits(stream, d_x, inv, scale, st, proj, pt, M, H, E, root, logits),
+           {d_x, inv, scale, proj, logits});
+  launched("router_topk.select", k::launch_router_select(stream, logits, pes, et, M, E, K, idx, wts),
+           {logits, pes, idx, wts});
+  download(0, idx);
+  download(1, wts);
+}
+
+void CudaBackend::Impl::moe_experts(const OpCall& c) {
+  const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
+  const WeightRef &gu = *c.w[0], &down = *c.w[1];
+  const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2;
+  for (int64_t t = 0; t < idx.numel(); ++t)
+    if (idx.i[size_t(t)] < 0 || idx.i[size_t(t)] >= E)
+      fail("expert index " + std::to_string(idx.i[size_t(t)]) + " at (" + std::to_string(t / std::max<int64_t>(K, 1)) +
+           ", " + std::to_string(t % std::max<int64_t>(K, 1)) + ") is out of range [0, " + std::to_string(E) + ")");
+  k::WType gt, dt;
+  const void* d_gu = weight(gu, &gt);
+  const void* d_down = weight(down, &dt);
+  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* d_idx = static_cast<int32_t*>(upload(idx, "input 1 (expert indices)"));
+  auto* d_w = static_cast<float*>(upload(wts, "input 2 (expert weights)"));
+  auto* act = static_cast<float*>(alloc(M * K * I * 4, "workspace (expert activations)", true));
+  auto* out = static_cast<float*>(alloc_output(0));
+  launched("moe_experts.act", k::launch_moe_act(stream, d_x, d_idx, d_gu, gt, M, K, E, H, I, act),
+           {d_x, d_idx, d_gu, act});
+  launched("moe_experts.down", k::launch_moe_down(stream, act, d_idx, d_w, d_down, dt, M, K, E, H, I, out),
+           {act, d_idx, d_w, d_down, out});
+  download(0, out);
+}
+
+void CudaBackend::Impl::elementwise(const OpCall& c) {
+  const int64_t n = c.in[0]->numel();
+  auto* a = static_cast<float*>(upload(*c.in[0], "input 0"));
+  float* b = c.in.size() > 1 ? static_cast<float*>(upload(*c.in[1], "input 1")) : nullptr;
+  auto* out = static_cast<float*>(alloc_output(0));
+  switch (c.kind) {
+    case OpKind::kGeluGlu: launched("gelu_glu", k::launch_gelu_glu(stream, a, b, n, out), {a, b, out}); break;
+    case OpKind::kAdd: launched("add", k::launch_add(stream, a, b, n, out), {a, b, out}); break;
+    case OpKind::kScale:
+      // The scalar is read on the host, as the reference does.
+      launched("scale", k::launch_scale(stream, a, c.w[0]->at(0), n, out), {a, out});
+      break;
+    case OpKind::kSoftcap: launched("softcap", k::launch_softcap(stream, a, c.attrs.cap, n, out), {a, out}); break;
+    default: fail("internal: not an elementwise op");
+  }
+  download(0, out);
+}
+
+void CudaBackend::Impl::dispatch(const OpCall& c) {
+  switch (c.kind) {
+    case OpKind::kEmbedding: return embedding(c);
+    case OpKind::kSoftEmbedding: return soft_embedding(c);
+    case OpKind::kRmsNorm: return rms_norm(c);
+    case OpKind::kLinear: return linear(c);
+    case OpKind::kRope: return rope(c);
+    case OpKind::kAttention: return attention(c);
+    case OpKind::kRouterTopk: return router_topk(c);
+    case OpKind::kMoeExperts: return moe_experts(c);
+    case OpKind::kGeluGlu:
+    case OpKind::kAdd:
+    case OpKind::kScale:
+    case OpKind::kSoftcap: return elementwise(c);
+  }
+  fail("internal: unknown op kind " + std::to_string(int(c.kind)));
+}
+
+// Outputs are downloaded with cudaMemcpyAsync inside each op; the final
+// synchronization below waits for them (and surfaces asynchronous faults of
+// this op's kernels here, before the next op runs). The canary check comes
+// after it, before the outputs are handed back.
+void CudaBackend::Impl::run(const OpCall& c) {
+  call = &c;
+  where = where_of(c);
+  shapes = shapes_of(c);
+  if (!broken.empty())
+    fail("the CUDA context is unusable after an earlier fault (" + broken + "); restart the process");
+  ensure_ready();
+  struct Release {
+    Impl* self;
+    ~Release() { self->release_op_buffers(); }
+  } release{this};
+  if (opt.test_fault == CudaBackendOptions::TestFault::kSkipKernels) {
+    for (size_t k = 0; k < c.out.size(); ++k) download(k, alloc_output(k));
+  } else {
+    // Hook for tests of the canary guard: write one element past output 0
+    // with a real kernel, before the outputs are copied back.
+    if (opt.test_fault == CudaBackendOptions::TestFault::kWritePastOutput) {
+      const size_t first = bufs.size();
+      dispatch(c);
+      // Output 0 is the first buffer allocated with the name "output 0".
+      for (size_t b = first; b < bufs.size(); ++b) {
+        const Alloc& a = live.at(reinterpret_cast<uintptr_t>(bufs[b].p));
+        if (a.what != "output 0") continue;
+        auto* p = static_cast<float*>(bufs[b].p);
+        launched("test.write_past_output", k::launch_write_at(stream, p, bufs[b].bytes / 4, 1.0f), {p});
+        break;
+      }
+    } else {
+      dispatch(c);
+    }
+  }
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (end of op)");
+  if (opt.debug) check_canaries();
+}
+
+// ---- public ------------------------------------------------------------------
+
+CudaBackend::CudaBackend(CudaBackendOptions options) : options_(options) {
+  if (options_.debug) options_.sync = true;
+  if (options_.test_fault == CudaBackendOptions::TestFault::kWritePastOutput && !options_.debug)
+    throw Error("cuda backend: the write-past-output test fault needs debug mode (canaries), else it corrupts memory");
+  impl_ = std::make_unique<Impl>(options_);
+}
+
+CudaBackend::~CudaBackend() = default;
+
+std::string CudaBackend::name() const {
+  std::string opts;
+  if (options_.device != 0) opts += std::to_string(options_.device);
+  if (options_.debug) opts += std::string(opts.empty() ? "" : ",") + "debug";
+  else if (options_.sync) opts += std::string(opts.empty() ? "" : ",") + "sync";
+  return opts.empty() ? "cuda" : "cuda:" + opts;
+}
+
+void CudaBackend::run(const OpCall& call) { impl_->run(call); }
+
+std::string CudaBackend::describe_address(const void* device_ptr) const {
+  return impl_->describe(reinterpret_cast<uintptr_t>(device_ptr));
+}
+
+std::vector<CudaLaunchRecord> CudaBackend::recent_launches() const {
+  return {impl_->log.begin(), impl_->log.end()};
+}
+
+std::string CudaBackend::launch_log() const { return impl_->log_text(kLaunchLogSize); }
+
+int64_t CudaBackend::cached_weight_bytes() const { return impl_->weight_bytes; }
+
+}  // namespace dgemma

@@ -1,0 +1,102 @@
+#pragma once
+// The CUDA backend: runs each op of the vocabulary (ops/op.h) on one NVIDIA
+// GPU with simple kernels (cuda_kernels.cu) and cuBLAS for the two matrix
+// products. Activations travel per op (host Tensor -> device -> host Tensor);
+// weights are uploaded once, in their stored dtype, and cached on the device.
+//
+// Fault guards (spec/placement-and-faults.md, Requirements 5-7):
+//  - every CUDA and cuBLAS call is checked; errors become dgemma::Error naming
+//    the op (kind, site, layer, pass, step), the kernel and the CUDA error;
+//  - `sync`: synchronize and check after every launch, so that an
+//    asynchronous fault is reported at the kernel that caused it (the
+//    equivalent of CUDA_LAUNCH_BLOCKING=1); without it a fault is still
+//    attributed to the right op, because every op ends by copying its outputs
+//    back, which waits for its kernels;
+//  - `debug` (implies sync): device buffers of an op are padded with a canary
+//    region that is checked after the op ("op X wrote past output N"), fresh
+//    buffers are filled with NaN (0xFF bytes; -1 for int32) so that a read of
+//    uninitialized memory shows up as NaN, and the error message carries the
+//    last 64 launches and the live allocation map;
+//  - index inputs (embedding ids, expert ids) are bounds-checked on the host
+//    before every launch, in every mode (they are host tensors: it is free).
+//
+// This header has no CUDA types, so C++ code that does not use CUDA can
+// include it. The backend touches the CUDA runtime only when it runs its
+// first op: `dgemma doctor` constructs backends before it forks its checked
+// child, and a process that initialized CUDA cannot use it after fork().
+// Not thread-safe: one thread drives one backend.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/backend.h"
+
+namespace dgemma {
+
+struct CudaBackendOptions {
+  int device = 0;
+  bool sync = false;
+  bool debug = false;
+  // Test hooks for the fault guards (tests/cuda): kWritePastOutput launches a
+  // deliberately bad kernel that writes one element past output 0 after the
+  // op; kSkipKernels launches nothing, so outputs keep their initial contents
+  // (NaN in debug mode).
+  enum class TestFault { kNone, kWritePastOutput, kSkipKernels };
+  TestFault test_fault = TestFault::kNone;
+};
+
+// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:1", "cuda:1,sync,debug"
+// (options after the colon, separated by ',' or ':'; a number is the device).
+CudaBackendOptions parse_cuda_spec(const std::string& spec);
+
+// One kernel launch (or cuBLAS call) as kept in the launch log.
+struct CudaLaunchRecord {
+  uint64_t seq = 0;
+  std::string op;      // "linear (self_attn.q_proj) in layer 2, decoder pass, step 1"
+  std::string kernel;  // "attention.scores", "cublasGemmEx", ...
+  unsigned grid[3] = {0, 0, 0};
+  unsigned block = 0;
+  std::vector<const void*> args;  // device pointers passed to the kernel
+  std::string shapes;
+};
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(CudaBackendOptions options = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override;
+  void run(const OpCall& call) override;
+
+  const CudaBackendOptions& options() const { return options_; }
+  // Maps a device address (e.g. from compute-sanitizer's report) to the
+  // tensor that owns it: "output 0 of op linear (...)", "weight W", the canary
+  // padding past a tensor, or a recently freed tensor.
+  std::string describe_address(const void* device_ptr) const;
+  // The last launches, oldest first (at most 64).
+  std::vector<CudaLaunchRecord> recent_launches() const;
+  std::string launch_log() const;
+  // Bytes of weights resident on the device.
+  int64_t cached_weight_bytes() const;
+
+ private:
+  struct Impl;
+  CudaBackendOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Number of CUDA devices, without initializing CUDA in this process (unless it
+// already is): the count is taken in a short-lived child process, so that a
+// later fork() (the doctor's) can still use CUDA. Never throws; 0 when there
+// is no driver or no device. Cached after the first call.
+int cuda_device_count();
+bool cuda_device_available();
+// Why no device is available ("" when one is), for error messages.
+std::string cuda_unavailable_reason();
+// Whether this process has initialized CUDA (the backend ran an op).
+bool cuda_initialized_in_this_process();
+
+}  // namespace dgemma

@@ -1,0 +1,531 @@
+// Kernels of the CUDA backend: the device counterpart of the scalar reference
+// in ops/cpu (read those first; comments here only explain what differs).
+// Compiled with --fmad=false (CMakeLists.txt) so that a*b + c rounds twice as
+// it does in the reference (which is built without FP contraction), and with
+// IEEE division and square root (nvcc's defaults). Remaining differences to the
+// reference: reductions are tree-shaped (warp shuffles) instead of the
+// reference's 4-accumulator or sequential sums, and expf/tanhf/cosf/sinf may
+// differ from glibc by an ulp or two.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_kernels.h"
+
+namespace dgemma::cuda {
+namespace {
+
+constexpr unsigned kWarps = kBlock / 32;
+// Grid-stride kernels never need more blocks than this to fill a GPU.
+constexpr int64_t kMaxStrideBlocks = int64_t(1) << 20;
+
+__device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }
+
+__device__ __forceinline__ float load_w(const void* p, WType t, int64_t i) {
+  switch (t) {
+    case WType::kF32: return static_cast<const float*>(p)[i];
+    case WType::kBF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
+    case WType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+  }
+  return nan_f32();
+}
+
+// Same bit manipulation as dgemma::f32_to_bf16 (core/dtype.h): round to
+// nearest even, NaN kept quiet.
+__device__ __forceinline__ float round_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((u >> 16) | 0x40u) << 16);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __uint_as_float((u >> 16) << 16);
+}
+
+// gelu_pytorch_tanh, same expression as cpu::gelu_tanh.
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide reductions; every thread of the block must call them (no early
+// return before). The trailing barrier lets the next call reuse the buffers.
+__device__ float block_sum(float v) {
+  __shared__ float part[kWarps];
+  __shared__ float total;
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < kWarps ? part[lane] : 0.0f;
+    t = warp_sum(t);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  const float r = total;
+  __syncthreads();
+  return r;
+}
+
+__device__ float block_max(float v) {
+  __shared__ float part[kWarps];
+  __shared__ float total;
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < kWarps ? part[lane] : -INFINITY;
+    t = warp_max(t);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  const float r = total;
+  __syncthreads();
+  return r;
+}
+
+// ---- kernels ---------------------------------------------------------------
+
+__global__ void embedding_kernel(const int32_t* ids, const void* table, WType wt, int64_t V, int64_t H, float scale,
+                                 float* out) {
+  const int64_t m = blockIdx.x;
+  const int32_t id = ids[m];
+  const bool ok = id >= 0 && id < V;
+  float* o = out + m * H;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) o[h] = ok ? load_w(table, wt, int64_t(id) * H + h) * scale : nan_f32();
+}
+
+// One block per row; each thread revisits only its own elements between the
+// passes, so the reductions are the only synchronization needed.
+__global__ void soft_probs_kernel(const float* logits, int64_t V, bool rb, float* probs) {
+  const float* z = logits + int64_t(blockIdx.x) * V;
+  float* p = probs + int64_t(blockIdx.x) * V;
+  float mx = -INFINITY;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const float t = rb ? round_bf16(z[v]) : z[v];
+    p[v] = t;
+    mx = fmaxf(mx, t);
+  }
+  mx = block_max(mx);
+  float sum = 0.0f;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const float e = expf(p[v] - mx);
+    p[v] = e;
+    sum += e;
+  }
+  sum = block_sum(sum);
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const float q = p[v] / sum;
+    p[v] = rb ? round_bf16(q) : q;
+  }
+}
+
+__global__ void widen_kernel(const void* src, WType wt, int64_t offset, int64_t n, float* dst) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
+    dst[t] = load_w(src, wt, offset + t);
+}
+
+__global__ void rms_norm_kernel(const float* x, int64_t D, const void* w, WType wt, float eps, float* out) {
+  const float* xr = x + int64_t(blockIdx.x) * D;
+  float* o = out + int64_t(blockIdx.x) * D;
+  float ss = 0.0f;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) ss += xr[d] * xr[d];
+  ss = block_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / float(D) + eps);
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) o[d] = w ? xr[d] * inv * load_w(w, wt, d) : xr[d] * inv;
+}
+
+__global__ void rope_kernel(const float* x, const int32_t* pos, const float* inv_freq, int64_t heads, int64_t d,
+                            int pairs, float* out) {
+  const int64_t m = blockIdx.x, half = d / 2;
+  const float p = float(pos[m]);
+  for (int64_t t = threadIdx.x; t < heads * d; t += blockDim.x) {
+    const int64_t j = t % d;
+    const float* xi = x + m * heads * d + (t - j);  // this head's row
+    float* o = out + m * heads * d + (t - j);
+    if (j < pairs) {
+      const float ang = p * inv_freq[j];
+      const float cs = cosf(ang), sn = sinf(ang);
+      const float a = xi[j], b = xi[j + half];
+      o[j] = a * cs - b * sn;
+    } else if (j >= half && j - half < pairs) {
+      const int64_t i = j - half;
+      const float ang = p * inv_freq[i];
+      const float cs = cosf(ang), sn = sinf(ang);
+      const float a = xi[i], b = xi[j];
+      o[j] = b * cs + a * sn;
+    } else {
+      o[j] = xi[j];
+    }
+  }
+}
+
+__device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos, int32_t kpos) {
+  switch (mask) {
+    case kMaskNone: return true;
+    case kMaskCausalWindow: return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
+    case kMaskCommittedWindow: return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
+  }
+  return false;
+}
+
+// One block per (query row, head); one warp per key.
+__global__ void attention_scores_kernel(const float* q, const float* k, const int32_t* qpos, const int32_t* kpos,
+                                        int64_t m0, int64_t Hq, int64_t Hk, int64_t d, int64_t S, int mask,
+                                        int64_t window, int64_t first_canvas_pos, float* scores) {
+  const int64_t r = blockIdx.x / Hq, h = blockIdx.x % Hq, m = m0 + r, kh = h / (Hq / Hk);
+  const float* qv = q + (m * Hq + h) * d;
+  float* sc = scores + int64_t(blockIdx.x) * S;
+  const int32_t qp = qpos[m];
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t s = warp; s < S; s += kWarps) {
+    // Uniform across the warp (one key per warp), so the shuffle below is safe.
+    if (!visible(mask, window, first_canvas_pos, qp, kpos[s])) {
+      if (lane == 0) sc[s] = -INFINITY;
+      continue;
+    }
+    const float* kv = k + (s * Hk + kh) * d;
+    float acc = 0.0f;
+    for (int64_t j = lane; j < d; j += 32) acc += qv[j] * kv[j];
+    acc = warp_sum(acc);
+    if (lane == 0) sc[s] = acc;
+  }
+}
+
+// One block per (query row, head): softmax over the row of scores (in place),
+// then thread j accumulates output element j over the keys in ascending order,
+// exactly as the reference does.
+__global__ void attention_output_kernel(float* scores, const float* v, int64_t m0, int64_t Hq, int64_t Hk, int64_t d,
+                                        int64_t S, float* out) {
+  const int64_t r = blockIdx.x / Hq, h = blockIdx.x % Hq, m = m0 + r, kh = h / (Hq / Hk);
+  float* sc = scores + int64_t(blockIdx.x) * S;
+  float* o = out + m * Hq * d + h * d;
+  float mx = -INFINITY;
+  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) mx = fmaxf(mx, sc[s]);
+  mx = block_max(mx);
+  if (mx == -INFINITY) {  // no visible key: zero output, never NaN (uniform branch)
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) o[j] = 0.0f;
+    return;
+  }
+  float sum = 0.0f;
+  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    const float e = expf(sc[s] - mx);
+    sc[s] = e;
+    sum += e;
+  }
+  sum = block_sum(sum);  // its barriers also publish the sc[] writes to the block
+  const float inv = 1.0f / sum;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < S; ++s) {
+      const float p = sc[s] * inv;
+      if (p == 0.0f) continue;
+      acc += p * v[(s * Hk + kh) * d + j];
+    }
+    o[j] = acc;
+  }
+}
+
+__global__ void router_inv_rms_kernel(const float* x, int64_t H, float eps, float* inv_rms) {
+  const float* xr = x + int64_t(blockIdx.x) * H;
+  float ss = 0.0f;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) ss += xr[h] * xr[h];
+  ss = block_sum(ss);
+  if (threadIdx.x == 0) inv_rms[blockIdx.x] = 1.0f / sqrtf(ss / float(H) + eps);
+}
+
+// grid (M, ceil(E / warps)); one warp per expert.
+__global__ void router_logits_kernel(const float* x, const float* inv_rms, const void* scale, WType scale_t,
+                                     const void* proj, WType proj_t, int64_t H, int64_t E, float root, float* logits) {
+  const int64_t m = blockIdx.x, e = int64_t(blockIdx.y) * kWarps + (threadIdx.x >> 5);
+  const unsigned lane = threadIdx.x & 31;
+  if (e >= E) return;  // whole warps only; no block barrier in this kernel
+  const float* xr = x + m * H;
+  const float inv = inv_rms[m];
+  float acc = 0.0f;
+  for (int64_t h = lane; h < H; h += 32) {
+    const float r = xr[h] * inv * load_w(scale, scale_t, h) * root;  // reference order
+    acc += r * load_w(proj, proj_t, e * H + h);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) logits[m * E + e] = acc;
+}
+
+// One thread per row: E is small (128 in the released model), so the
+// reference's sequential softmax and a selection top-k are simplest.
+__global__ void router_select_kernel(float* logits, const void* pes, WType pes_t, int64_t M, int64_t E, int K,
+                                     int32_t* idx, float* weights) {
+  const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (m >= M) return;
+  float* p = logits + m * E;
+  float mx = -INFINITY;
+  for (int64_t e = 0; e < E; ++e) mx = fmaxf(mx, p[e]);
+  float sum = 0.0f;
+  for (int64_t e = 0; e < E; ++e) sum += (p[e] = expf(p[e] - mx));
+  for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+  // k-th pick = the best element strictly after the previous pick in the
+  // order (p descending, index ascending): torch.topk's order, no flags needed.
+  int32_t* ix = idx + m * K;
+  float* w = weights + m * K;
+  int64_t prev = -1;
+  float prev_p = 0.0f, top = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < E; ++e) {
+      const float pe = p[e];
+      if (prev >= 0 && !(pe < prev_p || (pe == prev_p && e > prev))) continue;
+      if (best < 0 || pe > p[best]) best = e;
+    }
+    ix[k] = int32_t(best);
+    if (best >= 0) {
+      prev = best;
+      prev_p = p[best];
+      top += p[best];
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    const int32_t e = ix[k];
+    w[k] = e >= 0 ? p[e] / top * load_w(pes, pes_t, e) : nan_f32();
+  }
+}
+
+// grid (M·K, ceil(I / warps)); one warp per intermediate unit i.
+__global__ void moe_act_kernel(const float* x, const int32_t* idx, const void* gu, WType wt, int64_t K, int64_t E,
+                               int64_t H, int64_t I, float* act) {
+  const int64_t mk = blockIdx.x, m = mk / K, i = int64_t(blockIdx.y) * kWarps + (threadIdx.x >> 5);
+  const unsigned lane = threadIdx.x & 31;
+  if (i >= I) return;
+  const int64_t e = idx[mk];
+  if (e < 0 || e >= E) {  // checked on the host; never read out of bounds
+    if (lane == 0) act[mk * I + i] = nan_f32();
+    return;
+  }
+  const float* xr = x + m * H;
+  const int64_t g_row = (e * 2 * I + i) * H, u_row = (e * 2 * I + I + i) * H;
+  float g = 0.0f, u = 0.0f;
+  for (int64_t h = lane; h < H; h += 32) {
+    g += xr[h] * load_w(gu, wt, g_row + h);
+    u += xr[h] * load_w(gu, wt, u_row + h);
+  }
+  g = warp_sum(g);
+  u = warp_sum(u);
+  if (lane == 0) act[mk * I + i] = gelu_tanh(g) * u;
+}
+
+// grid (M, ceil(H / warps)); one warp per output feature h. Contributions are
+// added in ascending (expert id, k) order, as the reference does.
+__global__ void moe_down_kernel(const float* act, const int32_t* idx, const float* weights, const void* down,
+                                WType wt, int64_t K, int64_t E, int64_t H, int64_t I, float* out) {
+  const int64_t m = blockIdx.x, h = int64_t(blockIdx.y) * kWarps + (threadIdx.x >> 5);
+  const unsigned lane = threadIdx.x & 31;
+  if (h >= H) return;
+  const int32_t* ix = idx + m * K;
+  float acc = 0.0f;
+  int64_t prev_e = 0, prev_k = -1;
+  for (int64_t r = 0; r < K; ++r) {
+    int64_t best = -1;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t ek = ix[k];
+      const bool after = r == 0 || ek > prev_e || (ek == prev_e && k > prev_k);
+      if (after && (best < 0 || ek < ix[best])) best = k;
+    }
+    prev_e = ix[best];
+    prev_k = best;
+    const int64_t e = prev_e;
+    float y;
+    if (e < 0 || e >= E) {  // uniform across the warp
+      y = nan_f32();
+    } else {
+      const float* a = act + (m * K + best) * I;
+      const int64_t row = (e * H + h) * I;
+      float s = 0.0f;
+      for (int64_t i = lane; i < I; i += 32) s += a[i] * load_w(down, wt, row + i);
+      y = warp_sum(s);
+    }
+    acc += weights[m * K + best] * y;
+  }
+  if (lane == 0) out[m * H + h] = acc;
+}
+
+__global__ void gelu_glu_kernel(const float* g, const float* u, int64_t n, float* out) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
+    out[t] = gelu_tanh(g[t]) * u[t];
+}
+
+__global__ void add_kernel(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
+    out[t] = a[t] + b[t];
+}
+
+__global__ void scale_kernel(const float* x, float s, int64_t n, float* out) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
+    out[t] = x[t] * s;
+}
+
+__global__ void softcap_kernel(const float* x, float cap, int64_t n, float* out) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
+    out[t] = cap * tanhf(x[t] / cap);
+}
+
+__global__ void write_at_kernel(float* p, int64_t index, float value) { p[index] = value; }
+
+// ---- launch planning -------------------------------------------------------
+
+// Fills the launch shape; false (nothing to launch) for an empty grid. Grids
+// beyond the hardware limits are reported by leaving launched false with a
+// non-empty grid, which the host turns into an error.
+bool plan(LaunchShape& s, int64_t gx, int64_t gy = 1) {
+  s.block = kBlock;
+  s.grid[0] = unsigned(gx < 0 ? 0 : gx > 0xffffffffll ? 0xffffffffu : gx);
+  s.grid[1] = unsigned(gy < 0 ? 0 : gy > 0xffffffffll ? 0xffffffffu : gy);
+  s.grid[2] = 1;
+  s.launched = gx >= 1 && gy >= 1 && gx <= 0x7fffffffll && gy <= 65535;
+  return s.launched;
+}
+
+int64_t stride_blocks(int64_t n) {
+  const int64_t b = (n + kBlock - 1) / kBlock;
+  return b < kMaxStrideBlocks ? b : kMaxStrideBlocks;
+}
+
+int64_t warp_tiles(int64_t n) { return (n + kWarps - 1) / kWarps; }
+
+}  // namespace
+
+LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M, const void* table, WType wt,
+                             int64_t V, int64_t H, float scale, float* out) {
+  LaunchShape s;
+  if (plan(s, M)) embedding_kernel<<<s.grid[0], kBlock, 0, stream>>>(ids, table, wt, V, H, scale, out);
+  return s;
+}
+
+LaunchShape launch_soft_probs(cudaStream_t stream, const float* logits, int64_t rows, int64_t V, bool round_bf16,
+                              float* probs) {
+  LaunchShape s;
+  if (plan(s, rows)) soft_probs_kernel<<<s.grid[0], kBlock, 0, stream>>>(logits, V, round_bf16, probs);
+  return s;
+}
+
+LaunchShape launch_widen(cudaStream_t stream, const void* src, WType wt, int64_t offset, int64_t n, float* dst) {
+  LaunchShape s;
+  if (plan(s, stride_blocks(n))) widen_kernel<<<s.grid[0], kBlock, 0, stream>>>(src, wt, offset, n, dst);
+  return s;
+}
+
+LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, int64_t D, const void* w, WType wt,
+                            float eps, float* out) {
+  LaunchShape s;
+  if (plan(s, rows)) rms_norm_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, D, w, wt, eps, out);
+  return s;
+}
+
+LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos, const float* inv_freq, int64_t M,
+                        int64_t heads, int64_t d, int pairs, float* out) {
+  LaunchShape s;
+  if (plan(s, M)) rope_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, pos, inv_freq, heads, d, pairs, out);
+  return s;
+}
+
+LaunchShape launch_attention_scores(cudaStream_t stream, const float* q, const float* k, const int32_t* qpos,
+                                    const int32_t* kpos, int64_t m0, int64_t rows, int64_t Hq, int64_t Hk, int64_t d,
+                                    int64_t S, int mask, int64_t window, int64_t first_canvas_pos, float* scores) {
+  LaunchShape s;
+  if (plan(s, rows * Hq))
+    attention_scores_kernel<<<s.grid[0], kBlock, 0, stream>>>(q, k, qpos, kpos, m0, Hq, Hk, d, S, mask, window,
+                                                              first_canvas_pos, scores);
+  return s;
+}
+
+LaunchShape launch_attention_output(cudaStream_t stream, float* scores, const float* v, int64_t m0, int64_t rows,
+                                    int64_t Hq, int64_t Hk, int64_t d, int64_t S, float* out) {
+  LaunchShape s;
+  if (plan(s, rows * Hq)) attention_output_kernel<<<s.grid[0], kBlock, 0, stream>>>(scores, v, m0, Hq, Hk, d, S, out);
+  return s;
+}
+
+LaunchShape launch_router_inv_rms(cudaStream_t stream, const float* x, int64_t M, int64_t H, float eps,
+                                  float* inv_rms) {
+  LaunchShape s;
+  if (plan(s, M)) router_inv_rms_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, H, eps, inv_rms);
+  return s;
+}
+
+LaunchShape launch_router_logits(cudaStream_t stream, const float* x, const float* inv_rms, const void* scale,
+                                 WType scale_t, const void* proj, WType proj_t, int64_t M, int64_t H, int64_t E,
+                                 float root, float* logits) {
+  LaunchShape s;
+  if (plan(s, M, warp_tiles(E)))
+    router_logits_kernel<<<dim3(s.grid[0], s.grid[1]), kBlock, 0, stream>>>(x, inv_rms, scale, scale_t, proj, proj_t,
+                                                                            H, E, root, logits);
+  return s;
+}
+
+LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void* per_expert_scale, WType pes_t,
+                                 int64_t M, int64_t E, int K, int32_t* idx, float* weights) {
+  LaunchShape s;
+  if (plan(s, (M + kBlock - 1) / kBlock))
+    router_select_kernel<<<s.grid[0], kBlock, 0, stream>>>(logits, per_expert_scale, pes_t, M, E, K, idx, weights);
+  return s;
+}
+
+LaunchShape launch_moe_act(cudaStream_t stream, const float* x, const int32_t* idx, const void* gate_up, WType wt,
+                           int64_t M, int64_t K, int64_t E, int64_t H, int64_t I, float* act) {
+  LaunchShape s;
+  if (plan(s, M * K, warp_tiles(I)))
+    moe_act_kernel<<<dim3(s.grid[0], s.grid[1]), kBlock, 0, stream>>>(x, idx, gate_up, wt, K, E, H, I, act);
+  return s;
+}
+
+LaunchShape launch_moe_down(cudaStream_t stream, const float* act, const int32_t* idx, const float* weights,
+                            const void* down, WType wt, int64_t M, int64_t K, int64_t E, int64_t H, int64_t I,
+                            float* out) {
+  LaunchShape s;
+  if (plan(s, M, warp_tiles(H)))
+    moe_down_kernel<<<dim3(s.grid[0], s.grid[1]), kBlock, 0, stream>>>(act, idx, weights, down, wt, K, E, H, I, out);
+  return s;
+}
+
+LaunchShape launch_gelu_glu(cudaStream_t stream, const float* gate, const float* up, int64_t n, float* out) {
+  LaunchShape s;
+  if (plan(s, stride_blocks(n))) gelu_glu_kernel<<<s.grid[0], kBlock, 0, stream>>>(gate, up, n, out);
+  return s;
+}
+
+LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int64_t n, float* out) {
+  LaunchShape s;
+  if (plan(s, stride_blocks(n))) add_kernel<<<s.grid[0], kBlock, 0, stream>>>(a, b, n, out);
+  return s;
+}
+
+LaunchShape launch_scale(cudaStream_t stream, const float* x, float sc, int64_t n, float* out) {
+  LaunchShape s;
+  if (plan(s, stride_blocks(n))) scale_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, sc, n, out);
+  return s;
+}
+
+LaunchShape launch_softcap(cudaStream_t stream, const float* x, float cap, int64_t n, float* out) {
+  LaunchShape s;
+  if (plan(s, stride_blocks(n))) softcap_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, cap, n, out);
+  return s;
+}
+
+LaunchShape launch_write_at(cudaStream_t stream, float* p, int64_t index, float value) {
+  LaunchShape s;
+  s.grid[0] = s.grid[1] = s.grid[2] = 1;
+  s.block = 1;
+  s.launched = true;
+  write_at_kernel<<<1, 1, 0, stream>>>(p, index, value);
+  return s;
+}
+
+}  // namespace dgemma::cuda

@@ -1,0 +1,93 @@
+#pragma once
+// Launchers of the CUDA backend's kernels (cuda_kernels.cu). The interface
+// uses plain types only, so that the host side of the backend is ordinary C++
+// compiled by the C++ compiler (with its warnings and sanitizers) and nvcc only
+// sees the kernels. Each launcher enqueues one kernel on `stream` and returns
+// its launch shape for the launch log; the caller checks the CUDA error state.
+// A launcher whose grid would be empty launches nothing (an empty grid is an
+// invalid configuration, not a no-op); callers handle those outputs.
+//
+// The kernels are deliberately simple (one block per row, one warp per dot
+// product) and mirror the scalar reference in ops/cpu line by line, in the
+// same order of floating-point operations where the reference has one order.
+// Speed is a later issue; this file is the device reference.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dgemma::cuda {
+
+// Weight element types as the kernels read them (widened to fp32 on load).
+enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+
+// Threads per block of every kernel (8 warps).
+inline constexpr unsigned kBlock = 256;
+
+struct LaunchShape {
+  unsigned grid[3] = {0, 0, 0};
+  unsigned block = 0;
+  bool launched = false;  // false: empty grid, nothing enqueued
+};
+
+// Attention masks, numbered as ops/op.h AttentionMask.
+inline constexpr int kMaskNone = 0, kMaskCausalWindow = 1, kMaskCommittedWindow = 2;
+
+// out[m, :] = table[ids[m], :] · scale. Ids out of [0, V) give NaN rows (the
+// host checks them first; this is the second line of defence).
+LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M, const void* table, WType wt,
+                             int64_t V, int64_t H, float scale, float* out);
+
+// probs[r, :] = softmax(logits[r, :]) over V, for rows [0, rows); logits and
+// probabilities rounded to bf16 when round_bf16 (spec §3.3).
+LaunchShape launch_soft_probs(cudaStream_t stream, const float* logits, int64_t rows, int64_t V, bool round_bf16,
+                              float* probs);
+
+// dst[i] = (float) src[offset + i] for i < n.
+LaunchShape launch_widen(cudaStream_t stream, const void* src, WType wt, int64_t offset, int64_t n, float* dst);
+
+// Row-wise RMSNorm over D; w may be null (no scale).
+LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, int64_t D, const void* w, WType wt,
+                            float eps, float* out);
+
+// Split-half RoPE; inv_freq[pairs] is computed on the host exactly as the
+// reference does.
+LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos, const float* inv_freq, int64_t M,
+                        int64_t heads, int64_t d, int pairs, float* out);
+
+// Attention for query rows [m0, m0 + rows): scores[(r·Hq + h)·S + s] = q·k or
+// -inf where masked; then softmax and p·v into out[m, h·d + j].
+LaunchShape launch_attention_scores(cudaStream_t stream, const float* q, const float* k, const int32_t* qpos,
+                                    const int32_t* kpos, int64_t m0, int64_t rows, int64_t Hq, int64_t Hk, int64_t d,
+                                    int64_t S, int mask, int64_t window, int64_t first_canvas_pos, float* scores);
+LaunchShape launch_attention_output(cudaStream_t stream, float* scores, const float* v, int64_t m0, int64_t rows,
+                                    int64_t Hq, int64_t Hk, int64_t d, int64_t S, float* out);
+
+// Router (spec §1.5): inv_rms[m] = (mean(x²) + eps)^(-1/2); logits[m, e] =
+// Σ_h ((x·inv)·scale[h]·root)·proj[e, h]; then per row softmax, top-k
+// (descending, lower index on ties), renormalize, × per_expert_scale.
+LaunchShape launch_router_inv_rms(cudaStream_t stream, const float* x, int64_t M, int64_t H, float eps,
+                                  float* inv_rms);
+LaunchShape launch_router_logits(cudaStream_t stream, const float* x, const float* inv_rms, const void* scale,
+                                 WType scale_t, const void* proj, WType proj_t, int64_t M, int64_t H, int64_t E,
+                                 float root, float* logits);
+LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void* per_expert_scale, WType pes_t,
+                                 int64_t M, int64_t E, int K, int32_t* idx, float* weights);
+
+// Experts: act[(m·K + k)·I + i] = gelu_tanh(gate_e·x_m) · (up_e·x_m), e =
+// idx[m, k]; out[m, h] = Σ_k (ascending expert id) weight[m, k] · down_e[h]·act.
+LaunchShape launch_moe_act(cudaStream_t stream, const float* x, const int32_t* idx, const void* gate_up, WType wt,
+                           int64_t M, int64_t K, int64_t E, int64_t H, int64_t I, float* act);
+LaunchShape launch_moe_down(cudaStream_t stream, const float* act, const int32_t* idx, const float* weights,
+                            const void* down, WType wt, int64_t M, int64_t K, int64_t E, int64_t H, int64_t I,
+                            float* out);
+
+LaunchShape launch_gelu_glu(cudaStream_t stream, const float* gate, const float* up, int64_t n, float* out);
+LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int64_t n, float* out);
+LaunchShape launch_scale(cudaStream_t stream, const float* x, float s, int64_t n, float* out);
+LaunchShape launch_softcap(cudaStream_t stream, const float* x, float cap, int64_t n, float* out);
+
+// Test hook of the fault guards: a deliberately bad kernel that stores one
+// float at p[index] (used to write just past an output into its canary).
+LaunchShape launch_write_at(cudaStream_t stream, float* p, int64_t index, float value);
+
+}  // namespace dgemma::cuda

@@ -1,0 +1,13 @@
+#pragma once
+// Where the source tree (bundled data such as the tokenizer and golden files)
+// is at run time. Kept out of compile definitions so that object files do not
+// depend on the checkout's location and ccache hits across clones.
+#include <string>
+
+namespace dgemma {
+
+// $DGEMMA_SOURCE_DIR, else the tree this binary was built from (if it still
+// exists), else two levels above the executable (build/<flavour>/dgemma).
+std::string source_dir();
+
+}  // namespace dgemma

@@ -1,0 +1,65 @@
+#pragma once
+// A multi-turn conversation over one model whose KV cache is reused between
+// turns (spec §3.6 "Multi-turn with cache reuse": pass only uncached ids).
+//
+// The session keeps two id lists:
+//  * history: the conversation as the model should read it next: the first
+//    prompt from the chat template, then per turn the reply as generated (up
+//    to, not including, its EOS; at most the shown tokens), the template's
+//    end-of-turn ("<turn|>\n"), and the next user turn with its generation
+//    prompt (the template's text after a closed model turn);
+//  * cached: the ids whose keys/values are in the model cache. generate()
+//    encodes the prompt and every committed canvas except the last one (the
+//    EOS canvas, or the one that reached max_new_tokens, is never encoded), so
+//    the last canvas of a reply is always re-read with the next turn.
+// Each turn encodes history[p:], where p is the longest common prefix of the
+// two lists; the cache is truncated to p when it holds more (e.g. a reply
+// trimmed by -n inside an encoded canvas). Sliding-window layers can only be
+// truncated while they still hold the rows the window needs; otherwise the
+// cache is rebuilt from scratch (still exact, only slower).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "generate/diffusion_model.h"
+#include "generate/generate.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dgemma {
+
+class ChatSession {
+ public:
+  ChatSession(DiffusionModel& model, const Tokenizer& tokenizer, ChatTemplateKind kind, std::string system,
+              bool enable_thinking);
+
+  struct TurnInput {
+    std::vector<int32_t> new_ids;  // pass to generate() as the prompt
+    int64_t reused = 0;            // cached positions kept
+    bool cache_reset = false;      // the cache had to be rebuilt from position 0
+  };
+  // Adds a user turn and prepares the cache; call generate() with new_ids next.
+  TurnInput begin_turn(const std::string& user_text);
+  // Records the reply of the turn begun last: `result` of that generate()
+  // call and the visible reply tokens (before the EOS, within -n).
+  void end_turn(const GenerationResult& result, std::span<const int32_t> reply);
+  // Forgets the conversation and empties the cache.
+  void reset();
+
+  const std::vector<int32_t>& history() const { return history_; }
+  const std::vector<int32_t>& cached() const { return cached_; }
+
+ private:
+  DiffusionModel& model_;
+  const Tokenizer& tokenizer_;
+  ChatTemplateKind kind_;
+  std::string system_;
+  bool thinking_;
+  std::vector<int32_t> closing_ids_;  // end of a model turn, e.g. "<turn|>\n"
+  std::vector<int32_t> history_;
+  std::vector<int32_t> cached_;
+  std::vector<int32_t> pending_;      // new_ids of the turn in progress
+};
+
+}  // namespace dgemma

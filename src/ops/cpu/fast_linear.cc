@@ -1,0 +1,213 @@
+// GEMM drivers (threading, A packing) and the GEMM-shaped ops: linear,
+// router_topk (scores GEMM), soft_embedding (probabilities × table).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/fast_ops.h"
+#include "ops/cpu/quant_kernels.h"
+
+namespace dgemma::cpu {
+
+float* thread_scratch(size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats) buf.resize(floats);
+  return buf.data();
+}
+
+// One GEMM with A already packed, split into panel-range × row-range tasks:
+// whole panel ranges per thread while there are enough panels (each thread
+// then streams only its share of B), rows split too when N is narrow.
+static void run_gemm(CpuContext& ctx, const GemmArgs& g) {
+  const IsaKernels& isa = *ctx.isa;
+  const int64_t P = (g.n + kNr - 1) / kNr, MB = (g.m + isa.mr - 1) / isa.mr;
+  const int64_t T = ctx.pool->size();
+  const int64_t np = std::min(P, T), nm = std::min(MB, std::max<int64_t>(1, T / np));
+  ctx.pool->parallel_for(np * nm, 1, [&](int64_t b, int64_t e) {
+    float* scratch = g.b.rows ? thread_scratch(size_t(kKc * kNr)) : nullptr;
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t pi = t / nm, mi = t % nm;
+      GemmRange r;
+      r.p0 = P * pi / np;
+      r.p1 = P * (pi + 1) / np;
+      r.m0 = MB * mi / nm * isa.mr;
+      r.m1 = std::min(g.m, MB * (mi + 1) / nm * isa.mr);
+      if (r.p0 < r.p1 && r.m0 < r.m1) isa.gemm(g, r, scratch);
+    }
+  });
+}
+
+// Packs rows of x for the B operand's panel type into ctx buffers; returns A.
+static const void* pack_a(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k,
+                          PanelType type) {
+  const IsaKernels& isa = *ctx.isa;
+  const int64_t mr = isa.mr, MB = (m + mr - 1) / mr;
+  const bool pairs = type == PanelType::kBF16Pairs;
+  const int64_t kk = pairs ? (k + 1) / 2 : k;
+  if (pairs) ctx.a_pairs.resize(size_t(MB * mr * kk));
+  else ctx.a_pack.resize(size_t(MB * mr * kk));
+  ctx.pool->parallel_for(MB, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * mr)), [&](int64_t b, int64_t e) {
+    const int64_t r0 = b * mr, cnt = std::min(m, e * mr) - r0;
+    const float* xs = rows ? x : x + r0 * ldx;
+    const int32_t* rs = rows ? rows + r0 : nullptr;
+    if (pairs) isa.pack_a_pairs(xs, ldx, rs, cnt, k, ctx.a_pairs.data() + r0 * kk);
+    else isa.pack_a(xs, ldx, rs, cnt, k, ctx.a_pack.data() + r0 * kk);
+  });
+  return pairs ? static_cast<const void*>(ctx.a_pairs.data()) : static_cast<const void*>(ctx.a_pack.data());
+}
+
+void gemm_packed(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* a_rows, int64_t m, int64_t k,
+                 const GemmB& b, int64_t n, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, 0.0f);
+    return;
+  }
+  GemmArgs g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = pack_a(ctx, x, ldx, a_rows, m, k, b.type);
+  g.b = b;
+  g.c = c;
+  g.ldc = ldc;
+  run_gemm(ctx, g);
+}
+
+namespace fast {
+
+void linear(const OpCall& c, CpuContext& ctx) {
+  if (c.w[0]->quant) return quant_linear(c, *ctx.pool);
+  const Tensor& x = *c.in[0];
+  const WeightRef& w = *c.w[0];
+  Tensor& out = *c.out[0];
+  if (!fast_readable(w)) return reference::linear(c, *ctx.pool);
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.shape[0];
+  const PackedWeight& pw = ctx.weights.get(w, 1, N, K, panel_type_for(w.dtype, ctx.bf16_dot), *ctx.pool);
+  gemm_packed(ctx, x.f.data(), K, nullptr, M, K, pw.b(), N, out.f.data(), N);
+}
+
+// Router (spec §1.5): the per-row normalization and the top-k are the
+// reference's; the scores r·projᵀ are one GEMM over all rows.
+void router_topk(const OpCall& c, CpuContext& ctx) {
+  const Tensor& x = *c.in[0];
+  const WeightRef &scale = *c.w[0], &proj = *c.w[1], &pes = *c.w[2];
+  if (!fast_readable(proj)) return reference::router_topk(c, *ctx.pool);
+  Tensor &idx = *c.out[0], &wts = *c.out[1];
+  const int64_t M = x.dim(0), H = x.dim(1), E = proj.shape[0];
+  const int K = c.attrs.top_k;
+  std::vector<float> sc(static_cast<size_t>(H)), pe(static_cast<size_t>(E));
+  scale.row_f32(0, H, sc.data());
+  pes.row_f32(0, E, pe.data());
+  const float root = float(1.0 / std::sqrt(double(H)));
+  std::vector<float>& r = ctx.buf0;
+  std::vector<float>& scores = ctx.buf1;
+  r.resize(size_t(M * H));
+  scores.resize(size_t(M * E));
+  ctx.pool->parallel_for(M, 4, [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m) {
+      const float* xr = x.f.data() + m * H;
+      float* rr = r.data() + m * H;
+      const float inv = 1.0f / std::sqrt(reference::dot_f32(xr, xr, H) / float(H) + c.attrs.eps);
+      for (int64_t h = 0; h < H; ++h) rr[h] = xr[h] * inv * sc[size_t(h)] * root;
+    }
+  });
+  // Router weights are fp32-exact even in bf16_dot mode (routing decisions
+  // are discrete; keep them on the fp32 path).
+  const PackedWeight& pw = ctx.weights.get(proj, 1, E, H, panel_type_for(proj.dtype, false), *ctx.pool);
+  gemm_packed(ctx, r.data(), H, nullptr, M, H, pw.b(), E, scores.data(), E);
+  ctx.pool->parallel_for(M, 4, [&](int64_t b, int64_t e) {
+    std::vector<int32_t> order(static_cast<size_t>(E));
+    for (int64_t m = b; m < e; ++m) {
+      float* p = scores.data() + m * E;
+      float mx = -INFINITY;
+      for (int64_t ex = 0; ex < E; ++ex) mx = std::max(mx, p[ex]);
+      float sum = 0;
+      for (int64_t ex = 0; ex < E; ++ex) sum += (p[ex] = std::exp(p[ex] - mx));
+      for (int64_t ex = 0; ex < E; ++ex) p[ex] /= sum;
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t bb) {
+        return p[a] > p[bb] || (p[a] == p[bb] && a < bb);
+      });
+      float top = 0;
+      for (int k = 0; k < K; ++k) top += p[order[size_t(k)]];
+      for (int k = 0; k < K; ++k) {
+        const int32_t ex = order[size_t(k)];
+        idx.i[size_t(m * K + k)] = ex;
+        wts.f[size_t(m * K + k)] = p[ex] / top * pe[size_t(ex)];
+      }
+    }
+  });
+}
+
+// Expected embedding (spec §2.3, §3.3): softmax over V of the logits (rounded
+// to the table dtype first, probabilities rounded again), times the table.
+// Two passes over the logits: row max and sum first, then the probabilities
+// chunk by chunk (kChunk vocabulary entries, so the probability buffer stays
+// 8 MB instead of M·V·4 = 268 MB at M = 256), each chunk packed as A and
+// multiplied with the matching table rows (read in place, packed per panel on
+// the fly). Over a bf16 table the probabilities are bf16 values already, so
+// the bf16 dot-product kernel is exact per product and is used when present.
+void soft_embedding(const OpCall& c, CpuContext& ctx) {
+  if (c.w[0]->quant) return quant_soft_embedding(c, [&](const OpCall& d) { soft_embedding(d, ctx); });
+  const Tensor& logits = *c.in[0];
+  const WeightRef& table = *c.w[0];
+  Tensor& out = *c.out[0];
+  if (table.quant || (table.dtype != DType::kF32 && table.dtype != DType::kBF16)) return reference::soft_embedding(c, *ctx.pool);
+  const IsaKernels& isa = *ctx.isa;
+  const int64_t M = logits.dim(0), V = table.shape[0], H = table.shape[1];
+  const bool to_bf16 = table.dtype == DType::kBF16;
+  const PanelType type = !to_bf16 ? PanelType::kF32 : isa.pack_a_pairs ? PanelType::kBF16Pairs : PanelType::kBF16;
+  constexpr int64_t kChunk = 8192;  // a multiple of kKc (even: pair blocks align)
+  std::vector<float>& mx = ctx.buf0;
+  std::vector<float>& sum = ctx.buf1;
+  std::vector<float>& probs = ctx.buf2;
+  mx.resize(size_t(M));
+  sum.resize(size_t(M));
+  probs.resize(size_t(M * std::min(V, kChunk)));
+  // Pass 1: per-row max and Σ e^(z − max) over the (rounded) logits.
+  ctx.pool->parallel_for(M, 1, [&](int64_t b, int64_t e) {
+    float* row = thread_scratch(size_t(V));
+    for (int64_t m = b; m < e; ++m) {
+      std::memcpy(row, logits.f.data() + m * V, size_t(V) * 4);
+      if (to_bf16) isa.scale_round_bf16(row, 1.0f, V);
+      mx[size_t(m)] = isa.row_max(row, V);
+      sum[size_t(m)] = isa.exp_sum(row, mx[size_t(m)], row, V);
+    }
+  });
+  std::fill(out.f.begin(), out.f.begin() + out.numel(), 0.0f);  // not past numel: the checker pads outputs with canaries
+  for (int64_t v0 = 0; v0 < V; v0 += kChunk) {
+    const int64_t vc = std::min(kChunk, V - v0);
+    ctx.pool->parallel_for(M, 1, [&](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m) {
+        float* p = probs.data() + m * vc;
+        std::memcpy(p, logits.f.data() + m * V + v0, size_t(vc) * 4);
+        if (to_bf16) isa.scale_round_bf16(p, 1.0f, vc);
+        isa.exp_sum(p, mx[size_t(m)], p, vc);
+        const float s = sum[size_t(m)];
+        for (int64_t v = 0; v < vc; ++v) p[v] /= s;
+        if (to_bf16) isa.scale_round_bf16(p, 1.0f, vc);
+      }
+    });
+    GemmArgs g;
+    g.m = M;
+    g.n = H;
+    g.k = vc;
+    g.a = pack_a(ctx, probs.data(), vc, nullptr, M, vc, type);
+    g.b.type = type;
+    g.b.rows = static_cast<const uint8_t*>(table.data) + size_t(v0 * H) * (to_bf16 ? 2 : 4);
+    g.b.ld = H;
+    g.c = out.f.data();
+    g.ldc = H;
+    g.accumulate = v0 > 0;
+    run_gemm(ctx, g);
+  }
+  const float s = c.attrs.scale;
+  for (int64_t k = 0; k < out.numel(); ++k) out.f[size_t(k)] *= s;  // not the canary padding
+}
+
+}  // namespace fast
+}  // namespace dgemma::cpu

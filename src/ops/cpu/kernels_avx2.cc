@@ -1,0 +1,69 @@
+// AVX2 + FMA level of the CPU kernels (the fallback for CPUs without AVX-512):
+// fp32 FMA GEMM on fp32 or bf16 weight panels (3 × 32 register tile), vector
+// math, attention tile.
+// Compiled under a target region; the rest of the library stays baseline
+// x86-64 and only calls in after checking the CPU (isa_kernels.cc).
+#include "ops/cpu/isa_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+// GCC 12's AVX-512 headers build their "undefined" operands by self-
+// initialization, which -Wuninitialized reports at every inlined intrinsic
+// (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+namespace dgemma::cpu::avx2 {
+namespace {
+#define DGEMMA_SIMD_AVX2 1
+#include "ops/cpu/simd-inl.h"
+#include "ops/cpu/gemm-inl.h"
+#include "ops/cpu/ops-inl.h"
+#undef DGEMMA_SIMD_AVX2
+}  // namespace
+
+const IsaKernels* table() {
+  static const IsaKernels t = [] {
+    IsaKernels k;
+    k.isa = CpuIsa::kAvx2;
+    k.mr = kMr;
+    k.pack_a = pack_a_impl;
+    k.gemm = gemm_impl;
+    k.gelu_glu = gelu_glu_impl;
+    k.softcap = softcap_impl;
+    k.rms_norm_row = rms_norm_row_impl;
+    k.row_max = row_max_impl;
+    k.exp_sum = exp_sum_impl;
+    k.scale_round_bf16 = scale_round_bf16_impl;
+    k.attention_tile = attention_tile_impl;
+    k.peak_fma = peak_fma_impl;
+    return k;
+  }();
+  return &t;
+}
+
+}  // namespace dgemma::cpu::avx2
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
+#else  // not x86-64
+
+namespace dgemma::cpu::avx2 {
+const IsaKernels* table() { return nullptr; }
+}  // namespace dgemma::cpu::avx2
+
+#endif

@@ -1,0 +1,50 @@
+#pragma once
+// CPU kernels for quantized weights (WeightRef::quant set; the formats and the
+// value semantics are in quantize/quantized_weight.h). The CPU kernels of
+// linear, moe_experts, embedding and soft_embedding hand a call over to these
+// as their first statement when the weight is quantized, so every dispatch
+// level (reference and fast) runs quantized checkpoints.
+//
+// The GEMM dequantizes on the fly: for a tile of kQuantNr weight rows it
+// expands one K-chunk of kQuantKc columns per row into a stack buffer, then
+// streams all M activation rows past it, so a quantized weight is never
+// expanded beyond one chunk (no full-size copy) and the expansion cost is
+// shared by all M rows. Results do not depend on the thread count.
+#include <cstdint>
+#include <functional>
+
+#include "core/thread_pool.h"
+#include "ops/op.h"
+#include "quantize/quantized_weight.h"
+
+namespace dgemma::cpu {
+
+// Weight rows per tile and K-chunk length. 8 × 512 fp32 = 16 KB of expanded
+// weights plus 4 activation rows (8 KB) stay in L1 while the activation rows
+// stream past in blocks of 4; 512 is a multiple of every block size (16, 32,
+// 64, 128, 256, 512), so chunks start on block boundaries for all formats we
+// write.
+inline constexpr int kQuantNr = 8;
+inline constexpr int64_t kQuantKc = 512;
+
+// Op kernels with the contracts of ops/op.h.
+void quant_linear(const OpCall& c, ThreadPool& pool);
+void quant_moe_experts(const OpCall& c, ThreadPool& pool);
+void quant_embedding(const OpCall& c, ThreadPool& pool);
+// soft_embedding multiplies with the whole table, which needs it dense (spec
+// §6.3 pitfall 10): runs `dense_kernel` (the calling level's soft_embedding)
+// on a copy of the call whose table is the weight's dense copy.
+void quant_soft_embedding(const OpCall& c, const std::function<void(const OpCall&)>& dense_kernel);
+
+// out[m·ld_out + j] = Σ_k x[m·K + k] · W[row0 + j, k] for m < M, j < n, with
+// W viewed as [rows, K] (leading dimensions flattened). W may be quantized or
+// plain (F32/BF16/F16), so a layer with one quantized expert tensor and one
+// plain one still works.
+void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
+                ThreadPool& pool);
+
+// Logical elements [col, col + n) of row `row` as fp32: the fast path,
+// bit-identical to dequantize_reference().
+void dequantize_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
+
+}  // namespace dgemma::cpu

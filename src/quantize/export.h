@@ -1,0 +1,74 @@
+#pragma once
+// `dgemma quantize`: streaming post-training quantization of a plain (BF16,
+// F16 or F32) checkpoint folder into one of the quantized layouts this engine
+// reads, written in that format's own tensor names, dtypes and config entries
+// (spec/formats.md §2-§4) so the format owner's loader can read it too:
+//
+//   nf4            bitsandbytes NF4 + double quant (blocksize 64, nested 256):
+//                  attention, dense MLP, self-conditioning and the fused
+//                  experts (the latter in bitsandbytes' parametrize layout: the
+//                  same keys on the 3-D parameter; transformers' BitsAndBytes
+//                  path itself never quantizes fused experts, §2.5).
+//                  config.json gets quantization_config (quant_method
+//                  "bitsandbytes").
+//   nvfp4-experts  ModelOpt NVFP4, experts only (§3.1): every fused expert
+//                  tensor is split into per-expert gate/up/down linears with
+//                  weight, weight_scale (E4M3), weight_scale_2 (gate and up of
+//                  an expert share it) and input_scale; everything else stays
+//                  as stored. Writes hf_quant_config.json and
+//                  config.json quantization_config (quant_method "modelopt").
+//                  No calibration data: input_scale is 1.0 (a W4A4 engine then
+//                  represents activation blocks with amax in [0.012, 2688]).
+//   mlx4           MLX affine with mlx-vlm's DiffusionGemma recipe (§4.4):
+//                  attention and dense MLP 8-bit, experts and self-conditioning
+//                  4-bit, group 64 (32 where 64 does not divide a row);
+//                  config.json gets `quantization` (with per-module overrides)
+//                  and its `quantization_config` copy; file metadata
+//                  format "mlx".
+//
+// Embeddings, norms, the router and layer scalars stay unquantized unless
+// asked (quantize_embeddings, quantize_router; NF4 and MLX only). Tied alias
+// copies (encoder text weights, lm_head) are dropped: the decoder copy is
+// canonical (formats.md §0.1). Vision/audio tensors are copied through.
+// Tensors are processed one at a time (and large ones in row chunks) and
+// written straight into place, so memory stays at a few chunks whatever the
+// model size.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dgemma {
+
+enum class ExportFormat { kNf4, kNvfp4Experts, kMlx4 };
+std::optional<ExportFormat> parse_export_format(std::string_view name);
+std::string_view export_format_name(ExportFormat f);
+
+struct ExportOptions {
+  ExportFormat format = ExportFormat::kNf4;
+  bool quantize_embeddings = false;
+  bool quantize_router = false;
+  bool nf4_double_quant = true;
+  // Called after each input tensor (bytes of input processed so far, total).
+  std::function<void(uint64_t done, uint64_t total, const std::string& tensor)> progress;
+};
+
+struct ExportReport {
+  std::string out_file;
+  uint64_t input_bytes = 0, output_bytes = 0;
+  int quantized = 0, copied = 0, dropped = 0;  // input tensors
+};
+
+// Reads the checkpoint folder `in_dir` (config.json + safetensors) and writes
+// `out_dir` (created if needed): model.safetensors, config.json and the other
+// non-weight files of the input (tokenizer, generation config, ...).
+ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& options);
+
+// Writes a plain F32 checkpoint of the weights as this engine binds them
+// from `in_dir` (quantized or not), dequantized (quantize/quantized_weight.h):
+// the reference a quantized model is compared with. Vision tensors are not
+// written; config.json loses its quantization entries.
+void export_dequantized(const std::string& in_dir, const std::string& out_dir);
+
+}  // namespace dgemma

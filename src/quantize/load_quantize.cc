@@ -1,0 +1,72 @@
+#include "quantize/load_quantize.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "dgemma/error.h"
+#include "quantize/quantizers.h"
+
+namespace dgemma {
+namespace {
+
+bool covered(Component c, LoadQuantization mode) {
+  switch (mode) {
+    case LoadQuantization::kNone: return false;
+    case LoadQuantization::kNvfp4Experts: return c == Component::kExperts;
+    case LoadQuantization::kNf4:
+    case LoadQuantization::kQ8:
+      return c == Component::kAttention || c == Component::kDenseMlp || c == Component::kSelfConditioning ||
+             c == Component::kExperts;
+  }
+  return false;
+}
+
+// Drops the whole pages inside [p, p + n) of a read-only file mapping: they
+// are read again from the file if anything touches them later.
+void release_pages(const void* p, uint64_t n) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(p) + page - 1) / page * page, end = (uintptr_t(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+std::optional<LoadQuantization> parse_load_quantization(std::string_view name) {
+  if (name == "none" || name.empty()) return LoadQuantization::kNone;
+  if (name == "nf4") return LoadQuantization::kNf4;
+  if (name == "nvfp4-experts") return LoadQuantization::kNvfp4Experts;
+  if (name == "q8") return LoadQuantization::kQ8;
+  return std::nullopt;
+}
+
+std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const ExpectedTensor& ex, LoadQuantization mode,
+                                          bool release_source) {
+  if (plain.quant || !covered(ex.component, mode) || plain.shape.size() < 2) return std::nullopt;
+  if (plain.dtype != DType::kF32 && plain.dtype != DType::kBF16 && plain.dtype != DType::kF16) return std::nullopt;
+  const int64_t cols = plain.shape.back();
+  const quant::FloatSource src{plain.dtype, plain.data, plain.numel()};
+  quant::QuantizeParams p;
+  QuantScheme scheme = QuantScheme::kNF4;
+  if (mode == LoadQuantization::kNvfp4Experts) {
+    if (plain.shape.size() != 3 || cols % 16 != 0) return std::nullopt;
+    scheme = QuantScheme::kNVFP4;
+    const bool gate_up = ex.name.size() >= 12 && ex.name.compare(ex.name.size() - 12, 12, "gate_up_proj") == 0;
+    p.slice_rows = gate_up ? plain.shape[1] / 2 : plain.shape[1];
+    p.scale_rows = plain.shape[1];
+  } else if (mode == LoadQuantization::kQ8) {
+    scheme = QuantScheme::kInt8;
+    p.block = quant::row_block_for(cols, 64);
+    if (p.block == 0) return std::nullopt;
+  }
+  std::shared_ptr<QuantizedWeight> q = quant::quantize_weight(scheme, src, plain.shape, plain.dtype, p);
+  q->stored_names = {plain.name};
+  q->found_as = {ex.name};
+  q->describe += " (quantized at load)";
+  if (release_source) release_pages(plain.data, uint64_t(plain.numel()) * uint64_t(dtype_bits(plain.dtype) / 8));
+  WeightRef r = plain;
+  r.data = q->slices.front().codes;
+  r.quant = std::move(q);
+  return r;
+}
+
+}  // namespace dgemma

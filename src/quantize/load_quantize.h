@@ -1,0 +1,33 @@
+#pragma once
+// Quantize at load (`--quantize nf4|nvfp4-experts|q8`): plain checkpoint
+// weights are quantized in memory as they are bound, with the same
+// quantizers `dgemma quantize` writes files with (quantizers.h); nothing is
+// written. Covered weights:
+//   nf4            NF4 + double quant (blocksize 64): attention, dense MLP,
+//                  self-conditioning and experts (like `dgemma quantize --format nf4`)
+//   nvfp4-experts  NVFP4, routed experts only, one slice per expert projection
+//                  with gate and up sharing weight_scale_2 (formats.md §3)
+//   q8             int8, one fp32 scale per 64 (or 32, 16) columns: the same
+//                  weights as nf4
+// Embeddings, norms, the router and layer scalars stay as stored.
+#include <optional>
+#include <string_view>
+
+#include "model/tensor_names.h"
+#include "ops/tensor.h"
+
+namespace dgemma {
+
+enum class LoadQuantization { kNone, kNf4, kNvfp4Experts, kQ8 };
+// "none", "nf4", "nvfp4-experts", "q8".
+std::optional<LoadQuantization> parse_load_quantization(std::string_view name);
+
+// The quantized weight for `plain` (a float weight bound for `ex`) when the
+// mode covers ex's component, else nullopt. With `release_source` (the plain
+// data is a read-only file mapping, not a buffer anyone owns) the source
+// pages are handed back to the kernel afterwards (madvise), so loading
+// never holds the plain and the quantized copy of the whole model at once.
+std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const ExpectedTensor& ex, LoadQuantization mode,
+                                          bool release_source);
+
+}  // namespace dgemma

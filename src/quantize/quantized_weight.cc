@@ -1,0 +1,138 @@
+#include "quantize/quantized_weight.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "dgemma/error.h"
+#include "quantize/format_tables.h"
+
+namespace dgemma {
+
+std::string_view quant_scheme_name(QuantScheme s) {
+  switch (s) {
+    case QuantScheme::kNF4: return "nf4";
+    case QuantScheme::kNVFP4: return "nvfp4";
+    case QuantScheme::kAffine: return "affine";
+    case QuantScheme::kInt8: return "int8";
+  }
+  return "?";
+}
+
+const QuantSlice& QuantizedWeight::slice_for(int64_t r) const {
+  auto it = std::upper_bound(slices.begin(), slices.end(), r,
+                             [](int64_t row, const QuantSlice& s) { return row < s.row_begin; });
+  return *(it - 1);
+}
+
+float QuantizedWeight::nf4_block_scale(int64_t b) const {
+  const uint8_t* absmax = slices.front().scales;
+  if (!double_quant) return load_as_f32(DType::kF32, absmax, size_t(b));
+  // formats.md §2.4: nested_quant_map[absmax_u8[b]] * nested_absmax[b / 256] + nested_offset.
+  const float nested = load_as_f32(DType::kF32, nested_scales, size_t(b / nested_block));
+  return nested_map[absmax[b]] * nested + nested_offset;
+}
+
+void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
+  if (row < 0 || row >= w.rows || col < 0 || n < 0 || col + n > w.cols)
+    throw Error("internal: dequantize " + std::to_string(n) + " elements at (" + std::to_string(row) + ", " +
+                std::to_string(col) + ") outside [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
+  switch (w.scheme) {
+    case QuantScheme::kNF4: {
+      // Blocks run over the flattened tensor (formats.md §2.2); element 2k is
+      // the high nibble of byte k.
+      const uint8_t* codes = w.slices.front().codes;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t i = row * w.cols + col + t;
+        const uint8_t byte = codes[i / 2];
+        const int nib = (i % 2 == 0) ? byte >> 4 : byte & 0xF;
+        out[t] = w.code_map[nib] * w.nf4_block_scale(i / w.block);
+      }
+      return;
+    }
+    case QuantScheme::kNVFP4: {
+      // formats.md §3.3: w = E2M1[nib] · e4m3(scale[r, c/16]) · weight_scale_2,
+      // column 2k in the low nibble of byte [r, k].
+      const QuantSlice& s = w.slice_for(row);
+      const int64_t lr = row - s.row_begin;
+      const float* e4m3 = quant::e4m3_table();
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t c = col + t;
+        const uint8_t byte = s.codes[lr * (w.cols / 2) + c / 2];
+        const int nib = (c % 2 == 0) ? byte & 0xF : byte >> 4;
+        const float scale = e4m3[s.scales[lr * (w.cols / w.block) + c / w.block]];
+        out[t] = (quant::kE2m1Values[nib] * scale) * s.global_scale;
+      }
+      return;
+    }
+    case QuantScheme::kAffine: {
+      // formats.md §4.2: w = scales[g] · q + biases[g] (as a fused
+      // multiply-add); codes LSB-first in little-endian u32 words.
+      const QuantSlice& s = w.slice_for(row);
+      const int64_t lr = row - s.row_begin, groups = w.cols / w.block;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t c = col + t;
+        int q;
+        if (w.bits == 4) {
+          const uint8_t byte = s.codes[lr * (w.cols / 2) + c / 2];
+          q = (c % 2 == 0) ? byte & 0xF : byte >> 4;
+        } else {
+          q = s.codes[lr * w.cols + c];
+        }
+        const size_t g = size_t(lr * groups + c / w.block);
+        const float scale = load_as_f32(w.scale_dtype, s.scales, g);
+        const float bias = load_as_f32(w.scale_dtype, s.biases, g);
+        out[t] = std::fma(scale, float(q), bias);  // one rounding: the same on every dispatch level
+      }
+      return;
+    }
+    case QuantScheme::kInt8: {
+      const QuantSlice& s = w.slice_for(row);
+      const int64_t lr = row - s.row_begin, groups = w.cols / w.block;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t c = col + t;
+        const int q = int(int8_t(s.codes[lr * w.cols + c]));
+        out[t] = load_as_f32(DType::kF32, s.scales, size_t(lr * groups + c / w.block)) * float(q);
+      }
+      return;
+    }
+  }
+}
+
+void round_to_dtype(DType dtype, float* v, int64_t n) {
+  if (dtype == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i) v[i] = round_bf16(v[i]);
+  } else if (dtype == DType::kF16) {
+    for (int64_t i = 0; i < n; ++i) v[i] = f16_to_f32(f32_to_f16(v[i]));
+  }
+}
+
+const WeightRef& QuantizedWeight::dense(RowFn row_fn) const {
+  std::call_once(dense_once_, [this, row_fn] {
+    const int esize = dtype == DType::kF32 ? 4 : 2;
+    if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16)
+      throw Error("quantized weight " + (stored_names.empty() ? std::string("?") : stored_names.front()) +
+                  ": unsupported logical dtype " + std::string(dtype_name(dtype)));
+    dense_bytes_.resize(size_t(rows * cols) * size_t(esize));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      (row_fn ? row_fn : dequantize_reference)(*this, r, 0, cols, row.data());
+      uint8_t* dst = dense_bytes_.data() + size_t(r * cols) * size_t(esize);
+      if (dtype == DType::kF32) {
+        std::memcpy(dst, row.data(), size_t(cols) * 4);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) {
+          const uint16_t h = dtype == DType::kBF16 ? f32_to_bf16(row[size_t(c)]) : f32_to_f16(row[size_t(c)]);
+          std::memcpy(dst + c * 2, &h, 2);
+        }
+      }
+    }
+    dense_ref_.name = stored_names.empty() ? std::string() : stored_names.front();
+    dense_ref_.dtype = dtype;
+    dense_ref_.shape = shape;
+    dense_ref_.data = dense_bytes_.data();
+  });
+  return dense_ref_;
+}
+
+}  // namespace dgemma

@@ -1,0 +1,133 @@
+#pragma once
+// A quantized weight: the logical tensor a WeightRef describes (shape and a
+// float dtype, so op shape checks keep working), stored as packed codes plus
+// block scales in one of the formats of spec/formats.md §2-§4 or our int8
+// format. The bytes normally stay in the mapped checkpoint (pointers into it,
+// valid as long as the TensorStore); buffers produced at load (quantize at
+// load, the dense embedding copy) are owned here.
+//
+// Value semantics (one definition for every reader, kernel and test):
+//   * the dequantized value of an element is the format's formula evaluated
+//     in fp32, in the order written in dequantize_reference() (formats.md
+//     §2.4, §3.3, §4.2); GEMMs use exactly these values with fp32
+//     accumulation (spec §6.1: the product path is an fp32-accumulate engine);
+//   * embedding rows (lookup and the dense copy used by soft_embedding) are
+//     these values rounded to the logical dtype, as the reference runtimes'
+//     dequantize ops return the model dtype (bf16 for real checkpoints).
+//
+// WeightRef::data of a quantized weight points at the first slice's codes and
+// must not be read as `dtype`: CPU kernels that accept quantized weights
+// dispatch on WeightRef::quant first (ops/cpu/quant_kernels.h). The one
+// exception is a quantized weight consumed by an op without a quantized path
+// (router.proj, which MLX conversions store in 8 bits): it is bound with a
+// dense fp32 copy as data/dtype (see resolve.h) so those kernels run unchanged.
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/tensor.h"
+
+namespace dgemma {
+
+enum class QuantScheme : uint8_t {
+  kNF4,     // bitsandbytes NF4, optional double quant (formats.md §2)
+  kNVFP4,   // NVIDIA ModelOpt NVFP4: E2M1 codes, E4M3 block scales, fp32 global scale (formats.md §3)
+  kAffine,  // MLX affine: w = fma(scale, q, bias), 4 or 8 bits (formats.md §4)
+  kInt8,    // ours (quantize at load): w = scale·q, q int8, one fp32 scale per block
+};
+std::string_view quant_scheme_name(QuantScheme s);
+
+// One stored piece of a quantized weight: logical rows [row_begin, row_begin
+// + rows) of the weight viewed as a matrix [rows(), cols()] (leading
+// dimensions flattened). One slice for a tensor stored whole; ModelOpt stores
+// every expert projection separately, so a fused expert weight is one slice
+// per expert and projection (formats.md §3.2), used in place.
+struct QuantSlice {
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+  // Packed codes. kNF4: the flattened tensor, element 2k in the high nibble of
+  // byte k (§2.2). kNVFP4: row-major [rows, cols/2], column 2k in the low
+  // nibble (§3.3). kAffine: row-major [rows, cols·bits/8] (little-endian u32
+  // words packed LSB first, so byte-wise: 4-bit column 2k in the low nibble,
+  // §4.2). kInt8: row-major int8 [rows, cols].
+  const uint8_t* codes = nullptr;
+  // Block scales, `scale_dtype` elements. kNF4: absmax per block of the
+  // flattened tensor (F32, or U8 codes with double quant); kNVFP4: E4M3
+  // [rows, cols/16]; kAffine: [rows, cols/group]; kInt8: F32 [rows, cols/block].
+  const uint8_t* scales = nullptr;
+  const uint8_t* biases = nullptr;  // kAffine: like scales
+  float global_scale = 1.0f;        // kNVFP4: weight_scale_2
+};
+
+struct QuantizedWeight {
+  QuantScheme scheme = QuantScheme::kNF4;
+  std::vector<int64_t> shape;  // logical shape
+  DType dtype = DType::kBF16;  // logical float dtype (the original weight's)
+  int64_t rows = 0, cols = 0;  // shape as [product of leading dims, last dim]
+  int block = 64;              // elements per scale (NF4 blocksize, NVFP4 16, MLX group size, int8 block)
+  int bits = 4;                // kAffine: 4 or 8; others fixed (4, 4, 8)
+  DType scale_dtype = DType::kF32;
+  std::vector<QuantSlice> slices;  // ascending row_begin, covering [0, rows) without gaps
+
+  // kNF4 only (formats.md §2.1, §2.3): the 16-entry code book and, with double
+  // quant, the 8-bit absmax code book, the per-nested-block fp32 scales and
+  // the offset. Code books are tiny and copied here (aligned for kernels).
+  float code_map[16] = {};
+  bool double_quant = false;
+  int nested_block = 256;
+  float nested_map[256] = {};
+  const uint8_t* nested_scales = nullptr;  // F32 [ceil(blocks / nested_block)]
+  float nested_offset = 0.0f;
+
+  // Checkpoint tensors this weight was read from (the packed weight first),
+  // so the binder can mark them used; their total size.
+  std::vector<std::string> stored_names;
+  uint64_t stored_bytes = 0;
+  // The expected-tensor names (canonical or tied alias) it was found under.
+  std::vector<std::string> found_as;
+  std::string describe;  // e.g. "bitsandbytes nf4 (double quant)", for messages and reports
+
+  // Buffers owned by this weight (codes/scales produced at load, dense copies).
+  std::deque<std::vector<uint8_t>> owned;
+  // True when the WeightRef bound to this weight carries a dense fp32 copy as
+  // data/dtype (resolve.h: weights of ops without a quantized path), so any
+  // backend may read it as a plain weight.
+  bool bound_dense = false;
+
+  QuantizedWeight() = default;
+  QuantizedWeight(const QuantizedWeight&) = delete;
+  QuantizedWeight& operator=(const QuantizedWeight&) = delete;
+
+  // The slice holding logical row r (binary search).
+  const QuantSlice& slice_for(int64_t r) const;
+  // Scale of NF4 block b (absmax; decoded from the nested code with double quant).
+  float nf4_block_scale(int64_t b) const;
+
+  // The whole weight dequantized and rounded to `dtype` (module comment),
+  // materialized once on first use and kept for the weight's lifetime: the
+  // table soft_embedding multiplies with (spec §6.3 pitfall 10). Thread-safe.
+  // `row_fn` expands one row (a kernel's fast path, which must give the
+  // reference's values); null: dequantize_reference().
+  using RowFn = void (*)(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
+  const WeightRef& dense(RowFn row_fn = nullptr) const;
+
+ private:
+  mutable std::once_flag dense_once_;
+  mutable std::vector<uint8_t> dense_bytes_;
+  mutable WeightRef dense_ref_;
+};
+
+// Scalar reference dequantization of logical elements [col, col + n) of row
+// `row` into fp32 `out` (module comment; formats.md §2.4, §3.3, §4.2). The
+// oracle the fast kernels are tested against; also used for dense copies.
+void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
+
+// Rounds fp32 values to `dtype` in place (identity for F32; BF16/F16 round to
+// nearest even).
+void round_to_dtype(DType dtype, float* v, int64_t n);
+
+}  // namespace dgemma

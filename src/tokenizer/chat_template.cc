@@ -1,0 +1,231 @@
+#include "tokenizer/chat_template.h"
+
+#include "dgemma/error.h"
+#include "tokenizer/utf8.h"
+
+namespace dgemma {
+namespace {
+
+// Looks a control token up by content; the template is useless without it.
+void require_token(const Tokenizer& tok, std::string_view content, const char* tmpl) {
+  int32_t id = tok.token_id(content);
+  if (id < 0)
+    throw Error(std::string("chat template ") + tmpl + ": the tokenizer (" + tok.source() + ") has no token \"" +
+                std::string(content) + "\"" +
+                (std::string_view(tmpl) == "gemma4"
+                     ? " (the Gemma 4 / DiffusionGemma template needs the model's own tokenizer.json; "
+                       "a Gemma 3 tokenizer does not have the Gemma 4 turn markers)"
+                     : ""));
+  if (!tok.is_added(id))
+    throw Error(std::string("chat template ") + tmpl + ": \"" + std::string(content) + "\" (id " +
+                std::to_string(id) + ") is not an added token in " + tok.source() +
+                ", so encoding the prompt would split it");
+}
+
+std::string_view js_trim(std::string_view s) { return tok::trim_if(s, tok::is_js_whitespace); }
+std::string_view py_trim(std::string_view s) { return tok::trim_if(s, tok::is_python_whitespace); }
+
+// ---- Gemma 3: mirrors the jinja template of tokenizer_config.json ----
+// The goldens were rendered by @huggingface/jinja, whose `trim` is JS trim.
+std::string render_gemma3(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  const char* kName = "gemma3";
+  require_token(tok, "<bos>", kName);
+  require_token(tok, "<start_of_turn>", kName);
+  require_token(tok, "<end_of_turn>", kName);
+  std::string out = "<bos>";
+  std::string first_user_prefix;
+  size_t first = 0;
+  if (!messages.empty() && messages[0].role == "system") {
+    const ChatMessage& sys = messages[0];
+    if (sys.parts) {
+      // messages[0]['content'][0]['text'] (untrimmed).
+      if (sys.parts->empty() || sys.parts->front().type != "text")
+        throw Error("chat template gemma3: a list system content must start with a text part");
+      first_user_prefix = sys.parts->front().text + "\n\n";
+    } else {
+      first_user_prefix = sys.content + "\n\n";
+    }
+    first = 1;
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    size_t index0 = i - first;
+    if ((m.role == "user") != (index0 % 2 == 0))
+      throw Error("chat template gemma3: conversation roles must alternate user/assistant/user/assistant/... "
+                  "(message " + std::to_string(i) + " has role \"" + m.role + "\")");
+    std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<start_of_turn>" + role + "\n";
+    if (index0 == 0) out += first_user_prefix;
+    if (m.parts) {
+      for (const auto& p : *m.parts) {
+        if (p.type == "image") {
+          require_token(tok, "<start_of_image>", kName);
+          out += "<start_of_image>";
+        } else if (p.type == "text") {
+          out += js_trim(p.text);
+        }
+      }
+    } else {
+      out += js_trim(m.content);
+    }
+    out += "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+// ---- Gemma 4 / DiffusionGemma (spec §3.6) ----
+// Upstream renders with Python jinja2, whose `trim` is str.strip().
+std::string strip_thinking(std::string_view text) {
+  // Drops every "<|channel>...<channel|>" span, then trims (upstream macro).
+  std::string result;
+  size_t pos = 0;
+  while (true) {
+    size_t end = text.find("<channel|>", pos);
+    std::string_view part = text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
+    size_t open = part.find("<|channel>");
+    result += open == std::string_view::npos ? part : part.substr(0, open);
+    if (end == std::string_view::npos) break;
+    pos = end + std::string_view("<channel|>").size();
+  }
+  return std::string(py_trim(result));
+}
+
+std::string render_gemma4(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          bool enable_thinking) {
+  const char* kName = "gemma4";
+  require_token(tok, "<bos>", kName);
+  require_token(tok, "<|turn>", kName);
+  require_token(tok, "<turn|>", kName);
+  if (enable_thinking) require_token(tok, "<|think|>", kName);
+  if (add_generation_prompt && !enable_thinking) {
+    require_token(tok, "<|channel>", kName);
+    require_token(tok, "<channel|>", kName);
+  }
+  auto render_content = [&](const ChatMessage& m) {
+    if (!m.parts) return std::string(py_trim(m.content));
+    std::string s;
+    for (const auto& p : *m.parts) {
+      if (p.type == "text") {
+        s += py_trim(p.text);
+      } else if (p.type == "image") {
+        // UNCONFIRMED placement for the official template (spec §3.6 lists the id).
+        require_token(tok, "<|image|>", kName);
+        s += "<|image|>";
+      }
+    }
+    return s;
+  };
+
+  std::string out = "<bos>";
+  size_t first = 0;
+  bool has_system = !messages.empty() && (messages[0].role == "system" || messages[0].role == "developer");
+  if (enable_thinking || has_system) {
+    out += "<|turn>system\n";
+    if (enable_thinking) out += "<|think|>\n";
+    if (has_system) {
+      out += py_trim(render_content(messages[0]));
+      first = 1;
+    }
+    out += "<turn|>\n";
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<|turn>" + role + "\n";
+    if (role == "model" && !m.parts) out += strip_thinking(m.content);
+    else out += render_content(m);
+    out += "<turn|>\n";
+  }
+  if (add_generation_prompt) {
+    out += "<|turn>model\n";
+    // Thinking off: an empty thought channel, so the model answers directly
+    // (golden of spec §3.6).
+    if (!enable_thinking) out += "<|channel>thought\n<channel|>";
+  }
+  return out;
+}
+
+}  // namespace
+
+ChatTemplateKind detect_chat_template(const Tokenizer& tokenizer) {
+  if (tokenizer.token_id("<|turn>") >= 0) return ChatTemplateKind::kGemma4;
+  if (tokenizer.token_id("<start_of_turn>") >= 0) return ChatTemplateKind::kGemma3;
+  throw Error("chat template: " + tokenizer.source() +
+              " has neither \"<|turn>\" (Gemma 4) nor \"<start_of_turn>\" (Gemma 3); no known chat template fits");
+}
+
+const char* chat_template_name(ChatTemplateKind kind) {
+  switch (kind) {
+    case ChatTemplateKind::kAuto: return "auto";
+    case ChatTemplateKind::kGemma4: return "gemma4";
+    case ChatTemplateKind::kGemma3: return "gemma3";
+  }
+  return "?";
+}
+
+ChatTemplateKind parse_chat_template_kind(std::string_view name) {
+  if (name == "auto") return ChatTemplateKind::kAuto;
+  if (name == "gemma4") return ChatTemplateKind::kGemma4;
+  if (name == "gemma3") return ChatTemplateKind::kGemma3;
+  throw Error("unknown chat template \"" + std::string(name) + "\" (expected auto, gemma4 or gemma3)");
+}
+
+std::string render_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
+                        bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
+  if (kind == ChatTemplateKind::kAuto) kind = detect_chat_template(tokenizer);
+  if (kind == ChatTemplateKind::kGemma4) return render_gemma4(tokenizer, messages, add_generation_prompt, enable_thinking);
+  return render_gemma3(tokenizer, messages, add_generation_prompt);
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
+                                 bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
+  return tokenizer.encode(render_chat(tokenizer, messages, add_generation_prompt, enable_thinking, kind), false);
+}
+
+std::vector<ChatMessage> chat_messages_from_json(const json::Value& list, const std::string& source) {
+  std::vector<ChatMessage> out;
+  const auto& arr = list.as_array(source + ": message list");
+  for (size_t i = 0; i < arr.size(); ++i) {
+    std::string what = source + "[" + std::to_string(i) + "]";
+    const json::Value& m = arr[i];
+    m.as_object(what);
+    ChatMessage msg;
+    const json::Value* role = m.find("role");
+    if (!role) throw Error(what + ": missing \"role\"");
+    msg.role = role->as_string(what + ".role");
+    const json::Value* content = m.find("content");
+    if (!content) throw Error(what + ": missing \"content\"");
+    if (content->is_string()) {
+      msg.content = content->as_string();
+    } else if (content->is_array()) {
+      std::vector<ChatContentPart> parts;
+      for (size_t k = 0; k < content->as_array().size(); ++k) {
+        const json::Value& p = content->as_array()[k];
+        std::string pw = what + ".content[" + std::to_string(k) + "]";
+        const json::Value* type = p.find("type");
+        if (!type) throw Error(pw + ": missing \"type\"");
+        ChatContentPart part{type->as_string(pw + ".type"), ""};
+        if (part.type == "text") {
+          const json::Value* text = p.find("text");
+          if (!text) throw Error(pw + ": a text part needs \"text\"");
+          part.text = text->as_string(pw + ".text");
+        }
+        parts.push_back(std::move(part));
+      }
+      msg.parts = std::move(parts);
+    } else {
+      throw Error(what + ".content: expected a string or a list of parts, got " + json::kind_name(content->kind()));
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+std::vector<ChatMessage> parse_chat_messages(std::string_view json_text, const std::string& source) {
+  json::ParseOptions opt;
+  opt.source = source;
+  return chat_messages_from_json(json::parse(json_text, opt), source);
+}
+
+}  // namespace dgemma

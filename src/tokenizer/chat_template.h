@@ -1,0 +1,71 @@
+#pragma once
+// Chat prompt rendering for Gemma models, written natively (no Jinja engine):
+//
+// * Gemma 4 / DiffusionGemma (spec/diffusiongemma.md §3.6, formats.md §6.2):
+//   `<bos>[<|turn>system\n[<|think|>\n]{system}<turn|>\n]` then
+//   `<|turn>{user|model}\n{text}<turn|>\n` per message, and the generation
+//   prompt `<|turn>model\n`, followed by the empty thought channel
+//   `<|channel>thought\n<channel|>` when thinking is off. Distilled from the
+//   upstream chat_template.jinja without tools; previous model turns have
+//   their thought channels stripped as upstream does.
+// * Gemma 3 (the jinja template of tokenizer_config.json, rendered exactly):
+//   no system turn (system text + "\n\n" prefixes the first user turn), roles
+//   must alternate user/assistant, `<start_of_turn>{user|model}\n...`
+//   `<end_of_turn>\n`, image parts become `<start_of_image>`.
+//
+// The template writes `<bos>` itself: encode the result with
+// add_special = false (formats.md §6.2: never add a second BOS). Control
+// tokens are looked up by content in the tokenizer; a missing one is a
+// dgemma::Error naming it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dgemma {
+
+struct ChatContentPart {
+  std::string type;  // "text" or "image" (other types render nothing)
+  std::string text;  // for "text"
+};
+
+struct ChatMessage {
+  std::string role;     // "system", "user", "assistant" (written "model"), ...
+  std::string content;  // plain-text content
+  // List content ([{type:text|image}]); when set it is used instead of `content`.
+  std::optional<std::vector<ChatContentPart>> parts;
+};
+
+enum class ChatTemplateKind {
+  kAuto,    // Gemma 4 when the vocabulary has "<|turn>", else Gemma 3 when it has "<start_of_turn>"
+  kGemma4,  // DiffusionGemma
+  kGemma3,
+};
+
+// Which template kAuto picks for this tokenizer (throws when neither fits).
+ChatTemplateKind detect_chat_template(const Tokenizer& tokenizer);
+const char* chat_template_name(ChatTemplateKind kind);
+// Parses "auto", "gemma4", "gemma3" (for CLI flags).
+ChatTemplateKind parse_chat_template_kind(std::string_view name);
+
+// Renders the prompt text. `enable_thinking` only exists in Gemma 4.
+std::string render_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
+                        bool add_generation_prompt, bool enable_thinking,
+                        ChatTemplateKind kind = ChatTemplateKind::kAuto);
+
+// render_chat + encode(add_special = false).
+std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
+                                 bool add_generation_prompt, bool enable_thinking,
+                                 ChatTemplateKind kind = ChatTemplateKind::kAuto);
+
+// Parses an OpenAI-style JSON message list:
+// [{"role": "user", "content": "text" | [{"type": "text", "text": "..."}, {"type": "image"}]}, ...]
+// `source` names the input in errors.
+std::vector<ChatMessage> parse_chat_messages(std::string_view json_text, const std::string& source = "messages");
+std::vector<ChatMessage> chat_messages_from_json(const json::Value& list, const std::string& source = "messages");
+
+}  // namespace dgemma

@@ -1,0 +1,72 @@
+#pragma once
+// Public tokenizer API: loads a Hugging Face tokenizer.json (the file Gemma 3
+// and Gemma 4 / DiffusionGemma ship, formats.md §6) and encodes/decodes with
+// the semantics of the Rust `tokenizers` crate, verified id-for-id against
+// goldens (tests/tokenizer/). Supported components: BPE (byte_fallback,
+// fuse_unk, unk, merges as pairs or "a b" strings), added tokens (special,
+// lstrip, rstrip, normalized, single_word), normalizers Replace/Prepend/Strip/
+// Sequence, pre-tokenizers Split/Metaspace/Sequence, decoders Replace/
+// ByteFallback/Fuse/Strip/Metaspace/Sequence, post-processor
+// TemplateProcessing. Anything else is rejected at load with a dgemma::Error
+// naming the component, never silently mis-encoded.
+//
+// A Tokenizer is immutable after load and safe to use from several threads;
+// copies share the loaded data.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dgemma {
+
+class Tokenizer {
+ public:
+  // Reads and parses `path` (a tokenizer.json). Throws dgemma::Error.
+  static Tokenizer load(const std::string& path);
+  // Parses tokenizer.json text; `source` names it in error messages.
+  static Tokenizer from_json(std::string_view json_text, const std::string& source = "tokenizer.json");
+
+  // Text -> ids. `add_special` applies the post-processor (Gemma 3: a leading
+  // <bos>). Special-token text inside `text` is always recognized, as in the
+  // reference. `text` must be valid UTF-8 (the reference only accepts
+  // strings); invalid input throws dgemma::Error naming the byte offset.
+  std::vector<int32_t> encode(std::string_view text, bool add_special) const;
+
+  // Ids -> text through the tokenizer.json decoder. With `skip_special`,
+  // special added tokens (<bos>, <eos>, turn markers, ...) are left out. A
+  // run of byte tokens (<0xE4><0xBD><0xA0>) that is not valid UTF-8 as a
+  // whole decodes to one U+FFFD per byte (HF ByteFallback). Ids outside the
+  // vocabulary throw dgemma::Error (the Rust crate silently drops them).
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+
+  // Id of a token by its exact content (added tokens first, then the BPE
+  // vocabulary), or -1. Used to find control tokens such as "<|turn>".
+  int32_t token_id(std::string_view content) const;
+  // Token string of `id` (e.g. "▁world", "<0x0D>", "<bos>"); throws when out of range.
+  std::string_view id_to_piece(int32_t id) const;
+  // Number of ids, including added tokens outside the BPE vocabulary
+  // (Gemma 3: 262,145 because <image_soft_token> is 262144).
+  size_t vocab_size() const;
+  bool is_special(int32_t id) const;  // a special added token
+  bool is_added(int32_t id) const;    // any added token (matched before normalization)
+
+  // Drops the BPE word cache (benchmarks measure cold encodes with it).
+  void clear_cache() const;
+  // The file name or source given at load.
+  const std::string& source() const;
+
+  // Same as encode but without cutting words before "▁" and without the word
+  // cache: the plain reference algorithm (tests compare the two).
+  std::vector<int32_t> encode_reference(std::string_view text, bool add_special) const;
+
+  struct Impl;  // opaque; defined in tokenizer_impl.h
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_special, bool reference) const;
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace dgemma

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `dgemma chat` driven through a pipe, on the embedded default model (created
+# on first use in a temp DGEMMA_CACHE): two turns reuse the KV cache (the
+# prompt and the first, encoded canvas of the reply), /reset starts over,
+# /quit stops reading, unknown commands are reported.
+#
+# usage: chat.sh DGEMMA_BINARY SOURCE_DIR
+set -u
+BIN=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export DGEMMA_CACHE="$TMP/cache"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+FAST="--max-denoising-steps 2"
+
+# Two turns, -n 32 = two canvases of 16: generate() encodes the first canvas,
+# so turn 1 reuses the first prompt + 16 reply tokens and encodes the rest.
+printf 'Hello\nHow are you?\n' | "$BIN" chat -n 32 --seed 5 $FAST --verbose >"$TMP/two.out" 2>"$TMP/two.err"
+rc=$?
+turn0=$(sed -n 's/.*turn 0: encoded \([0-9]*\) new tokens, reused \([0-9]*\) cached.*/\1 \2/p' "$TMP/two.err")
+turn1=$(sed -n 's/.*turn 1: encoded \([0-9]*\) new tokens, reused \([0-9]*\) cached.*/\1 \2/p' "$TMP/two.err")
+read -r new0 reused0 <<<"$turn0"
+read -r new1 reused1 <<<"$turn1"
+if [ $rc -eq 0 ] && [ "${reused0:-x}" = 0 ] && [ -n "${new0:-}" ] && [ "${reused1:-x}" = $((new0 + 16)) ] &&
+    [ "${new1:-0}" -gt 18 ]; then
+  ok "turn 1 reuses the cache: turn 0 encoded $new0; turn 1 reused $reused1 and encoded $new1 (last canvas + <turn|>\\n + new turn)"
+else
+  bad "cache reuse: rc $rc, turn0 '$turn0', turn1 '$turn1': $(cat "$TMP/two.err")"
+fi
+if [ "$(grep -c 'generated tokens  32' "$TMP/two.err")" = 2 ] && [ -s "$TMP/two.out" ]; then
+  ok "two replies of 32 tokens printed"
+else
+  bad "replies: $(cat "$TMP/two.out") $(cat "$TMP/two.err")"
+fi
+if grep -q "created the default model" "$TMP/two.err"; then ok "first use created the default model"; else bad "no creation note"; fi
+
+# /reset: the same first message encodes the same prompt again from scratch;
+# /quit ends the session (the line after it is not read); unknown commands
+# are reported and skipped.
+printf 'Hello\n/reset\n/bogus\nHello\n/quit\nNot read\n' |
+  "$BIN" chat -n 16 --seed 5 $FAST --verbose >"$TMP/reset.out" 2>"$TMP/reset.err"
+rc=$?
+turns=$(grep -c 'turn [0-9]*: encoded' "$TMP/reset.err")
+second=$(sed -n 's/.*turn 1: encoded \([0-9]*\) new tokens, reused \([0-9]*\) cached.*/\1 \2/p' "$TMP/reset.err")
+if [ $rc -eq 0 ] && [ "$turns" = 2 ] && [ "$second" = "$new0 0" ] && grep -q "conversation reset" "$TMP/reset.err"; then
+  ok "/reset re-encodes the first prompt ($second); /quit stops reading"
+else
+  bad "/reset: rc $rc, turns $turns, second '$second': $(cat "$TMP/reset.err")"
+fi
+if grep -q "unknown command /bogus" "$TMP/reset.err"; then ok "unknown command reported"; else bad "no unknown-command note"; fi
+
+# End of input without /quit ends cleanly; empty lines are skipped.
+if printf '\n\n' | "$BIN" chat -n 16 --seed 5 $FAST >"$TMP/empty.out" 2>"$TMP/empty.err" && [ ! -s "$TMP/empty.out" ]; then
+  ok "empty input: no turns, clean exit"
+else
+  bad "empty input: $(cat "$TMP/empty.out" "$TMP/empty.err")"
+fi
+
+# Same seed, same conversation.
+printf 'Hello\nHow are you?\n' | "$BIN" chat -n 32 --seed 5 $FAST -q >"$TMP/again.out" 2>/dev/null
+if cmp -s "$TMP/two.out" "$TMP/again.out"; then ok "same seed, same replies"; else bad "replies differ between runs"; fi
+
+# Errors.
+if printf 'hi\n' | "$BIN" chat -m "$TMP/nope" >/dev/null 2>"$TMP/err"; then
+  bad "missing -m folder accepted"
+elif grep -q "$TMP/nope" "$TMP/err"; then
+  ok "missing -m folder: $(cat "$TMP/err")"
+else
+  bad "missing -m folder: $(cat "$TMP/err")"
+fi
+if "$BIN" chat --help | grep -q "/reset" && "$BIN" chat --help | grep -q "RANDOM WEIGHTS"; then
+  ok "--help documents /reset and the random default model"
+else
+  bad "--help incomplete"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,579 @@
+// The CUDA backend against the CPU reference, op by op on random shapes (in
+// the plain, sync and debug modes), its fault guards (canaries, NaN-filled
+// fresh buffers, host index checks, launch log, address map), and `dgemma
+// doctor` on golden_a. Without a CUDA device every device test is skipped with
+// the reason (GTEST_SKIP, reported as skipped by ctest); without a CUDA build
+// the whole file is one skipped test.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend_factory.h"
+#include "backend/doctor.h"
+#include "dgemma/error.h"
+#include "ops/cpu/cpu_backend.h"
+#include "ops/op.h"
+
+#if DGEMMA_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace dgemma {
+namespace {
+
+#if !DGEMMA_HAVE_CUDA
+
+TEST(CudaBackend, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (nvcc not found or DGEMMA_CUDA=OFF)"; }
+
+#else
+
+#define REQUIRE_CUDA_DEVICE()                                                           \
+  do {                                                                                  \
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
+  } while (0)
+
+const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
+
+struct Rng {
+  std::mt19937 g;
+  explicit Rng(uint32_t seed) : g(seed) {}
+  int64_t i(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); }
+  float f(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(g); }
+};
+
+// Inputs and weights of one op call, with stable addresses.
+struct Case {
+  std::deque<Tensor> in;
+  std::deque<std::vector<float>> f32_data;
+  std::deque<std::vector<uint16_t>> u16_data;
+  std::deque<WeightRef> weights;
+  OpCall call;
+  std::string what;  // for failure messages
+
+  Tensor& input_f32(std::vector<int64_t> shape, Rng& r, float lo, float hi) {
+    in.push_back(Tensor::f32(std::move(shape)));
+    for (float& v : in.back().f) v = r.f(lo, hi);
+    call.in.push_back(&in.back());
+    return in.back();
+  }
+  Tensor& input_i32(std::vector<int64_t> shape, std::vector<int32_t> values) {
+    in.push_back(Tensor::i32(std::move(shape)));
+    in.back().i = std::move(values);
+    call.in.push_back(&in.back());
+    return in.back();
+  }
+  const WeightRef* weight(const std::string& name, std::vector<int64_t> shape, DType dt, Rng& r, float lo, float hi) {
+    WeightRef w;
+    w.name = name;
+    w.dtype = dt;
+    w.shape = std::move(shape);
+    const int64_t n = w.numel();
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = r.f(lo, hi);
+    if (dt == DType::kF32) {
+      f32_data.push_back(std::move(v));
+      w.data = f32_data.back().data();
+    } else {
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      for (size_t k = 0; k < h.size(); ++k) h[k] = dt == DType::kBF16 ? f32_to_bf16(v[k]) : f32_to_f16(v[k]);
+      u16_data.push_back(std::move(h));
+      w.data = u16_data.back().data();
+    }
+    weights.push_back(std::move(w));
+    call.w.push_back(&weights.back());
+    return &weights.back();
+  }
+};
+
+std::string dt_name(DType dt) { return std::string(dtype_name(dt)); }
+
+// Runs the call on the CPU reference and on `gpu`, and compares: int32
+// outputs exactly, fp32 outputs within atol + rtol·max|reference| (NaN where
+// the reference has NaN).
+void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4, double atol = 1e-5) {
+  SCOPED_TRACE(cs.what);
+  std::vector<Tensor> ref(nout), got(nout);
+  OpCall rc = cs.call, gc = cs.call;
+  rc.out.clear();
+  gc.out.clear();
+  for (size_t k = 0; k < nout; ++k) {
+    rc.out.push_back(&ref[k]);
+    gc.out.push_back(&got[k]);
+  }
+  prepare_op(rc);
+  CpuBackend cpu(2);
+  cpu.run(rc);
+  prepare_op(gc);
+  ASSERT_NO_THROW(gpu.run(gc));
+  for (size_t k = 0; k < nout; ++k) {
+    ASSERT_EQ(ref[k].shape, got[k].shape);
+    if (ref[k].dtype == DType::kI32) {
+      EXPECT_EQ(ref[k].i, got[k].i) << "output " << k;
+      continue;
+    }
+    double max_ref = 0, max_abs = 0;
+    size_t worst = 0, nan_mismatch = 0;
+    for (size_t e = 0; e < ref[k].f.size(); ++e) {
+      const double a = ref[k].f[e], b = got[k].f[e];
+      if (std::isnan(a) || std::isnan(b)) {
+        nan_mismatch += std::isnan(a) != std::isnan(b);
+        continue;
+      }
+      max_ref = std::max(max_ref, std::fabs(a));
+      const double d = std::fabs(a - b);
+      if (!(d <= max_abs)) {
+        max_abs = d;
+        worst = e;
+      }
+    }
+    EXPECT_EQ(nan_mismatch, 0u) << "output " << k << ": NaN in one backend only";
+    EXPECT_LE(max_abs, atol + rtol * max_ref)
+        << "output " << k << ": element " << worst << " cpu " << ref[k].f[worst] << " cuda " << got[k].f[worst]
+        << " (max |ref| " << max_ref << ")";
+  }
+}
+
+// ---- ops vs the CPU reference, in each mode ----------------------------------
+
+class CudaOps : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    REQUIRE_CUDA_DEVICE();
+    backend_ = std::make_unique<CudaBackend>(parse_cuda_spec(GetParam()));
+  }
+  Backend& gpu() { return *backend_; }
+  std::unique_ptr<CudaBackend> backend_;
+};
+
+constexpr int kCases = 4;
+const DType kWeightTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+
+TEST_P(CudaOps, Embedding) {
+  for (int s = 0; s < kCases; ++s)
+    for (DType dt : kWeightTypes) {
+      Rng r(uint32_t(100 + s));
+      Case cs;
+      const int64_t V = r.i(1, 50), H = s == 0 ? 700 : r.i(1, 300), M = r.i(1, 20);
+      std::vector<int32_t> ids(static_cast<size_t>(M));
+      for (int32_t& id : ids) id = int32_t(r.i(0, V - 1));
+      cs.call.kind = OpKind::kEmbedding;
+      cs.input_i32({M}, ids);
+      cs.weight("table", {V, H}, dt, r, -1, 1);
+      cs.call.attrs.scale = r.f(0.5f, 8.0f);
+      cs.what = "embedding V=" + std::to_string(V) + " H=" + std::to_string(H) + " M=" + std::to_string(M) + " " + dt_name(dt);
+      expect_matches_cpu(gpu(), cs, 1);
+    }
+}
+
+TEST_P(CudaOps, SoftEmbedding) {
+  for (int s = 0; s < kCases; ++s)
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      Rng r(uint32_t(200 + s));
+      Case cs;
+      const int64_t M = r.i(1, 8), V = s == 0 ? 3000 : r.i(1, 600), H = r.i(1, 200);
+      cs.call.kind = OpKind::kSoftEmbedding;
+      cs.input_f32({M, V}, r, -6, 6);
+      cs.weight("table", {V, H}, dt, r, -1, 1);
+      cs.call.attrs.scale = r.f(0.5f, 8.0f);
+      cs.what = "soft_embedding M=" + std::to_string(M) + " V=" + std::to_string(V) + " H=" + std::to_string(H) + " " +
+                dt_name(dt);
+      // bf16 tables round the probabilities to bf16: an ulp of difference in
+      // expf can move one probability by a bf16 step.
+      expect_matches_cpu(gpu(), cs, 1, dt == DType::kBF16 ? 1e-2 : 1e-4);
+    }
+}
+
+TEST_P(CudaOps, RmsNorm) {
+  for (int s = 0; s < kCases; ++s)
+    for (DType dt : kWeightTypes)
+      for (bool with_weight : {true, false}) {
+        Rng r(uint32_t(300 + s));
+        Case cs;
+        const int64_t D = s == 0 ? 1200 : r.i(1, 300);
+        std::vector<int64_t> shape = {r.i(1, 5), D};
+        if (s % 2) shape.insert(shape.begin(), r.i(1, 3));
+        cs.call.kind = OpKind::kRmsNorm;
+        cs.input_f32(shape, r, -3, 3);
+        if (with_weight) cs.weight("norm", {D}, dt, r, 0.5, 1.5);
+        cs.call.attrs.eps = 1e-6f;
+        cs.what = "rms_norm " + shape_string(shape) + " " + (with_weight ? dt_name(dt) : std::string("no weight"));
+        expect_matches_cpu(gpu(), cs, 1);
+      }
+}
+
+TEST_P(CudaOps, Linear) {
+  for (int s = 0; s < kCases; ++s)
+    for (DType dt : kWeightTypes) {
+      Rng r(uint32_t(400 + s));
+      Case cs;
+      const int64_t M = r.i(1, 20), K = s == 0 ? 700 : r.i(1, 300), N = r.i(1, 300);
+      cs.call.kind = OpKind::kLinear;
+      cs.input_f32({M, K}, r, -1, 1);
+      cs.weight("W", {N, K}, dt, r, -0.5, 0.5);
+      cs.what = "linear M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " " + dt_name(dt);
+      expect_matches_cpu(gpu(), cs, 1);
+    }
+}
+
+TEST_P(CudaOps, Rope) {
+  for (int s = 0; s < 2 * kCases; ++s) {
+    Rng r(uint32_t(500 + s));
+    Case cs;
+    const int64_t M = r.i(1, 10), heads = r.i(1, 5), d = 2 * r.i(1, 64);
+    std::vector<int32_t> pos(static_cast<size_t>(M));
+    for (int32_t& p : pos) p = int32_t(r.i(0, 8000));
+    cs.call.kind = OpKind::kRope;
+    cs.input_f32({M, heads, d}, r, -2, 2);
+    cs.input_i32({M}, pos);
+    cs.call.attrs.rope_pairs = int(s == 0 ? 0 : s == 1 ? d / 2 : r.i(0, d / 2));
+    cs.call.attrs.rope_theta = s % 2 ? 1e6 : 1e4;
+    cs.what = "rope M=" + std::to_string(M) + " heads=" + std::to_string(heads) + " d=" + std::to_string(d) +
+              " pairs=" + std::to_string(cs.call.attrs.rope_pairs);
+    expect_matches_cpu(gpu(), cs, 1);
+  }
+}
+
+TEST_P(CudaOps, Attention) {
+  const AttentionMask masks[] = {AttentionMask::kNone, AttentionMask::kCausalWindow, AttentionMask::kCommittedWindow};
+  for (int s = 0; s < kCases; ++s)
+    for (AttentionMask mask : masks) {
+      Rng r(uint32_t(600 + s));
+      Case cs;
+      const int64_t M = r.i(1, 12), Hk = r.i(1, 3), Hq = Hk * r.i(1, 3), d = s == 0 ? 256 : r.i(1, 80);
+      const int64_t S = s == 1 ? 0 : r.i(1, 40);
+      std::vector<int32_t> qpos(static_cast<size_t>(M)), kpos(static_cast<size_t>(S));
+      const int32_t q0 = int32_t(r.i(0, S + 10));
+      for (int64_t m = 0; m < M; ++m) qpos[size_t(m)] = q0 + int32_t(m);
+      std::iota(kpos.begin(), kpos.end(), 0);
+      cs.call.kind = OpKind::kAttention;
+      cs.input_f32({M, Hq, d}, r, -1, 1);
+      cs.input_f32({S, Hk, d}, r, -1, 1);
+      cs.input_f32({S, Hk, d}, r, -1, 1);
+      cs.input_i32({M}, qpos);
+      cs.input_i32({S}, kpos);
+      cs.call.attrs.mask = mask;
+      cs.call.attrs.window = int(r.i(mask == AttentionMask::kCausalWindow ? 0 : 1, 20));
+      cs.call.attrs.first_canvas_pos = r.i(0, S);
+      cs.what = "attention M=" + std::to_string(M) + " Hq=" + std::to_string(Hq) + " Hk=" + std::to_string(Hk) +
+                " d=" + std::to_string(d) + " S=" + std::to_string(S) + " mask=" + std::to_string(int(mask)) +
+                " window=" + std::to_string(cs.call.attrs.window);
+      expect_matches_cpu(gpu(), cs, 1);
+    }
+}
+
+TEST_P(CudaOps, RouterTopk) {
+  for (int s = 0; s < kCases; ++s)
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      Rng r(uint32_t(700 + s));
+      Case cs;
+      const int64_t M = r.i(1, 10), H = s == 0 ? 700 : r.i(1, 300), E = s == 0 ? 128 : r.i(1, 40);
+      cs.call.kind = OpKind::kRouterTopk;
+      cs.input_f32({M, H}, r, -2, 2);
+      cs.weight("router.scale", {H}, dt, r, 0.5, 1.5);
+      cs.weight("router.proj", {E, H}, dt, r, -1, 1);
+      cs.weight("router.per_expert_scale", {E}, dt, r, 0.5, 2.0);
+      cs.call.attrs.eps = 1e-6f;
+      cs.call.attrs.top_k = int(r.i(1, std::min<int64_t>(E, 8)));
+      cs.what = "router_topk M=" + std::to_string(M) + " H=" + std::to_string(H) + " E=" + std::to_string(E) +
+                " k=" + std::to_string(cs.call.attrs.top_k) + " " + dt_name(dt);
+      expect_matches_cpu(gpu(), cs, 2);
+    }
+}
+
+TEST_P(CudaOps, MoeExperts) {
+  for (int s = 0; s < kCases; ++s)
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      Rng r(uint32_t(800 + s));
+      Case cs;
+      const int64_t M = r.i(1, 6), H = r.i(1, 100), I = r.i(1, 70), E = r.i(1, 10), K = r.i(1, std::min<int64_t>(E, 4));
+      std::vector<int32_t> idx;
+      std::vector<int32_t> experts(static_cast<size_t>(E));
+      for (int64_t m = 0; m < M; ++m) {
+        std::iota(experts.begin(), experts.end(), 0);
+        std::shuffle(experts.begin(), experts.end(), r.g);
+        idx.insert(idx.end(), experts.begin(), experts.begin() + K);
+      }
+      cs.call.kind = OpKind::kMoeExperts;
+      cs.input_f32({M, H}, r, -1, 1);
+      cs.input_i32({M, K}, idx);
+      cs.input_f32({M, K}, r, 0, 1);
+      cs.weight("experts.gate_up_proj", {E, 2 * I, H}, dt, r, -0.5, 0.5);
+      cs.weight("experts.down_proj", {E, H, I}, dt, r, -0.5, 0.5);
+      cs.what = "moe_experts M=" + std::to_string(M) + " H=" + std::to_string(H) + " I=" + std::to_string(I) +
+                " E=" + std::to_string(E) + " K=" + std::to_string(K) + " " + dt_name(dt);
+      expect_matches_cpu(gpu(), cs, 1);
+    }
+}
+
+TEST_P(CudaOps, Elementwise) {
+  for (int s = 0; s < kCases; ++s) {
+    Rng r(uint32_t(900 + s));
+    const std::vector<int64_t> shape = s == 0 ? std::vector<int64_t>{300001} : std::vector<int64_t>{r.i(1, 9), r.i(1, 700)};
+    for (OpKind kind : {OpKind::kGeluGlu, OpKind::kAdd, OpKind::kScale, OpKind::kSoftcap}) {
+      Case cs;
+      cs.call.kind = kind;
+      // Wide ranges: gelu and softcap must saturate, never produce NaN.
+      cs.input_f32(shape, r, -60, 60);
+      if (kind == OpKind::kGeluGlu || kind == OpKind::kAdd) cs.input_f32(shape, r, -3, 3);
+      if (kind == OpKind::kScale) cs.weight("s", {1}, DType::kBF16, r, 0.5, 40);
+      cs.call.attrs.cap = 30.0f;
+      cs.what = std::string(op_name(kind)) + " " + shape_string(shape);
+      expect_matches_cpu(gpu(), cs, 1);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CudaOps, ::testing::Values("cuda", "cuda:sync", "cuda:debug"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), ':', '_');
+                           return n;
+                         });
+
+// ---- fault guards ----------------------------------------------------------------
+
+Case add_case(Rng& r, int64_t n) {
+  Case cs;
+  cs.call.kind = OpKind::kAdd;
+  cs.call.site = "residual";
+  cs.call.layer = 2;
+  cs.call.pass = Pass::kDecoder;
+  cs.call.step = 3;
+  cs.input_f32({n}, r, -1, 1);
+  cs.input_f32({n}, r, -1, 1);
+  return cs;
+}
+
+TEST(CudaGuards, CanaryCatchesAWritePastTheOutput) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions o;
+  o.debug = true;
+  o.test_fault = CudaBackendOptions::TestFault::kWritePastOutput;
+  CudaBackend gpu(o);
+  Rng r(1);
+  Case cs = add_case(r, 1000);
+  Tensor out;
+  cs.call.out = {&out};
+  prepare_op(cs.call);
+  try {
+    gpu.run(cs.call);
+    FAIL() << "the canary did not catch the out-of-bounds write";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("op add (residual) in layer 2, decoder pass, step 3"), std::string::npos) << m;
+    EXPECT_NE(m.find("wrote past output 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("test.write_past_output"), std::string::npos) << m;  // the launch log names the kernel
+    EXPECT_NE(m.find("live device allocations"), std::string::npos) << m;
+  }
+}
+
+TEST(CudaGuards, FreshBuffersAreNaNInDebugMode) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions o;
+  o.debug = true;
+  o.test_fault = CudaBackendOptions::TestFault::kSkipKernels;
+  CudaBackend gpu(o);
+  Rng r(2);
+  Case cs = add_case(r, 77);
+  Tensor out;
+  cs.call.out = {&out};
+  prepare_op(cs.call);
+  gpu.run(cs.call);
+  for (float v : out.f) ASSERT_TRUE(std::isnan(v)) << "an unwritten output must read as NaN";
+}
+
+TEST(CudaGuards, IndexInputsAreCheckedOnTheHost) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu;
+  Rng r(3);
+  Case cs;
+  cs.call.kind = OpKind::kEmbedding;
+  cs.call.pass = Pass::kDecoder;
+  cs.call.step = 1;
+  cs.input_i32({3}, {0, 5, 1});
+  cs.weight("embed_tokens", {4, 8}, DType::kF32, r, -1, 1);
+  Tensor out;
+  cs.call.out = {&out};
+  prepare_op(cs.call);
+  try {
+    gpu.run(cs.call);
+    FAIL() << "an out-of-range token id was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("op embedding (model level), decoder pass, step 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("token id 5 at row 1 is out of range [0, 4)"), std::string::npos) << m;
+  }
+  // The backend stays usable after a host-side rejection.
+  cs.in[0].i[1] = 3;
+  EXPECT_NO_THROW(gpu.run(cs.call));
+}
+
+TEST(CudaGuards, LaunchLogAndAddressMap) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions o;
+  o.debug = true;
+  CudaBackend gpu(o);
+  Rng r(4);
+  Case cs;
+  cs.call.kind = OpKind::kLinear;
+  cs.call.site = "self_attn.q_proj";
+  cs.call.layer = 1;
+  cs.input_f32({3, 40}, r, -1, 1);
+  cs.weight("layers.1.q_proj.weight", {24, 40}, DType::kF32, r, -1, 1);
+  Tensor out;
+  cs.call.out = {&out};
+  prepare_op(cs.call);
+  gpu.run(cs.call);
+  std::vector<CudaLaunchRecord> log = gpu.recent_launches();
+  ASSERT_FALSE(log.empty());
+  const CudaLaunchRecord& gemm = log.back();
+  EXPECT_EQ(gemm.kernel, "cublasGemmEx");
+  ASSERT_EQ(gemm.args.size(), 3u);  // weight, x, out
+  EXPECT_NE(gpu.describe_address(static_cast<const char*>(gemm.args[0]) + 8).find("weight layers.1.q_proj.weight"),
+            std::string::npos);
+  const std::string freed = gpu.describe_address(gemm.args[2]);
+  EXPECT_NE(freed.find("freed memory"), std::string::npos) << freed;
+  EXPECT_NE(freed.find("output 0 of op linear (self_attn.q_proj) in layer 1"), std::string::npos) << freed;
+  int local = 0;
+  EXPECT_NE(gpu.describe_address(&local).find("not a known allocation"), std::string::npos);
+  // The log keeps the last 64 launches.
+  Case add = add_case(r, 10);
+  Tensor sum;
+  add.call.out = {&sum};
+  prepare_op(add.call);
+  for (int k = 0; k < 100; ++k) gpu.run(add.call);
+  log = gpu.recent_launches();
+  ASSERT_EQ(log.size(), 64u);
+  for (size_t k = 1; k < log.size(); ++k) EXPECT_EQ(log[k].seq, log[k - 1].seq + 1);
+  EXPECT_EQ(log.back().kernel, "add");
+}
+
+TEST(CudaGuards, WeightsAreCachedAndChangedDataIsNoticed) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu;
+  Rng r(5);
+  Case cs;
+  cs.call.kind = OpKind::kLinear;
+  cs.input_f32({4, 3000}, r, -1, 1);
+  const WeightRef* w = cs.weight("W", {50, 3000}, DType::kF32, r, -1, 1);
+  cs.what = "linear with a cached weight";
+  expect_matches_cpu(gpu, cs, 1);
+  EXPECT_EQ(gpu.cached_weight_bytes(), 50 * 3000 * 4);
+  expect_matches_cpu(gpu, cs, 1);
+  EXPECT_EQ(gpu.cached_weight_bytes(), 50 * 3000 * 4);
+  // Same host pointer, new contents (a reused buffer): the stale device copy
+  // must not be used.
+  auto* data = const_cast<float*>(static_cast<const float*>(w->data));
+  for (int64_t k = 0; k < w->numel(); ++k) data[k] = r.f(-1, 1);
+  cs.what = "linear after the weight changed";
+  expect_matches_cpu(gpu, cs, 1);
+  EXPECT_EQ(gpu.cached_weight_bytes(), 50 * 3000 * 4);
+}
+
+TEST(CudaGuards, MissingDeviceOrdinalIsAClearError) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions o;
+  o.device = 99;
+  CudaBackend gpu(o);
+  Rng r(6);
+  Case cs = add_case(r, 4);
+  Tensor out;
+  cs.call.out = {&out};
+  prepare_op(cs.call);
+  try {
+    gpu.run(cs.call);
+    FAIL() << "device 99 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA device 99 does not exist"), std::string::npos) << e.what();
+  }
+}
+
+// Runs with or without a device: checks the names the factory accepts and
+// that without a device "cuda" is a clear error. Constructing the backend
+// must not initialize CUDA in this process (the doctor forks afterwards).
+TEST(CudaFactory, NamesAndDeviceAbsence) {
+  EXPECT_FALSE(parse_cuda_spec("cuda").sync);
+  EXPECT_TRUE(parse_cuda_spec("cuda:sync").sync);
+  EXPECT_TRUE(parse_cuda_spec("cuda:debug").debug);
+  EXPECT_TRUE(parse_cuda_spec("cuda:debug").sync);
+  EXPECT_EQ(parse_cuda_spec("cuda:1,sync").device, 1);
+  EXPECT_THROW(parse_cuda_spec("cuda:fast"), Error);
+  EXPECT_THROW(make_backend("cuda:fast"), Error);
+  const bool initialized_before = cuda_initialized_in_this_process();
+  if (!cuda_device_available()) {
+    try {
+      make_backend("cuda");
+      FAIL() << "make_backend(\"cuda\") succeeded without a device";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no CUDA device found"), std::string::npos) << e.what();
+    }
+  } else {
+    EXPECT_EQ(make_backend("cuda")->name(), "cuda");
+    EXPECT_EQ(make_backend("cuda:sync")->name(), "cuda:sync");
+    EXPECT_EQ(make_backend("cuda:debug")->name(), "cuda:debug");
+  }
+  EXPECT_EQ(cuda_initialized_in_this_process(), initialized_before);
+}
+
+// ---- the doctor on golden_a ------------------------------------------------------
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+void doctor_on_golden(const std::string& backend, bool bf16) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (cuda_initialized_in_this_process()) {
+    // The doctor forks its checked run, and a child cannot use CUDA once its
+    // parent initialized it (an earlier test in this process did): run this
+    // test alone in a fresh process. (ctest runs each test alone anyway.)
+    const std::string cmd = "'" + self_exe() + "' --gtest_filter=" + info->test_suite_name() + "." + info->name();
+    const int rc = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd << " failed";
+    return;
+  }
+  DoctorOptions o;
+  o.model_dir = kGolden;
+  o.backend = backend;
+  o.precision_bf16 = bf16;
+  o.threads = 2;
+  o.steps = 2;
+  DoctorReport r = run_doctor(o);
+  std::printf("%s", doctor_report_text(r).c_str());
+  EXPECT_GT(r.ops_compared, 0);
+  EXPECT_FALSE(r.first_failure.has_value()) << doctor_report_text(r);
+  EXPECT_EQ(r.child_status, "exited 0");
+}
+
+TEST(CudaDoctor, GoldenAFp32) {
+  REQUIRE_CUDA_DEVICE();
+  doctor_on_golden("cuda", false);
+}
+
+TEST(CudaDoctor, GoldenABf16) {
+  REQUIRE_CUDA_DEVICE();
+  doctor_on_golden("cuda", true);
+}
+
+TEST(CudaDoctor, GoldenADebugMode) {
+  REQUIRE_CUDA_DEVICE();
+  doctor_on_golden("cuda:debug", false);
+}
+
+#endif  // DGEMMA_HAVE_CUDA
+
+}  // namespace
+}  // namespace dgemma

@@ -1,0 +1,111 @@
+// Multi-turn chat with KV-cache reuse (spec §3.6) on the default model: a
+// turn that reuses the cache gives exactly the tokens of a fresh run over the
+// whole conversation; the last (never encoded) canvas of a reply is part of
+// the next turn's input; a reply trimmed inside an encoded canvas forces a
+// rebuild (sliding layers cannot be truncated); /reset starts over.
+#include <gtest/gtest.h>
+
+#include "default_model_fixture.h"
+#include "generate/chat_session.h"
+#include "generate/generate.h"
+#include "generate/token_stream.h"
+#include "model/diffusion_gemma.h"
+
+namespace dgemma {
+namespace {
+
+std::unique_ptr<DiffusionGemma> load_model() {
+  ModelOptions o;
+  o.threads = 2;
+  return DiffusionGemma::load(testing::default_model_test_dir(), o);
+}
+
+GenerationConfig chat_config() {
+  GenerationConfig c = load_generation_config(testing::default_model_test_dir()).config;
+  c.max_new_tokens = 32;  // two canvases: generate() encodes the first only
+  c.max_denoising_steps = 2;
+  return c;
+}
+
+std::vector<int32_t> visible(const GenerationResult& r, const GenerationConfig& c, int64_t max_tokens) {
+  TokenStream s(c.eos_token_ids, max_tokens);
+  s.push(r.generated());
+  return s.tokens();
+}
+
+TEST(ChatSession, ReusedCacheGivesTheSameReplyAsAFreshRun) {
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  const GenerationConfig config = chat_config();
+  auto model = load_model();
+  ChatSession chat(*model, tok, ChatTemplateKind::kAuto, "", false);
+
+  const ChatSession::TurnInput t0 = chat.begin_turn("Hello");
+  EXPECT_EQ(t0.reused, 0);
+  EXPECT_FALSE(t0.cache_reset);
+  EXPECT_EQ(t0.new_ids, encode_chat(tok, {{"user", "Hello", {}}}, true, false));
+  RandomDraws d0(100);
+  const GenerationResult r0 = generate(*model, t0.new_ids, config, d0);
+  const std::vector<int32_t> reply0 = visible(r0, config, config.max_new_tokens);
+  chat.end_turn(r0, reply0);
+  // The prompt and the first canvas are in the cache; the second is not.
+  EXPECT_EQ(model->cache_length(), int64_t(t0.new_ids.size()) + 16);
+  EXPECT_EQ(chat.cached().size(), t0.new_ids.size() + 16);
+
+  const ChatSession::TurnInput t1 = chat.begin_turn("Again?");
+  EXPECT_EQ(t1.reused, int64_t(t0.new_ids.size()) + 16);
+  EXPECT_FALSE(t1.cache_reset);
+  // The conversation: first prompt, reply (up to its EOS), <turn|>\n, next turn.
+  std::vector<int32_t> want = t0.new_ids;
+  want.insert(want.end(), reply0.begin(), reply0.end());
+  const std::vector<int32_t> closing = {tok.token_id("<turn|>"), 107};
+  want.insert(want.end(), closing.begin(), closing.end());
+  const std::vector<int32_t> turn =
+      tok.encode("<|turn>user\nAgain?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>", false);
+  want.insert(want.end(), turn.begin(), turn.end());
+  EXPECT_EQ(chat.history(), want);
+  EXPECT_EQ(t1.new_ids, std::vector<int32_t>(want.begin() + t1.reused, want.end()));
+
+  const std::vector<int32_t> conversation = chat.history();
+  RandomDraws d1(101);
+  const GenerationResult r1 = generate(*model, t1.new_ids, config, d1);
+
+  // Reference: a fresh model reading the whole conversation at once.
+  auto fresh = load_model();
+  RandomDraws d1_fresh(101);
+  const GenerationResult ref = generate(*fresh, conversation, config, d1_fresh);
+  EXPECT_EQ(std::vector<int32_t>(r1.generated().begin(), r1.generated().end()),
+            std::vector<int32_t>(ref.generated().begin(), ref.generated().end()));
+  EXPECT_EQ(r1.steps_per_canvas, ref.steps_per_canvas);
+  EXPECT_EQ(model->cache_length(), fresh->cache_length());
+  chat.end_turn(r1, visible(r1, config, config.max_new_tokens));
+
+  chat.reset();
+  EXPECT_EQ(model->cache_length(), 0);
+  EXPECT_TRUE(chat.history().empty());
+  const ChatSession::TurnInput again = chat.begin_turn("Hello");
+  EXPECT_EQ(again.new_ids, t0.new_ids);
+  EXPECT_EQ(again.reused, 0);
+}
+
+TEST(ChatSession, ReplyTrimmedInsideAnEncodedCanvasRebuildsTheCache) {
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  const GenerationConfig config = chat_config();
+  auto model = load_model();
+  ChatSession chat(*model, tok, ChatTemplateKind::kAuto, "Be brief.", false);
+  const ChatSession::TurnInput t0 = chat.begin_turn("Hello");
+  RandomDraws d0(7);
+  const GenerationResult r0 = generate(*model, t0.new_ids, config, d0);
+  // Show only 5 tokens although the first canvas (16) is already encoded:
+  // the cache holds tokens the conversation no longer has.
+  chat.end_turn(r0, visible(r0, config, 5));
+  const ChatSession::TurnInput t1 = chat.begin_turn("More");
+  EXPECT_TRUE(t1.cache_reset);
+  EXPECT_EQ(t1.reused, 0);
+  EXPECT_EQ(t1.new_ids, chat.history());
+  EXPECT_EQ(model->cache_length(), 0);
+  RandomDraws d1(8);
+  EXPECT_NO_THROW(generate(*model, t1.new_ids, config, d1));
+}
+
+}  // namespace
+}  // namespace dgemma

@@ -1,0 +1,99 @@
+// The embedded default model: tiny-B shape (spec §5.2) with the real
+// vocabulary, a Gemma-4-style tokenizer whose chat template gives the real
+// Gemma 4 prompt ids (spec §3.6), deterministic files, and a generation run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "default_model_fixture.h"
+#include "dgemma/error.h"
+#include "generate/generate.h"
+#include "generate/generation_config.h"
+#include "model/diffusion_gemma.h"
+#include "tokenizer/chat_template.h"
+
+namespace dgemma {
+namespace {
+
+testing::DefaultModelCleanup cleanup;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(DefaultModel, ShapeIsTinyBWithRealVocabulary) {
+  ModelOptions o;
+  o.threads = 2;
+  auto model = DiffusionGemma::load(testing::default_model_test_dir(), o);
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.vocab_size, 262144);
+  EXPECT_EQ(c.hidden_size, 96);
+  EXPECT_EQ(c.num_layers, 4);
+  EXPECT_EQ(c.layer(3).type, LayerType::kFull);
+  EXPECT_EQ(c.layer(0).type, LayerType::kSliding);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.global_head_dim, 32);
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_EQ(c.canvas_length, 16);
+  EXPECT_EQ(model->weights().embed.dtype, DType::kBF16);
+  const LoadedGenerationConfig g = load_generation_config(testing::default_model_test_dir());
+  EXPECT_TRUE(g.file_found);
+  EXPECT_EQ(g.config.max_denoising_steps, 8);
+  EXPECT_EQ(g.config.eos_token_ids, (std::vector<int32_t>{1, 106, 50}));
+}
+
+TEST(DefaultModel, TokenizerIsGemma4Style) {
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  EXPECT_EQ(tok.vocab_size(), 262144u);
+  EXPECT_EQ(tok.token_id("<|turn>"), 105);
+  EXPECT_EQ(tok.token_id("<turn|>"), 106);
+  EXPECT_EQ(tok.token_id("<|channel>"), 100);
+  EXPECT_EQ(tok.token_id("<|tool_response>"), 50);
+  EXPECT_EQ(tok.token_id("<start_of_turn>"), -1);
+  EXPECT_EQ(detect_chat_template(tok), ChatTemplateKind::kGemma4);
+  // spec §3.6 golden, thinking off.
+  const std::vector<ChatMessage> m = {{"user", "Write a long essay about Portugal.", {}}};
+  const std::vector<int32_t> want = {2,      105, 2364, 107, 6974, 496, 1440,  20494, 1003, 23613,
+                                     236761, 106, 107,  105, 4368, 107, 100,   45518, 107,  101};
+  EXPECT_EQ(encode_chat(tok, m, true, false), want);
+  EXPECT_EQ(tok.encode("Hello", true), (std::vector<int32_t>{2, 9259}));
+}
+
+TEST(DefaultModel, Gemma4TokenizerRejectsOtherFiles) {
+  EXPECT_THROW(gemma4_style_tokenizer_json("{\"added_tokens\": []}", "x.json"), Error);
+}
+
+TEST(DefaultModel, GenerationIsDeterministic) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dgemma_default_model_again_" + std::to_string(::getpid())))
+                              .string();
+  std::filesystem::remove_all(dir);
+  write_default_model(dir, default_tokenizer_source());
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "model.safetensors"})
+    EXPECT_TRUE(slurp(dir + "/" + f) == slurp(testing::default_model_test_dir() + "/" + f)) << f;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DefaultModel, Generates) {
+  ModelOptions o;
+  o.threads = 2;
+  auto model = DiffusionGemma::load(testing::default_model_test_dir(), o);
+  GenerationConfig config = load_generation_config(testing::default_model_test_dir()).config;
+  config.max_new_tokens = 16;
+  config.max_denoising_steps = 2;
+  RandomDraws draws(1);
+  const std::vector<int32_t> prompt = testing::default_model_tokenizer().encode("Hello", true);
+  const GenerationResult r = generate(*model, prompt, config, draws);
+  EXPECT_EQ(r.sequences.size(), prompt.size() + 16);
+  ASSERT_EQ(r.steps_per_canvas.size(), 1u);
+  EXPECT_LE(r.steps_per_canvas[0], 2);
+  EXPECT_NO_THROW(testing::default_model_tokenizer().decode(r.generated()));
+}
+
+}  // namespace
+}  // namespace dgemma

@@ -1,0 +1,364 @@
+// dgemma bench kernels [--json] [-t N]
+// dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot]
+// dgemma bench slice -o DIR [--layers N]
+//
+// Speed of the CPU backend without any external library: kernel GFLOP/s
+// against the scalar reference kernel (baseline "reference", measured in the
+// same run) and the machine's peak (register-only FMA / vdpbf16ps loops), and
+// the speed of whole denoising steps of a checkpoint. The OpenBLAS comparisons
+// live in the benchmark binaries (bench/, scripts/bench.sh).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "../bench/bench_slice.h"
+#include "cli.h"
+#include "core/cpu_features.h"
+#include "core/json.h"
+#include "dgemma/error.h"
+#include "flags.h"
+#include "model/diffusion_gemma.h"
+#include "model_flags.h"
+#include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/cpu_bench.h"
+
+namespace dgemma::cli {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void fill(std::vector<float>& v, float scale, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 99;
+  for (float& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = scale * (float(s >> 40) * (2.0f / 16777216.0f) - 1.0f);
+  }
+}
+
+void emit(bool as_json, const json::Value& line, const std::string& text) {
+  if (as_json) std::printf("%s\n", json::dump(line).c_str());
+  else std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+std::string fmt(const char* f, double a) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, a);
+  return b;
+}
+
+// ---- kernels ------------------------------------------------------------------
+
+int run_kernels(const Args& args) {
+  bool as_json = false;
+  int64_t threads = 0, repeats = 5;
+  FlagParser p("dgemma bench kernels [--json] [-t N]",
+               "GEMM kernels at the shapes of the 26B-A4B model (canvas M=256, K=2816, N=2816/2112/4096; one\n"
+               "expert M=16) in both CPU modes (fma: fp32 FMA on bf16 weights; dot: vdpbf16ps, activations\n"
+               "rounded to bf16, AVX512_BF16 only), against the scalar reference kernel measured in the same\n"
+               "run, and the peak FLOP rate of the machine. --json: one object per line (name, gflops,\n"
+               "baseline, baseline_gflops, peak_gflops, threads; GEMM lines also m, n, k, weight_dtype, mode).");
+  p.add_bool("--json", &as_json, "one JSON object per line");
+  p.add_int("-t,--threads", &threads, "threads (0 = all cores)");
+  p.add_int("--repeats", &repeats, "timed runs per kernel (best kept)");
+  if (!p.parse(args)) return 0;
+  if (!p.positional().empty()) throw Error("bench kernels: unexpected argument '" + p.positional()[0] + "'");
+  const int nt = threads > 0 ? int(threads) : int(std::max(1u, std::thread::hardware_concurrency()));
+  const CpuIsa isa = default_isa();
+  const cpu::PeakRates pk = cpu::measure_peak(isa, nt);
+  for (const auto& [name, rate] : {std::pair<const char*, double>{"peak_fma", pk.fma_gflops}, {"peak_dot", pk.dot_gflops}}) {
+    if (rate <= 0) continue;
+    json::Value v = json::Object{};
+    v.set("name", name);
+    v.set("gflops", rate);
+    v.set("baseline", "none");
+    v.set("baseline_gflops", 0.0);
+    v.set("peak_gflops", rate);
+    v.set("threads", nt);
+    v.set("isa", std::string(isa_name(isa)));
+    emit(as_json, v, std::string(name) + ": " + fmt("%.1f", rate) + " GFLOP/s (" +
+                         std::string(isa_name(isa)) + ", " + std::to_string(nt) + " threads)");
+  }
+  struct Shape {
+    const char* name;
+    int64_t m, k, n;
+  };
+  const Shape shapes[] = {{"linear_canvas_h2816", 256, 2816, 2816}, {"linear_canvas_mlp2112", 256, 2816, 2112},
+                          {"linear_canvas_q4096", 256, 2816, 4096},  {"expert_gate_up", 16, 2816, 1408},
+                          {"expert_down", 16, 704, 2816}};
+  CpuBackendOptions ro;
+  ro.threads = nt;
+  ro.isa = CpuIsa::kScalar;
+  CpuBackend reference(ro);
+  for (const Shape& s : shapes) {
+    std::vector<float> xf(size_t(s.m * s.k)), wf(size_t(s.n * s.k));
+    fill(xf, 1.0f, 1);
+    fill(wf, 0.05f, 2);
+    std::vector<uint16_t> wb(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
+    Tensor x = Tensor::f32({s.m, s.k}), out;
+    x.f = xf;
+    WeightRef w;
+    w.name = std::string(s.name);
+    w.dtype = DType::kBF16;
+    w.shape = {s.n, s.k};
+    w.data = wb.data();
+    OpCall c;
+    c.kind = OpKind::kLinear;
+    c.in = {&x};
+    c.w = {&w};
+    c.out = {&out};
+    prepare_op(c);
+    const double flop = cpu::op_flops(c);
+    const double t_ref = cpu::time_op(reference, c, 1);
+    for (bool dot : {false, true}) {
+      CpuBackendOptions o;
+      o.threads = nt;
+      o.bf16_dot = dot;
+      CpuBackend b(o);
+      if (dot && !b.bf16_dot()) continue;
+      const double t = cpu::time_op(b, c, int(repeats));
+      const double gf = flop / t / 1e9, peak = dot ? pk.dot_gflops : pk.fma_gflops;
+      json::Value v = json::Object{};
+      v.set("name", std::string(s.name) + (dot ? "_dot" : "_fma"));
+      v.set("gflops", gf);
+      v.set("baseline", "reference");
+      v.set("baseline_gflops", flop / t_ref / 1e9);
+      v.set("peak_gflops", peak);
+      v.set("threads", nt);
+      v.set("m", s.m);
+      v.set("n", s.n);
+      v.set("k", s.k);
+      v.set("weight_dtype", "BF16");
+      v.set("mode", dot ? "dot" : "fma");
+      v.set("isa", std::string(isa_name(b.isa())));
+      emit(as_json, v,
+           std::string(s.name) + (dot ? " dot" : " fma") + "  M=" + std::to_string(s.m) +
+               " K=" + std::to_string(s.k) + " N=" + std::to_string(s.n) + ": " + fmt("%.1f", gf) + " GFLOP/s, " +
+               fmt("%.1f", t_ref / t) + "x reference (" + fmt("%.2f", flop / t_ref / 1e9) + "), " +
+               fmt("%.0f", peak > 0 ? 100 * gf / peak : 0) + "% of " + (dot ? "dot" : "fma") + " peak");
+    }
+  }
+  return 0;
+}
+
+// ---- step -----------------------------------------------------------------------
+
+int run_step(const Args& args) {
+  ModelFlags mf;
+  bool as_json = false, dot = false;
+  int64_t context = 512, steps = 3, estimate_layers = 30;
+  std::string isa_text;
+  FlagParser p("dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot]",
+               "Times denoising steps of a checkpoint on the CPU backend after a --context-token prompt: the\n"
+               "first step (no self-conditioning), self-conditioned steps, and the encoder commit of a canvas.\n"
+               "Reports canvas positions/s, seconds, FLOP (op vocabulary, exact per call), fraction of the\n"
+               "measured peak, the time split by op, and estimated tokens/s at 16 and 48 steps per canvas\n"
+               "(256 tokens / (first + (S-1)·self-conditioned step + commit)). For a checkpoint with fewer\n"
+               "layers than --estimate-layers (e.g. `dgemma bench slice`), also an estimate for that many.");
+  mf.add_to(p);
+  p.add_bool("--json", &as_json, "one JSON object");
+  p.add_int("--context", &context, "prompt tokens encoded before the steps");
+  p.add_int("--steps", &steps, "timed self-conditioned steps (best kept)");
+  p.add_bool("--bf16-dot", &dot, "bf16 weights use vdpbf16ps (activations rounded to bf16)");
+  p.add_string("--isa", &isa_text, "cap the dispatch level: scalar, avx2, avx512, avx512bf16", "LEVEL");
+  p.add_int("--estimate-layers", &estimate_layers, "layer count for the full-model estimate");
+  if (!p.parse(args)) return 0;
+  if (!p.positional().empty()) throw Error("bench step: unexpected argument '" + p.positional()[0] + "'");
+  if (context < 1 || steps < 1) throw Error("bench step: --context and --steps must be >= 1");
+  auto model = mf.load();
+  CpuBackendOptions o;
+  o.threads = int(mf.threads);
+  o.bf16_dot = dot;
+  if (!isa_text.empty()) {
+    auto l = parse_isa(isa_text);
+    if (!l) throw Error("--isa: expected scalar, avx2, avx512 or avx512bf16, got '" + isa_text + "'");
+    o.isa = *l;
+  }
+  CpuBackend backend(o);
+  model->set_backend(backend);
+  const int64_t L = model->canvas_length(), V = model->vocab_size(), layers = model->config().num_layers;
+  std::vector<int32_t> prompt(static_cast<size_t>(context));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 2) % size_t(V));
+  prompt[0] = 2;
+  const double t_load0 = now_s();
+  model->encode(prompt);
+  const double t_prefill = now_s() - t_load0;  // includes packing the weights
+  const int64_t P = model->cache_length();
+  std::vector<int32_t> canvas(static_cast<size_t>(L));
+  for (size_t i = 0; i < canvas.size(); ++i) canvas[i] = int32_t((i * 104729 + 17) % size_t(V));
+  std::vector<float> first(size_t(L * V)), logits(size_t(L * V));
+  model->decode(canvas.data(), nullptr, first.data());  // warm-up (packs LM head, SC weights)
+  // Profiled passes: FLOP and per-op time.
+  cpu::OpProfile prof_first, prof_sc, prof_commit;
+  model->set_observer(&prof_first);
+  prof_first.reset();
+  double t0 = now_s();
+  model->decode(canvas.data(), nullptr, logits.data());
+  double t_first = now_s() - t0;
+  model->set_observer(&prof_sc);
+  prof_sc.reset();
+  model->decode(canvas.data(), first.data(), logits.data());
+  model->set_observer(nullptr);
+  double t_sc = 1e30;
+  for (int64_t s = 0; s < steps; ++s) {
+    t0 = now_s();
+    model->decode(canvas.data(), first.data(), logits.data());
+    t_sc = std::min(t_sc, now_s() - t0);
+  }
+  t0 = now_s();
+  model->decode(canvas.data(), nullptr, logits.data());
+  t_first = std::min(t_first, now_s() - t0);
+  std::vector<int32_t> commit(canvas.begin(), canvas.end());
+  model->set_observer(&prof_commit);
+  prof_commit.reset();
+  t0 = now_s();
+  model->encode(commit);
+  double t_commit = now_s() - t0;
+  model->set_observer(nullptr);
+  model->truncate_cache(P);
+  t0 = now_s();
+  model->encode(commit);
+  t_commit = std::min(t_commit, now_s() - t0);
+  model->truncate_cache(P);
+
+  const cpu::PeakRates pk = cpu::measure_peak(backend.isa(), backend.pool().size());
+  const double peak = backend.bf16_dot() ? pk.dot_gflops : pk.fma_gflops;
+  const double flop_sc = prof_sc.total_flops(), flop_first = prof_first.total_flops(),
+               flop_commit = prof_commit.total_flops();
+  auto tokens_per_s = [&](double first_s, double sc_s, double commit_s, int n) {
+    return double(L) / (first_s + double(n - 1) * sc_s + commit_s);
+  };
+  // Per-layer share of the self-conditioned step (ops inside layers) for the
+  // full-model estimate; model-level ops (embeddings, LM head, soft-cap,
+  // self-conditioning MLP) are charged once.
+  const double layer_share = prof_sc.layer_seconds() / std::max(1e-12, prof_sc.total_seconds());
+  const double layer_share_first = prof_first.layer_seconds() / std::max(1e-12, prof_first.total_seconds());
+  const double commit_layer_share = prof_commit.layer_seconds() / std::max(1e-12, prof_commit.total_seconds());
+  const double scale = double(estimate_layers) / double(layers);
+  auto est = [&](double t, double share) { return t * (1 - share) + t * share * scale; };
+  const double e_first = est(t_first, layer_share_first), e_sc = est(t_sc, layer_share),
+               e_commit = est(t_commit, commit_layer_share);
+
+  json::Value v = json::Object{};
+  v.set("name", "step");
+  v.set("model", mf.model_dir);
+  v.set("layers", layers);
+  v.set("threads", backend.pool().size());
+  v.set("isa", std::string(isa_name(backend.isa())));
+  v.set("mode", backend.bf16_dot() ? "dot" : "fma");
+  v.set("context", P);
+  v.set("canvas", L);
+  v.set("prefill_s_incl_packing", t_prefill);
+  v.set("step_first_s", t_first);
+  v.set("step_sc_s", t_sc);
+  v.set("commit_s", t_commit);
+  v.set("positions_per_s", double(L) / t_sc);
+  v.set("step_sc_flop", flop_sc);
+  v.set("step_first_flop", flop_first);
+  v.set("commit_flop", flop_commit);
+  v.set("gflops", flop_sc / t_sc / 1e9);
+  v.set("peak_gflops", peak);
+  v.set("fraction_of_peak", peak > 0 ? flop_sc / t_sc / 1e9 / peak : 0.0);
+  v.set("tokens_per_s_16_steps", tokens_per_s(t_first, t_sc, t_commit, 16));
+  v.set("tokens_per_s_48_steps", tokens_per_s(t_first, t_sc, t_commit, 48));
+  json::Value split = json::Object{};
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const OpKind kind = OpKind(k);
+    if (prof_sc.seconds(kind) <= 0) continue;
+    json::Value e = json::Object{};
+    e.set("seconds", prof_sc.seconds(kind));
+    e.set("gflop", prof_sc.flops(kind) / 1e9);
+    split.set(std::string(op_name(kind)), e);
+  }
+  v.set("step_sc_by_op", split);
+  if (layers != estimate_layers) {
+    json::Value e = json::Object{};
+    e.set("layers", estimate_layers);
+    e.set("step_first_s", e_first);
+    e.set("step_sc_s", e_sc);
+    e.set("commit_s", e_commit);
+    e.set("positions_per_s", double(L) / e_sc);
+    e.set("tokens_per_s_16_steps", tokens_per_s(e_first, e_sc, e_commit, 16));
+    e.set("tokens_per_s_48_steps", tokens_per_s(e_first, e_sc, e_commit, 48));
+    v.set("estimate", e);
+  }
+  if (as_json) {
+    std::printf("%s\n", json::dump(v).c_str());
+    return 0;
+  }
+  std::printf("model %s: %lld layers, canvas %lld, context %lld; %d threads, %s, mode %s\n", mf.model_dir.c_str(),
+              (long long)layers, (long long)L, (long long)P, backend.pool().size(),
+              std::string(isa_name(backend.isa())).c_str(), backend.bf16_dot() ? "dot (bf16 activations)" : "fma");
+  std::printf("prefill of %lld tokens (incl. weight packing): %.2f s\n", (long long)context, t_prefill);
+  std::printf("step (first, no self-conditioning): %.3f s, %.1f GFLOP, %.1f GFLOP/s\n", t_first, flop_first / 1e9,
+              flop_first / t_first / 1e9);
+  std::printf("step (self-conditioned):            %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.0f%% of the %s peak (%.0f)\n",
+              t_sc, flop_sc / 1e9, flop_sc / t_sc / 1e9, peak > 0 ? 100 * flop_sc / t_sc / 1e9 / peak : 0.0,
+              backend.bf16_dot() ? "dot" : "fma", peak);
+  std::printf("canvas positions/s: %.1f\n", double(L) / t_sc);
+  std::printf("commit (encoder, %lld tokens): %.3f s, %.1f GFLOP\n", (long long)L, t_commit, flop_commit / 1e9);
+  std::printf("estimated tokens/s: %.2f at 16 steps, %.2f at 48 steps\n", tokens_per_s(t_first, t_sc, t_commit, 16),
+              tokens_per_s(t_first, t_sc, t_commit, 48));
+  std::printf("self-conditioned step by op:\n");
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const OpKind kind = OpKind(k);
+    if (prof_sc.seconds(kind) <= 0) continue;
+    const double s = prof_sc.seconds(kind), f = prof_sc.flops(kind);
+    std::printf("  %-15s %7.3f s  %6.1f%%  %8.1f GFLOP  %7.1f GFLOP/s\n", std::string(op_name(kind)).c_str(), s,
+                100 * s / prof_sc.total_seconds(), f / 1e9, f > 0 ? f / s / 1e9 : 0.0);
+  }
+  if (layers != estimate_layers)
+    std::printf("estimate for %lld layers (layer ops scaled, model-level ops once): step %.2f s (first %.2f s), "
+                "commit %.2f s, %.1f positions/s, %.2f tokens/s at 16 steps, %.2f at 48\n",
+                (long long)estimate_layers, e_sc, e_first, e_commit, double(L) / e_sc,
+                tokens_per_s(e_first, e_sc, e_commit, 16), tokens_per_s(e_first, e_sc, e_commit, 48));
+  return 0;
+}
+
+// ---- slice ----------------------------------------------------------------------
+
+int run_slice(const Args& args) {
+  std::string out;
+  int64_t layers = 2;
+  FlagParser p("dgemma bench slice -o DIR [--layers N]",
+               "Writes a synthetic checkpoint with the real 26B-A4B dimensions (spec §1.1) cut to N layers\n"
+               "(sliding ..., last one full) and random bf16 weights, for `dgemma bench step` (2 layers: 4.7 GB).");
+  p.add_string("-o,--out", &out, "output folder", "DIR");
+  p.add_int("--layers", &layers, "number of layers");
+  if (!p.parse(args)) return 0;
+  if (out.empty()) throw Error("bench slice: give -o DIR");
+  if (layers < 1 || layers > 30) throw Error("bench slice: --layers must be in [1, 30], got " + std::to_string(layers));
+  const double t0 = now_s();
+  bench::ensure_model_slice(out, int(layers));
+  std::fprintf(stderr, "slice with %lld layers in %s (%.1f s)\n", (long long)layers, out.c_str(), now_s() - t0);
+  return 0;
+}
+
+int run_bench(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf(
+        "usage: dgemma bench kernels|step|slice [options]   (dgemma bench <what> --help)\n"
+        "  kernels  GEMM kernels vs the scalar reference and the machine peak\n"
+        "  step     denoising-step and commit speed of a checkpoint (-m DIR)\n"
+        "  slice    write a synthetic real-size checkpoint slice for `step`\n");
+    return args.empty() ? 2 : 0;
+  }
+  const Args rest(args.begin() + 1, args.end());
+  if (args[0] == "kernels") return run_kernels(rest);
+  if (args[0] == "step") return run_step(rest);
+  if (args[0] == "slice") return run_slice(rest);
+  throw Error("bench: unknown benchmark '" + args[0] + "' (expected kernels, step or slice)");
+}
+
+const Subcommand kBench("bench", "CPU speed: kernels vs reference and peak, denoising steps, test slices", run_bench);
+
+}  // namespace
+}  // namespace dgemma::cli

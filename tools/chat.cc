@@ -1,0 +1,121 @@
+// dgemma chat [-m DIR] — multi-turn REPL on stdin lines, reusing the KV cache
+// of earlier turns (spec §3.6 "Multi-turn with cache reuse").
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cli.h"
+#include "dgemma/error.h"
+#include "generate/chat_session.h"
+#include "generate/generate.h"
+#include "generation_flags.h"
+#include "model_flags.h"
+#include "model_source.h"
+#include "stream_printer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dgemma::cli {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+int run_chat(const Args& args) {
+  ModelFlags mf;
+  GenerationFlags gf;
+  std::string system, tokenizer_flag, template_name = "auto";
+  bool thinking = false, special = false, verbose = false, quiet = false;
+  FlagParser p("dgemma chat [-m DIR] [--system TEXT] [-n N] [--seed N] [--verbose]",
+               std::string("Multi-turn chat: each line read from stdin is a user turn; the reply is printed as\n"
+                           "its canvases commit. Works with a pipe as well as a terminal. Commands:\n"
+                           "  /reset   start a new conversation (drops the KV cache)\n"
+                           "  /quit    exit (also /exit or end of input)\n"
+                           "The KV cache of earlier turns is reused: each turn encodes only the tokens the cache\n"
+                           "does not hold yet (the previous reply's last canvas, which generation never encodes,\n"
+                           "plus the new user turn). The conversation keeps each reply as generated (up to its\n"
+                           "EOS, at most -n tokens), closed with the template's end-of-turn. Turn t uses seed\n"
+                           "--seed + t. --verbose prints the cache reuse and a summary per turn on stderr.\n\n") +
+                   kDefaultModelHelp);
+  mf.add_to(p);
+  p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
+  p.add_string("--system", &system, "system message of every conversation", "TEXT");
+  p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn)");
+  p.add_string("--chat-template", &template_name, "auto, gemma4 or gemma3", "NAME");
+  gf.add_to(p);
+  p.add_bool("--special", &special, "keep special tokens in the printed text");
+  p.add_bool("-v,--verbose", &verbose, "per-turn cache reuse and summary on stderr");
+  p.add_bool("-q,--quiet", &quiet, "no notes on stderr");
+  if (!p.parse(args)) return 0;
+  if (!p.positional().empty()) throw Error("chat: unexpected argument '" + p.positional()[0] + "'");
+
+  mf.model_dir = resolve_model_dir(mf, quiet);
+  const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
+  const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
+  const uint64_t seed = gf.resolve_seed();
+  auto model = mf.load();
+  if (!mf.is_output_rank()) {  // under MPI only rank 0 reports
+    quiet = true;
+    verbose = false;
+  }
+  ChatSession session(*model, tokenizer, parse_chat_template_kind(template_name), system, thinking);
+
+  const bool interactive = is_tty(stdin);
+  if (interactive && !quiet)
+    std::fprintf(stderr, "dgemma chat: type a message; /reset starts over, /quit exits.\n");
+  std::string line;
+  int64_t turn = 0;
+  while (true) {
+    if (interactive) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+    }
+    if (!std::getline(std::cin, line)) break;
+    const std::string text = trim(line);
+    if (text.empty()) continue;
+    if (text == "/quit" || text == "/exit") break;
+    if (text == "/reset") {
+      session.reset();
+      if (!quiet) std::fprintf(stderr, "dgemma: conversation reset\n");
+      continue;
+    }
+    if (text[0] == '/') {
+      std::fprintf(stderr, "dgemma: unknown command %s (known: /reset, /quit)\n", text.c_str());
+      continue;
+    }
+
+    const ChatSession::TurnInput in = session.begin_turn(text);
+    if (verbose)
+      std::fprintf(stderr, "dgemma: turn %lld: encoded %lld new tokens, reused %lld cached%s\n", (long long)turn,
+                   (long long)in.new_ids.size(), (long long)in.reused, in.cache_reset ? " (cache rebuilt)" : "");
+    RandomDraws draws(seed + uint64_t(turn));
+    StreamOptions so;
+    so.mode = StreamMode::kText;
+    so.tty = is_tty(stdout);
+    so.special = special;
+    so.max_tokens = config.max_new_tokens;
+    so.eos_token_ids = config.eos_token_ids;
+    so.max_denoising_steps = config.max_denoising_steps;
+    StreamPrinter printer(tokenizer, stdout, so);
+    printer.start();
+    const GenerationResult result = generate(*model, in.new_ids, config, draws, &printer);
+    GenerationStats stats = printer.finish(result, model->canvas_length());
+    session.end_turn(result, printer.tokens());
+    if (verbose) {
+      stats.reused_tokens = in.reused;
+      std::fprintf(stderr, "%s\n", format_summary(stats).c_str());
+    }
+    ++turn;
+  }
+  if (verbose) std::fprintf(stderr, "seed              %llu\n", (unsigned long long)seed);
+  return 0;
+}
+
+const Subcommand kChat("chat", "multi-turn chat on stdin, reusing the KV cache between turns", run_chat);
+
+}  // namespace
+}  // namespace dgemma::cli

@@ -1,0 +1,87 @@
+// dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4 [--quantize-embeddings] [--quantize-router]
+#include <chrono>
+#include <cstdio>
+
+#include "cli.h"
+#include "dgemma/error.h"
+#include "flags.h"
+#include "quantize/export.h"
+#include "terminal.h"
+
+namespace dgemma::cli {
+namespace {
+
+std::string human_bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (uint64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1 << 30));
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1 << 20));
+  return buf;
+}
+
+// One-line progress bar on stderr, redrawn in place on a terminal, else a
+// line per 10% (logs stay readable).
+class Progress {
+ public:
+  Progress() : tty_(is_tty(stderr)), start_(std::chrono::steady_clock::now()) {}
+  void update(uint64_t done, uint64_t total, const std::string& tensor) {
+    const double f = total ? double(done) / double(total) : 1.0;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (tty_) {
+      const int width = 30, fill = int(f * width);
+      std::string name = tensor.size() > 48 ? "..." + tensor.substr(tensor.size() - 45) : tensor;
+      std::fprintf(stderr, "\r[%s%s] %5.1f%% %s/%s %5.0fs %-48s", std::string(size_t(fill), '#').c_str(),
+                   std::string(size_t(width - fill), ' ').c_str(), 100.0 * f, human_bytes(done).c_str(),
+                   human_bytes(total).c_str(), secs, name.c_str());
+      if (done == total) std::fputc('\n', stderr);
+      std::fflush(stderr);
+    } else if (int(f * 10) > last_decile_ || done == total) {
+      last_decile_ = int(f * 10);
+      std::fprintf(stderr, "quantize: %5.1f%% (%s of %s, %.0fs)\n", 100.0 * f, human_bytes(done).c_str(),
+                   human_bytes(total).c_str(), secs);
+    }
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  int last_decile_ = -1;
+};
+
+int run_quantize(const Args& args) {
+  std::string format;
+  bool embeddings = false, router = false, no_double_quant = false, quiet = false;
+  FlagParser p("dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4",
+               "Post-training quantization (round to nearest, no calibration) of a BF16/F16/F32 checkpoint\n"
+               "folder IN into OUT, in the chosen format's own on-disk layout and config entries:\n"
+               "  nf4            bitsandbytes NF4 + double quant: attention, dense MLP, self-conditioning, experts\n"
+               "  nvfp4-experts  ModelOpt NVFP4, routed experts only (split per expert)\n"
+               "  mlx4           MLX affine: attention/dense MLP 8-bit, experts/self-conditioning 4-bit, group 64\n"
+               "Embeddings, norms, router and layer scalars stay unquantized unless asked. One tensor is\n"
+               "processed at a time, so memory stays small whatever the model size.");
+  p.add_string("--format", &format, "nf4, nvfp4-experts or mlx4", "FORMAT");
+  p.add_bool("--quantize-embeddings", &embeddings, "also quantize embed_tokens (nf4: NF4, mlx4: 8-bit)");
+  p.add_bool("--quantize-router", &router, "also quantize router.proj (nf4: NF4, mlx4: 8-bit)");
+  p.add_bool("--no-double-quant", &no_double_quant, "nf4: keep absmax in fp32");
+  p.add_bool("-q,--quiet", &quiet, "no progress output");
+  if (!p.parse(args)) return 0;
+  if (p.positional().size() != 2) throw Error("quantize: expected IN and OUT folders (see --help)");
+  std::optional<ExportFormat> f = parse_export_format(format);
+  if (!f) throw Error("--format: expected nf4, nvfp4-experts or mlx4, got '" + format + "'");
+  ExportOptions o;
+  o.format = *f;
+  o.quantize_embeddings = embeddings;
+  o.quantize_router = router;
+  o.nf4_double_quant = !no_double_quant;
+  Progress progress;
+  if (!quiet) o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };
+  const ExportReport r = export_quantized(p.positional()[0], p.positional()[1], o);
+  std::fprintf(stderr, "quantize: %d tensors quantized, %d copied, %d tied copies dropped; %s -> %s (%s)\n",
+               r.quantized, r.copied, r.dropped, human_bytes(r.input_bytes).c_str(), human_bytes(r.output_bytes).c_str(),
+               r.out_file.c_str());
+  return 0;
+}
+
+const Subcommand kQuantize("quantize", "export a checkpoint as NF4, NVFP4 (experts) or MLX 4-bit", run_quantize);
+
+}  // namespace
+}  // namespace dgemma::cli

@@ -1,0 +1,103 @@
+// dgemma run [-m DIR] -p "text" [--raw] [-n N] [--seed N] [--visualize | --json] ...
+// Text in, text out: chat template (spec §3.6), block-diffusion generation
+// (spec §3.2), text streamed as canvases commit, summary on stderr.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "cli.h"
+#include "dgemma/error.h"
+#include "generate/generate.h"
+#include "generation_flags.h"
+#include "model_flags.h"
+#include "model_source.h"
+#include "stream_printer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dgemma::cli {
+namespace {
+
+int run_run(const Args& args) {
+  ModelFlags mf;
+  GenerationFlags gf;
+  std::string prompt, system, tokenizer_flag, template_name = "auto";
+  bool raw = false, thinking = false, visualize = false, as_json = false, special = false, quiet = false;
+  FlagParser p("dgemma run [-m DIR] -p \"text\" [-n N] [--seed N] [--visualize | --json]",
+               std::string("Generates a reply to one prompt. The prompt goes through the model's chat template\n"
+                           "(Gemma 4: <bos><|turn>user\\n...<turn|>\\n<|turn>model\\n plus the empty thought\n"
+                           "channel unless --thinking); --raw encodes the text as is, with the tokenizer's BOS.\n"
+                           "The reply is printed as each canvas commits; it ends at the first EOS and has at most\n"
+                           "-n tokens (whole canvases are generated; the output is trimmed). A summary (prompt\n"
+                           "tokens, canvases, steps per canvas, positions/s, tokens/s, time to the first\n"
+                           "committed token, peak memory) goes to stderr.\n"
+                           "--visualize: on a terminal the canvas is redrawn in place at every denoising step\n"
+                           "(accepted tokens bold green, noise dimmed, step counter and mean entropy); when stdout\n"
+                           "is not a terminal it prints one line per step instead (accepted tokens in place, '_'\n"
+                           "for noise) and then the final text.\n"
+                           "--json: JSON lines {\"event\":\"step\",...} per step, {\"event\":\"canvas\",...,\"text\":...}\n"
+                           "per canvas and a final {\"event\":\"done\",...} with the text, tokens and timings.\n\n") +
+                   kDefaultModelHelp);
+  mf.add_to(p);
+  p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
+  p.add_string("-p,--prompt", &prompt, "the prompt ('-' reads it from stdin)", "TEXT");
+  p.add_string("--system", &system, "system message", "TEXT");
+  p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn)");
+  p.add_bool("--raw", &raw, "no chat template: encode the prompt as is (BOS per the tokenizer)");
+  p.add_string("--chat-template", &template_name, "auto, gemma4 or gemma3", "NAME");
+  gf.add_to(p);
+  p.add_bool("--visualize", &visualize, "show the denoising of every canvas");
+  p.add_bool("--json", &as_json, "JSON lines of step/canvas/done events on stdout");
+  p.add_bool("--special", &special, "keep special tokens in the printed text");
+  p.add_bool("-q,--quiet", &quiet, "no notes or summary on stderr");
+  if (!p.parse(args)) return 0;
+  if (!p.positional().empty()) throw Error("run: unexpected argument '" + p.positional()[0] + "'");
+  if (!p.given("-p")) throw Error("run: give a prompt with -p TEXT");
+  if (visualize && as_json) throw Error("run: --visualize and --json exclude each other");
+  if (raw && (!system.empty() || thinking)) throw Error("run: --raw excludes --system and --thinking");
+  if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  mf.model_dir = resolve_model_dir(mf, quiet);
+  const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
+  const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
+  std::vector<int32_t> ids;
+  if (raw) {
+    ids = tokenizer.encode(prompt, true);
+  } else {
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system, {}});
+    messages.push_back({"user", prompt, {}});
+    ids = encode_chat(tokenizer, messages, true, thinking, parse_chat_template_kind(template_name));
+  }
+  auto model = mf.load();
+  quiet = quiet || !mf.is_output_rank();  // under MPI only rank 0 reports
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const uint64_t seed = gf.resolve_seed();
+  RandomDraws draws(seed);
+  StreamOptions so;
+  so.mode = as_json ? StreamMode::kJson : visualize ? StreamMode::kVisualize : StreamMode::kText;
+  so.tty = is_tty(stdout);
+  so.special = special;
+  so.max_tokens = config.max_new_tokens;
+  so.eos_token_ids = config.eos_token_ids;
+  so.max_denoising_steps = config.max_denoising_steps;
+  StreamPrinter printer(tokenizer, stdout, so);
+  printer.start();
+  const GenerationResult result = generate(*model, ids, config, draws, &printer);
+  json::Object extra;
+  extra.emplace_back("seed", json::Value(seed));
+  const GenerationStats stats = printer.finish(result, model->canvas_length(), extra);
+  if (!quiet)
+    std::fprintf(stderr, "%s\nload time         %.2f s (model, tokenizer)\nseed              %llu\n",
+                 format_summary(stats).c_str(), load_seconds, (unsigned long long)seed);
+  return 0;
+}
+
+const Subcommand kRun("run", "generate text from a prompt (default model: random weights, no download)", run_run);
+
+}  // namespace
+}  // namespace dgemma::cli
