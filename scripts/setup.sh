@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release
 echo
-echo "== dgemma inspect tests/data/golden_a (bundled tiny DiffusionGemma checkpoint) =="
-build/release/dgemma inspect tests/data/golden_a
+echo "== dgemma run --visualize on the built-in default model (RANDOM weights: gibberish by design) =="
+echo "   for the real model: build/release/dgemma run -m /path/to/diffusiongemma-26B-A4B-it -p \"...\""
+build/release/dgemma run --visualize -p "Write a haiku about diffusion."
