@@ -12,3 +12,32 @@ inline std::string dgemma_test_data_dir() {
   return dgemma::source_dir() + "/tests/data";
 }
 #define DGEMMA_TEST_DATA (dgemma_test_data_dir())
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+// A fresh, empty scratch folder for this test process: temp/dgemma_<tag>_<pid>.
+// ctest runs every test case in its own process, several at once, so a fixed
+// folder name would be shared (and raced on) by concurrent tests. The folders
+// are removed when the process exits.
+inline std::string dgemma_test_temp_dir(const std::string& tag) {
+  struct Registry {
+    std::mutex mu;
+    std::vector<std::filesystem::path> dirs;
+    ~Registry() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Registry registry;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dgemma_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::lock_guard<std::mutex> lock(registry.mu);
+  registry.dirs.push_back(dir);
+  return dir.string();
+}

@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/tensor_names.h"
 #include "quantize/format_tables.h"
+#include "quantize/page_release.h"
 #include "quantize/quant_context.h"
 #include "quantize/quantizers.h"
 #include "quantize/resolve.h"
@@ -173,7 +174,15 @@ class Exporter {
   void produce(const Item& it) {
     switch (it.action) {
       case Action::kDrop: return;
-      case Action::kCopy: w_.write(it.src->name(), it.src->data, it.src->nbytes()); return;
+      case Action::kCopy: {
+        // In pieces, handing each piece's input pages back once written.
+        const uint64_t n = it.src->nbytes(), piece = uint64_t(64) << 20;
+        for (uint64_t at = 0; at < n; at += piece) {
+          w_.write(it.src->name(), it.src->data + at, std::min(piece, n - at), at);
+          release_mapped_pages(it.src->data + at, std::min(piece, n - at));
+        }
+        return;
+      }
       case Action::kNf4: return produce_nf4(*it.src);
       case Action::kNvfp4Experts: return produce_nvfp4(it);
       case Action::kAffine: return produce_affine(it);
@@ -213,6 +222,8 @@ class Exporter {
       quant::Nf4Packed p = quant::quantize_nf4(source_of(v, i0, cnt), 64, false);
       w_.write(name, p.codes.data(), p.codes.size(), uint64_t(i0 / 2));
       absmax.insert(absmax.end(), p.absmax.begin(), p.absmax.end());
+      release_mapped_pages(v.data + size_t(i0) * size_t(dtype_bits(v.dtype()) / 8),
+                           uint64_t(cnt) * uint64_t(dtype_bits(v.dtype()) / 8));
     }
     quant::Nf4Packed p;
     if (dq) {
@@ -244,6 +255,8 @@ class Exporter {
       w_.write(m + ".weight_scale", p.scales.data(), p.scales.size());
       w_.write(m + ".weight_scale_2", &p.global_scale, 4);
       w_.write(m + ".input_scale", &one, 4);
+      const uint64_t esize = uint64_t(dtype_bits(v.dtype()) / 8);
+      release_mapped_pages(v.data + uint64_t(row0 * c) * esize, uint64_t(r * c) * esize);
     });
   }
 
@@ -261,6 +274,8 @@ class Exporter {
       const uint64_t at = uint64_t(r0 * (cols / it.group)) * ssize;
       w_.write(p + ".scales", q.scales.data(), q.scales.size(), at);
       w_.write(p + ".biases", q.biases.data(), q.biases.size(), at);
+      const uint64_t esize = uint64_t(dtype_bits(v.dtype()) / 8);
+      release_mapped_pages(v.data + uint64_t(r0 * cols) * esize, uint64_t(r * cols) * esize);
     }
   }
 
@@ -376,6 +391,7 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
   uint64_t done = 0;
   for (const Item& it : items) {
     ex.produce(it);
+    release_mapped_pages(it.src->data, it.src->nbytes());  // keep resident memory at the output's size
     done += it.src->nbytes();
     if (o.progress) o.progress(done, report.input_bytes, it.src->name());
   }

@@ -1,9 +1,7 @@
 #include "quantize/load_quantize.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "dgemma/error.h"
+#include "quantize/page_release.h"
 #include "quantize/quantizers.h"
 
 namespace dgemma {
@@ -19,14 +17,6 @@ bool covered(Component c, LoadQuantization mode) {
              c == Component::kExperts;
   }
   return false;
-}
-
-// Drops the whole pages inside [p, p + n) of a read-only file mapping: they
-// are read again from the file if anything touches them later.
-void release_pages(const void* p, uint64_t n) {
-  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (uintptr_t(p) + page - 1) / page * page, end = (uintptr_t(p) + n) / page * page;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -62,7 +52,7 @@ std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const Expected
   q->stored_names = {plain.name};
   q->found_as = {ex.name};
   q->describe += " (quantized at load)";
-  if (release_source) release_pages(plain.data, uint64_t(plain.numel()) * uint64_t(dtype_bits(plain.dtype) / 8));
+  if (release_source) release_mapped_pages(plain.data, uint64_t(plain.numel()) * uint64_t(dtype_bits(plain.dtype) / 8));
   WeightRef r = plain;
   r.data = q->slices.front().codes;
   r.quant = std::move(q);

@@ -45,8 +45,7 @@ TEST(Inspect, GoldenTinyCheckpoint) {
 }
 
 TEST(Inspect, SparseFullSizeFake) {
-  const std::string dir = (std::filesystem::temp_directory_path() / "dgemma_sparse_26b_test").string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = dgemma_test_temp_dir("sparse_26b_test");
   write_sparse_checkpoint(kData + "/configs/diffusiongemma-26b-a4b.config.json", dir);
   CheckpointReport r = inspect_checkpoint(dir, 4096);
   const int64_t expected = formula_parameters(262144, 2816, 25, 5, 16, 8, 256, 2, 512, 2112, 128, 704);
@@ -62,8 +61,7 @@ TEST(Inspect, SparseFullSizeFake) {
 }
 
 TEST(Inspect, StoredEncoderAliasesAreAccepted) {
-  const std::string dir = (std::filesystem::temp_directory_path() / "dgemma_sparse_alias_test").string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = dgemma_test_temp_dir("sparse_alias_test");
   FakeCheckpointOptions o;
   o.shards = 2;
   o.include_encoder_aliases = true;

@@ -183,9 +183,7 @@ TEST(ModelBehaviour, OtherShapesAndBf16WeightsWork) {
 // bf16 cast of config A.)
 TEST(ModelBehaviour, Bf16ProductPathRoundsOnlyTheWeights) {
   namespace fs = std::filesystem;
-  const std::string dir = (fs::temp_directory_path() / "dgemma_prerounded").string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = dgemma_test_temp_dir("prerounded");
   fs::copy_file(kGolden + "/config.json", dir + "/config.json");
   {
     TensorStore src = TensorStore::open_dir(kGolden);

@@ -26,9 +26,7 @@ struct RandomSpec {
 
 inline std::string write_random_checkpoint(const std::string& tag, const RandomSpec& s) {
   namespace fs = std::filesystem;
-  const std::string dir = (fs::temp_directory_path() / ("dgemma_random_" + tag)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = dgemma_test_temp_dir("random_" + tag);
   json::Value text = json::Object{};
   text.set("model_type", "diffusion_gemma_text");
   text.set("vocab_size", s.vocab);

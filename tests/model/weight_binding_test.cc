@@ -21,9 +21,7 @@ const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
 using Edit = std::function<bool(std::string& name, std::vector<int64_t>& shape, std::vector<float>& data)>;
 std::string copy_golden(const std::string& tag, const Edit& edit,
                         const std::vector<std::pair<std::string, std::vector<float>>>& extra = {}) {
-  const std::string dir = (fs::temp_directory_path() / ("dgemma_bind_" + tag)).string();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = dgemma_test_temp_dir("bind_" + tag);
   fs::copy_file(kGolden + "/config.json", dir + "/config.json");
   TensorStore src = TensorStore::open_dir(kGolden);
   SafetensorsWriter w;

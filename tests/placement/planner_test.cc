@@ -28,8 +28,7 @@ struct RealModel {
 const RealModel& real_model() {
   static RealModel m = [] {
     RealModel r;
-    const std::string dir = (std::filesystem::temp_directory_path() / "dgemma_plan_fake").string();
-    std::filesystem::remove_all(dir);
+    const std::string dir = dgemma_test_temp_dir("plan_fake");
     FakeCheckpointOptions o;
     o.include_encoder_aliases = true;  // a re-saved checkpoint: storage must still be counted once
     write_sparse_checkpoint(kData + "/configs/diffusiongemma-26b-a4b.config.json", dir, o);

@@ -908,10 +908,10 @@ void CudaBackend::Impl::dispatch(const OpCall& c) {
   fail("internal: unknown op kind " + std::to_string(int(c.kind)));
 }
 
-// Outputs are downloaded with cudaMemcpyAsync inside each op; the final
-// synchronization below waits for them (and surfaces asynchronous faults of
-// this op's kernels here, before the next op runs). The canary check comes
-// after it, before the outputs are handed back.
+// Each op ends by queueing the copies of its outputs to the host; the
+// synchronization below waits for them and surfaces asynchronous faults of
+// this op's kernels here, before the next op runs. The canary check follows:
+// when it fails the op throws, and the outputs it already copied are void.
 void CudaBackend::Impl::run(const OpCall& c) {
   call = &c;
   where = where_of(c);

@@ -92,12 +92,21 @@ static void pack_b_rows(const BT* src, int64_t ld, int64_t n, int64_t kc, int64_
   }
 }
 
+// Panels per L2 block for a range of rows: kNcPanels, or 1 (each panel's
+// whole K in one sequential sweep) when the packed A rows fit in L2 anyway
+// (expert GEMMs, M ≈ 16). Then B, which is used by only a few row blocks and
+// streamed from memory, is read as one long run per panel (a stream the
+// hardware prefetcher follows) instead of kKc-deep pieces 8 panels apart.
+static inline int64_t panels_per_block(int64_t rows, int64_t k) {
+  return rows * k * 4 <= (int64_t(512) << 10) ? 1 : kNcPanels;
+}
+
 template <class BT>
 static void gemm_range_t(const GemmArgs& g, const GemmRange& r, float* scratch) {
   const float* A = static_cast<const float*>(g.a);
-  const int64_t K = g.k, N = g.n;
-  for (int64_t pb = r.p0; pb < r.p1; pb += kNcPanels) {
-    const int64_t pe = s_min64(pb + kNcPanels, r.p1);
+  const int64_t K = g.k, N = g.n, nc = panels_per_block(r.m1 - r.m0, K);
+  for (int64_t pb = r.p0; pb < r.p1; pb += nc) {
+    const int64_t pe = s_min64(pb + nc, r.p1);
     for (int64_t kc = 0; kc < K; kc += kKc) {
       const int64_t kcl = s_min64(kKc, K - kc);
       const bool load_c = g.accumulate || kc > 0;

@@ -134,8 +134,10 @@ void gemm_impl(const GemmArgs& g, const GemmRange& r, float* scratch) {
   if (g.b.type != PanelType::kBF16Pairs) return base()->gemm(g, r, scratch);
   const uint32_t* A = static_cast<const uint32_t*>(g.a);
   const int64_t K = g.k, N = g.n, K2 = (K + 1) / 2;
-  for (int64_t pb = r.p0; pb < r.p1; pb += kNcPanels) {
-    const int64_t pe = min64(pb + kNcPanels, r.p1);
+  // As gemm-inl.h panels_per_block (A rows here are 2 bytes per k).
+  const int64_t nc = (r.m1 - r.m0) * K * 2 <= (int64_t(512) << 10) ? 1 : kNcPanels;
+  for (int64_t pb = r.p0; pb < r.p1; pb += nc) {
+    const int64_t pe = min64(pb + nc, r.p1);
     for (int64_t kc = 0; kc < K; kc += kKc) {  // kKc is even: blocks start on a pair
       const int64_t kcl = min64(kKc, K - kc), k2 = (kcl + 1) / 2;
       const bool load_c = g.accumulate || kc > 0;
