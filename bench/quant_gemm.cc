@@ -1,21 +1,21 @@
 // Throughput of the quantized linear (dequantize-in-tile GEMM,
 // ops/cpu/quant_kernels.h) per format against the bf16 path of the same CPU
 // backend (packed bf16 panels) in the same run, and against OpenBLAS sgemm
-// on the fp32 weight when libopenblas is present (loaded at run time, so the
-// benchmark needs no link-time BLAS).
+// on the fp32 weight when libopenblas is present (ops/cpu/blas_baseline.h:
+// opened at run time, so the benchmark needs no link-time BLAS).
 //
 // Shapes: an expert projection (gate_up of one expert, [1408, 2816]) at
 // M = 16 tokens, and a canvas GEMM (dense MLP gate, [2112, 2816]) at M = 256
 // canvas positions (spec §1.1 sizes). Counters: GFLOP/s (2·M·N·K per
 // iteration) and the weight bytes streamed per second.
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>
 
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
 
+#include "ops/cpu/blas_baseline.h"
 #include "ops/cpu/cpu_backend.h"
 #include "quantize/quantizers.h"
 
@@ -65,7 +65,7 @@ const Weights& weights(const Shape& s, Kind k) {
   std::normal_distribution<float> d(0.0f, 0.05f);
   w.f32.resize(size_t(s.N * s.K));
   for (float& x : w.f32) x = d(rng);
-  w.ref.name = "w";
+  w.ref.name = std::string(1, 'w');  // not = "w": GCC 12 -Wrestrict false positive on a 1-char literal
   w.ref.shape = {s.N, s.K};
   const quant::FloatSource src{DType::kF32, w.f32.data(), s.N * s.K};
   quant::QuantizeParams p;
@@ -99,16 +99,10 @@ const Weights& weights(const Shape& s, Kind k) {
   return w;
 }
 
-// cblas_sgemm(RowMajor, NoTrans, Trans, M, N, K, 1, A, K, B, K, 0, C, N)
-// through dlopen, when libopenblas is installed.
-using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
-SgemmFn sgemm() {
-  static SgemmFn fn = [] {
-    for (const char* lib : {"libopenblas.so.0", "libopenblas.so"})
-      if (void* h = ::dlopen(lib, RTLD_NOW | RTLD_LOCAL)) return reinterpret_cast<SgemmFn>(::dlsym(h, "cblas_sgemm"));
-    return SgemmFn(nullptr);
-  }();
-  return fn;
+// OpenBLAS cblas_sgemm, opened at run time when libopenblas is installed.
+const cpu::BlasBaseline* blas() {
+  static const std::unique_ptr<cpu::BlasBaseline> b = cpu::BlasBaseline::open();
+  return b.get();
 }
 
 void bench(benchmark::State& state, Shape s, Variant v) {
@@ -119,15 +113,14 @@ void bench(benchmark::State& state, Shape s, Variant v) {
   for (float& f : x.f) f = d(rng);
   Tensor out;
   if (v.kind == Kind::kSgemm) {
-    SgemmFn f = sgemm();
+    const cpu::BlasBaseline* f = blas();
     if (!f) {
       state.SkipWithError("libopenblas not found");
       return;
     }
     out = Tensor::f32({s.M, s.N});
     for (auto _ : state) {
-      f(101, 111, 112, int(s.M), int(s.N), int(s.K), 1.0f, x.f.data(), int(s.K), w.f32.data(), int(s.K), 0.0f,
-        out.f.data(), int(s.N));
+      f->sgemm_nt(s.M, s.N, s.K, x.f.data(), w.f32.data(), out.f.data());
       benchmark::DoNotOptimize(out.f.data());
     }
   } else {

@@ -1,6 +1,7 @@
 // dgemma doctor -m DIR --backend NAME [--steps N] [--json] ...
 #include <cstdio>
 
+#include "backend/backend_factory.h"
 #include "backend/doctor.h"
 #include "backend/inject_backend.h"
 #include "cli.h"
@@ -60,6 +61,7 @@ int run_doctor_cmd(const Args& args) {
       if (v < 0 || v > INT32_MAX) throw Error("--prompt-ids: id " + std::to_string(v) + " is out of range");
       o.prompt.push_back(int32_t(v));
     }
+  if (sync) o.backend = with_device_option(o.backend, "sync");
   DoctorReport r = run_doctor(o);
   if (as_json) std::printf("%s\n", json::dump(doctor_report_json(r), 2).c_str());
   else std::fputs(doctor_report_text(r).c_str(), stdout);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "backend/backend_factory.h"
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_backend.h"
 #include "placement/mpi_transport.h"
@@ -14,7 +15,8 @@ void ModelFlags::add_to(FlagParser& p) {
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
   p.add_string("--precision", &precision,
                "fp32: weights as stored, fp32 activations (parity); bf16: weights converted to bf16, "
-               "fp32 activations and accumulation (product path)",
+               "fp32 activations and accumulation (product path); bf16-dot: bf16 weights and GEMM inputs "
+               "rounded to bf16, vdpbf16ps (fastest on AVX512_BF16 CPUs, a bf16 run numerically)",
                "MODE");
   p.add_string("--decoder-window", &decoder_window,
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
@@ -25,6 +27,13 @@ void ModelFlags::add_to(FlagParser& p) {
                "dense MLP, self-conditioning, experts); nvfp4-experts (NVFP4, experts only); q8 (int8, same "
                "weights as nf4). Embeddings, norms and router stay as stored",
                "MODE");
+  p.add_string("--backend", &backend,
+               "where the ops run: cpu, cuda (cuda:N for device N), or inject:OP:LAYER:PASS:STEP:KIND (the CPU "
+               "with one injected fault, for testing); the sampler always runs on the CPU",
+               "NAME");
+  p.add_bool("--debug-device", &debug_device,
+             "device fault guards in a normal run (CUDA): synchronize after every launch, canary-padded and "
+             "NaN-filled buffers, index bounds checks, and the last launches printed on a fault");
   p.add_string("--plan", &plan,
                "run the stages of a `dgemma plan --json` file: under mpirun one rank per device (bit-identical "
                "to one process), otherwise one virtual CPU device per stage",
@@ -35,7 +44,8 @@ ModelOptions ModelFlags::options() const {
   ModelOptions o;
   if (precision == "fp32") o.precision = WeightPrecision::kAsStored;
   else if (precision == "bf16") o.precision = WeightPrecision::kBF16;
-  else throw Error("--precision: expected fp32 or bf16, got '" + precision + "'");
+  else if (precision == "bf16-dot") o.precision = WeightPrecision::kBF16, o.bf16_dot = true;
+  else throw Error("--precision: expected fp32, bf16 or bf16-dot, got '" + precision + "'");
   if (threads < 0) throw Error("--threads must be >= 0, got " + std::to_string(threads));
   o.threads = int(threads);
   o.decoder_window = parse_decoder_window(decoder_window);
@@ -49,6 +59,14 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   if (model_dir.empty()) throw Error("no model given: use -m DIR");
   auto model = config.empty() ? DiffusionGemma::load(model_dir, options())
                               : DiffusionGemma::load(model_dir, config, options());
+  if (backend != "cpu" || debug_device) {
+    if (!plan.empty()) throw Error("--backend/--debug-device: not combinable with --plan (a plan names its devices)");
+    const std::string spec = debug_device ? with_device_option(backend, "debug") : backend;
+    if (debug_device && spec == backend)
+      throw Error("--debug-device: backend '" + backend + "' has no device buffers to guard (use --backend cuda)");
+    backend_ = make_backend(spec, int(threads));
+    model->set_backend(*backend_);
+  }
   if (plan.empty()) return model;
   const std::vector<int> owners = layer_owners_from_plan(plan, model->config().num_layers);
   if (launched_under_mpi()) {
@@ -62,7 +80,10 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     // One virtual CPU device (own backend and thread pool) per stage.
     int stages = 0;
     for (int o : owners) stages = std::max(stages, o + 1);
-    for (int s = 0; s < stages; ++s) stage_backends_.push_back(std::make_unique<CpuBackend>(int(threads)));
+    CpuBackendOptions co;
+    co.threads = int(threads);
+    co.bf16_dot = model->options().bf16_dot;
+    for (int s = 0; s < stages; ++s) stage_backends_.push_back(std::make_unique<CpuBackend>(co));
     std::vector<Backend*> per_layer;
     for (int o : owners) per_layer.push_back(stage_backends_[size_t(o)].get());
     model->set_layer_backends(per_layer);

@@ -19,6 +19,8 @@ struct ModelFlags {
   int64_t threads = 0;
   std::string quantize = "none";  // quantize at load: none, nf4, nvfp4-experts, q8
   std::string plan;  // optional `dgemma plan --json` output: run its stages
+  std::string backend = "cpu";  // backend_factory.h name: cpu, cuda, cuda:1, inject:...
+  bool debug_device = false;     // device fault guards (CUDA "debug": canaries, NaN fill, launch ring)
 
   // Whether this process should print results (rank 0, or not under MPI).
   bool is_output_rank() const { return output_rank_; }
@@ -31,6 +33,7 @@ struct ModelFlags {
   // Kept alive as long as the flags (and the model they configured).
   mutable std::unique_ptr<StageTransport> transport_;
   mutable std::vector<std::unique_ptr<Backend>> stage_backends_;
+  mutable std::unique_ptr<Backend> backend_;
   mutable bool output_rank_ = true;
 };
 

@@ -33,4 +33,10 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
   throw Error("unknown backend '" + spec + "' (available: cpu, inject:OP:LAYER:PASS:STEP:KIND)");
 }
 
+std::string with_device_option(const std::string& spec, const std::string& option) {
+  if (spec == "cuda") return spec + ":" + option;
+  if (spec.rfind("cuda:", 0) == 0) return spec + "," + option;
+  return spec;
+}
+
 }  // namespace dgemma

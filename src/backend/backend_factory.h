@@ -11,4 +11,10 @@ namespace dgemma {
 
 std::unique_ptr<Backend> make_backend(const std::string& spec, int threads = 0);
 
+// Adds a CUDA option ("sync", "debug") to a backend name: "cuda" becomes
+// "cuda:sync", "cuda:1" becomes "cuda:1,sync". Other backends run every op
+// synchronously on the host and have no device buffers to guard, so their
+// names are returned unchanged.
+std::string with_device_option(const std::string& spec, const std::string& option);
+
 }  // namespace dgemma

@@ -9,6 +9,8 @@
 
 namespace dgemma {
 
+class ThreadPool;
+
 class DiffusionModel {
  public:
   virtual ~DiffusionModel() = default;
@@ -31,6 +33,11 @@ class DiffusionModel {
 
   // Drops cached positions >= length (chat prefix reuse, spec §3.6).
   virtual void truncate_cache(int64_t length) = 0;
+
+  // Worker threads generate() may use for its per-row pass over the logits
+  // between decoder passes (the model's own CPU pool, idle then); null: run
+  // that pass on the calling thread.
+  virtual ThreadPool* thread_pool() { return nullptr; }
 };
 
 }  // namespace dgemma

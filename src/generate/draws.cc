@@ -3,9 +3,11 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "dgemma/error.h"
 #include "generate/draws.h"
+#include "generate/sampler.h"
 
 namespace dgemma {
 namespace {
@@ -23,6 +25,11 @@ int32_t RandomDraws::uniform_token(int64_t canvas, int64_t step, DrawPurpose pur
   return int32_t(stream.uniform_int(uint32_t(vocab)));
 }
 
+std::optional<double> RandomDraws::sample_uniform(int64_t canvas, int64_t step, int64_t position) const {
+  PhiloxStream stream(seed_, uint32_t(canvas), uint32_t(step), DrawPurpose::kSample, uint32_t(position));
+  return stream.uniform_double();
+}
+
 int32_t RandomDraws::sample_token(int64_t canvas, int64_t step, int64_t position, const float* z,
                                   int64_t vocab) const {
   // Probabilities as softmax computes them in fp32 (exp(z - max)); their sum
@@ -30,24 +37,17 @@ int32_t RandomDraws::sample_token(int64_t canvas, int64_t step, int64_t position
   // wasted on rounding.
   float max_z = -std::numeric_limits<float>::infinity();
   for (int64_t v = 0; v < vocab; ++v) max_z = std::max(max_z, z[v]);
+  thread_local std::vector<float> p;
+  p.resize(size_t(vocab));
   double total = 0.0;
-  for (int64_t v = 0; v < vocab; ++v) total += double(std::exp(z[v] - max_z));
+  for (int64_t v = 0; v < vocab; ++v) {
+    p[size_t(v)] = std::exp(z[v] - max_z);
+    total += double(p[size_t(v)]);
+  }
   if (!(total > 0.0) || !std::isfinite(total))
     throw Error("RandomDraws::sample: canvas " + std::to_string(canvas) + " step " + std::to_string(step) +
                 " position " + std::to_string(position) + ": logits row has no finite maximum");
-
-  PhiloxStream stream(seed_, uint32_t(canvas), uint32_t(step), DrawPurpose::kSample, uint32_t(position));
-  const double target = stream.uniform_double() * total;
-  double cdf = 0.0;
-  int64_t last_positive = -1;
-  for (int64_t v = 0; v < vocab; ++v) {
-    const float p = std::exp(z[v] - max_z);
-    if (p <= 0.0f) continue;
-    cdf += double(p);
-    last_positive = v;
-    if (cdf > target) return int32_t(v);
-  }
-  return int32_t(last_positive);  // target fell in the rounding slack of the last bin
+  return inverse_cdf(p.data(), size_t(vocab), *sample_uniform(canvas, step, position) * total);
 }
 
 void RandomDraws::canvas_init(int64_t canvas, int64_t vocab, std::span<int32_t> out) {

@@ -11,6 +11,7 @@
 //    bit-exact replays of a Transformers run.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,15 @@ class DrawSource {
   // Draw C: out.size() fresh tokens uniform in [0, vocab); generate() uses
   // only the non-accepted positions but always draws the whole canvas.
   virtual void renoise(int64_t canvas, int64_t step, int64_t vocab, std::span<int32_t> out) = 0;
+
+  // A source whose draw B is, per position, the inverse CDF of the fp32
+  // weights exp(z - max z) at uniform · their sum (sampler.h inverse_cdf)
+  // returns that uniform here, so that generate() can fuse the draw into its
+  // per-row pass over the logits instead of calling sample(); the result is
+  // identical. Other sources return nullopt.
+  virtual std::optional<double> sample_uniform(int64_t /*canvas*/, int64_t /*step*/, int64_t /*position*/) const {
+    return std::nullopt;
+  }
 };
 
 class RandomDraws final : public DrawSource {
@@ -45,6 +55,7 @@ class RandomDraws final : public DrawSource {
   void sample(int64_t canvas, int64_t step, const float* processed_logits, int64_t vocab,
               std::span<int32_t> out) override;
   void renoise(int64_t canvas, int64_t step, int64_t vocab, std::span<int32_t> out) override;
+  std::optional<double> sample_uniform(int64_t canvas, int64_t step, int64_t position) const override;
 
   // The per-position primitives the canvas-level calls loop over; any order
   // or split of positions over threads gives identical tokens.

@@ -1,10 +1,13 @@
 #include "generate/generate.h"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "core/thread_pool.h"
 #include "dgemma/error.h"
 #include "generate/sampler.h"
 
@@ -65,6 +68,34 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   std::vector<float> entropy(l);
   std::vector<uint8_t> accepted(l);
   StabilityTracker stability(config.stability_threshold, L);
+
+  // The per-row pass over `out`; every row's error is kept, and the first
+  // row's is rethrown (pool workers must not throw).
+  ThreadPool* pool = model.thread_pool();
+  std::vector<std::exception_ptr> row_errors(l);
+  std::string where;
+  bool fuse_sample = false;
+  auto run_rows = [&](int64_t c, int64_t s, float temperature) {
+    auto rows = [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> scratch;
+      scratch.resize(size_t(V));
+      for (int64_t i = begin; i < end; ++i) {
+        try {
+          const std::optional<double> u = fuse_sample ? draws.sample_uniform(c, s, i) : std::nullopt;
+          const RowPass r = process_row(out + size_t(i) * size_t(V), size_t(V), temperature, u ? &*u : nullptr,
+                                        scratch.data(), where.c_str());
+          argmax[size_t(i)] = r.argmax;
+          entropy[size_t(i)] = r.entropy;
+          if (fuse_sample) sampled[size_t(i)] = r.sample;
+          row_errors[size_t(i)] = nullptr;
+        } catch (...) {
+          row_errors[size_t(i)] = std::current_exception();
+        }
+      }
+    };
+    if (pool != nullptr) pool->parallel_for(L, 1, rows);
+    else rows(0, L);
+  };
   const std::span<const int32_t> eos_ids(config.eos_token_ids);
 
   if (!prompt.empty()) model.encode(prompt);  // prefill (spec §2.2)
@@ -88,17 +119,17 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
       ++result.decoder_forwards;
       ++steps;
 
+      // One fused pass per row (temperature, argmax, entropy and, for a
+      // source that samples by inverse CDF, draw B), rows spread over the
+      // model's threads. Reference order: sample (B), argmax, accept,
+      // renoise (C); draw B reads only this row, so fusing keeps it.
       const float temperature = step_temperature(config.t_min, config.t_max, cur_step, N);
-      apply_temperature(std::span<float>(out, lv), temperature);
-      const std::string where = "generate: " + step_name(c, s);
-      for (size_t i = 0; i < l; ++i) {
-        const RowStats st = row_stats(std::span<const float>(out + i * size_t(V), size_t(V)), where.c_str());
-        argmax[i] = st.argmax;
-        entropy[i] = st.entropy;
-      }
-
-      // Reference order: sample (B), argmax, accept, renoise (C).
-      draws.sample(c, s, out, V, sampled);
+      where = "generate: " + step_name(c, s);
+      fuse_sample = draws.sample_uniform(c, s, 0).has_value();
+      run_rows(c, s, temperature);
+      for (size_t i = 0; i < l; ++i)
+        if (row_errors[i]) std::rethrow_exception(row_errors[i]);
+      if (!fuse_sample) draws.sample(c, s, out, V, sampled);
       check_tokens(sampled, V, "sample draw of " + step_name(c, s));
       const int64_t n_accepted = entropy_bound_accept(entropy, config.entropy_bound, accepted);
       draws.renoise(c, s, V, noise);

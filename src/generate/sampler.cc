@@ -23,20 +23,32 @@ void apply_temperature(std::span<float> logits, float temperature) {
   for (float& x : logits) x = x / temperature;
 }
 
-RowStats row_stats(std::span<const float> z, const char* where) {
-  RowStats out;
+namespace {
+
+// First maximum of a row of logits; NaN and +inf are errors.
+float row_max(const float* z, size_t n, int32_t& argmax, const char* where) {
   float max_z = -std::numeric_limits<float>::infinity();
-  for (size_t v = 0; v < z.size(); ++v) {
+  for (size_t v = 0; v < n; ++v) {
     const float x = z[v];
     if (std::isnan(x) || x == std::numeric_limits<float>::infinity())
       throw Error(std::string(where) + ": logit " + std::to_string(v) + " is " + std::to_string(x));
     if (x > max_z) {
       max_z = x;
-      out.argmax = int32_t(v);
+      argmax = int32_t(v);
     }
   }
-  if (max_z == -std::numeric_limits<float>::infinity())
-    throw Error(std::string(where) + ": every logit is -inf");
+  if (max_z == -std::numeric_limits<float>::infinity()) throw Error(std::string(where) + ": every logit is -inf");
+  return max_z;
+}
+
+// Entropy in nats from S = sum e and sum e·d, d = z - max z (see row_stats).
+float entropy_of(double sum_e, double sum_ed) { return float(std::log(sum_e) - sum_ed / sum_e); }
+
+}  // namespace
+
+RowStats row_stats(std::span<const float> z, const char* where) {
+  RowStats out;
+  const float max_z = row_max(z.data(), z.size(), out.argmax, where);
   double sum_e = 0.0, sum_ed = 0.0;
   for (const float x : z) {
     const float d = x - max_z;  // <= 0; -inf for masked tokens
@@ -46,7 +58,39 @@ RowStats row_stats(std::span<const float> z, const char* where) {
       sum_ed += double(e) * double(d);
     }
   }
-  out.entropy = float(std::log(sum_e) - sum_ed / sum_e);
+  out.entropy = entropy_of(sum_e, sum_ed);
+  return out;
+}
+
+int32_t inverse_cdf(const float* p, size_t n, double target) {
+  double cdf = 0.0;
+  int32_t last_positive = -1;
+  for (size_t v = 0; v < n; ++v) {
+    if (p[v] <= 0.0f) continue;
+    cdf += double(p[v]);
+    last_positive = int32_t(v);
+    if (cdf > target) return int32_t(v);
+  }
+  return last_positive;  // target fell in the rounding slack of the last bin
+}
+
+RowPass process_row(float* row, size_t vocab, float temperature, const double* uniform, float* scratch,
+                    const char* where) {
+  RowPass out;
+  for (size_t v = 0; v < vocab; ++v) row[v] = row[v] / temperature;
+  const float max_z = row_max(row, vocab, out.argmax, where);
+  double sum_e = 0.0, sum_ed = 0.0;
+  for (size_t v = 0; v < vocab; ++v) {
+    const float d = row[v] - max_z;
+    const float e = std::exp(d);
+    scratch[v] = e;
+    if (e > 0.0f) {
+      sum_e += double(e);
+      sum_ed += double(e) * double(d);
+    }
+  }
+  out.entropy = entropy_of(sum_e, sum_ed);
+  if (uniform != nullptr) out.sample = inverse_cdf(scratch, vocab, *uniform * sum_e);
   return out;
 }
 

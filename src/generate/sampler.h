@@ -34,6 +34,28 @@ struct RowStats {
 // (zero probability); NaN or +inf throws dgemma::Error naming `where`.
 RowStats row_stats(std::span<const float> z, const char* where = "row_stats");
 
+// The fused per-row pass of a denoising step (spec §3.2, §3.3): one row of
+// raw logits becomes z = raw / T in place (float32 division, as
+// apply_temperature), and the same sweep finds the first maximum; a second
+// sweep writes p = exp(z - max z) (fp32) into `scratch` (V floats, one buffer
+// per thread) and sums p and p·(z - max z) in double for the entropy (exactly
+// row_stats); then, if `uniform` is given, the categorical sample is the
+// inverse CDF of p at uniform · sum p (exactly RandomDraws::sample_token).
+// NaN or +inf logits, or a row of -inf, throw dgemma::Error naming `where`.
+struct RowPass {
+  int32_t argmax = 0;
+  float entropy = 0.f;
+  int32_t sample = -1;  // -1 when no uniform was given
+};
+RowPass process_row(float* row, size_t vocab, float temperature, const double* uniform, float* scratch,
+                    const char* where);
+
+// Inverse CDF over unnormalized fp32 weights p (the cumulative sum runs in
+// double): the first index whose cumulative weight exceeds `target`, never a
+// zero-weight index; the last positive one if rounding leaves target beyond
+// the total. -1 if every weight is zero.
+int32_t inverse_cdf(const float* p, size_t n, double target);
+
 // Entropy-bound acceptance (HF `accept_canvas`): sort entropies ascending,
 // accept the position of rank k iff float32(cumsum_k) - H_(k) <= bound, where
 // the cumulative sum runs in double and is rounded to float32 per element (as

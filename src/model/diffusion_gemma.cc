@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_backend.h"
@@ -10,16 +11,18 @@
 namespace dgemma {
 namespace {
 
-// Runs one op with one output and returns it.
+// Runs one op with one output, written into the workspace slot of its site,
+// and returns that slot (valid until the site runs again: next layer).
 struct OpSite {
   Executor& ex;
   int layer;
   Pass pass;
   int step;
+  Workspace& ws;
 
-  Tensor run(OpKind kind, std::string_view site, std::vector<const Tensor*> in, std::vector<const WeightRef*> w,
-             OpAttrs attrs = {}) {
-    Tensor out;
+  Tensor& run(OpKind kind, std::string_view site, std::vector<const Tensor*> in, std::vector<const WeightRef*> w,
+              OpAttrs attrs = {}) {
+    Tensor& out = ws.slot(site);
     OpCall c;
     c.kind = kind;
     c.site = site;
@@ -33,16 +36,16 @@ struct OpSite {
     ex.run(c);
     return out;
   }
-  Tensor norm(std::string_view site, const Tensor& x, const WeightRef* w, float eps) {
+  Tensor& norm(std::string_view site, const Tensor& x, const WeightRef* w, float eps) {
     OpAttrs a;
     a.eps = eps;
     if (w) return run(OpKind::kRmsNorm, site, {&x}, {w}, a);
     return run(OpKind::kRmsNorm, site, {&x}, {}, a);
   }
-  Tensor linear(std::string_view site, const Tensor& x, const WeightRef& w) {
+  Tensor& linear(std::string_view site, const Tensor& x, const WeightRef& w) {
     return run(OpKind::kLinear, site, {&x}, {&w});
   }
-  Tensor add(std::string_view site, const Tensor& a, const Tensor& b) { return run(OpKind::kAdd, site, {&a, &b}, {}); }
+  Tensor& add(std::string_view site, const Tensor& a, const Tensor& b) { return run(OpKind::kAdd, site, {&a, &b}, {}); }
 };
 
 Tensor positions_tensor(int64_t start, int64_t n) {
@@ -56,14 +59,19 @@ Tensor positions_tensor(int64_t start, int64_t n) {
 void gather_keys(const LayerCache& lc, int64_t first, const Tensor& k_new, const Tensor& v_new, const Tensor& pos_new,
                  Tensor& keys, Tensor& values, Tensor& kpos) {
   const int64_t n_old = lc.size() - first, n_new = k_new.dim(0), rf = lc.row_floats();
-  keys = Tensor::f32({n_old + n_new, lc.kv_heads, lc.head_dim});
-  values = Tensor::f32({n_old + n_new, lc.kv_heads, lc.head_dim});
-  kpos = Tensor::i32({n_old + n_new});
-  std::memcpy(keys.f.data(), lc.keys.data() + first * rf, size_t(n_old * rf) * 4);
-  std::memcpy(values.f.data(), lc.values.data() + first * rf, size_t(n_old * rf) * 4);
+  // Every element is written below: resized, not zero-filled.
+  keys.dtype = values.dtype = DType::kF32;
+  kpos.dtype = DType::kI32;
+  keys.resize({n_old + n_new, lc.kv_heads, lc.head_dim});
+  values.resize({n_old + n_new, lc.kv_heads, lc.head_dim});
+  kpos.resize({n_old + n_new});
+  if (n_old > 0) {  // an empty cache may have no storage at all (null data())
+    std::memcpy(keys.f.data(), lc.keys.data() + first * rf, size_t(n_old * rf) * 4);
+    std::memcpy(values.f.data(), lc.values.data() + first * rf, size_t(n_old * rf) * 4);
+    std::memcpy(kpos.i.data(), lc.positions.data() + first, size_t(n_old) * 4);
+  }
   std::memcpy(keys.f.data() + n_old * rf, k_new.f.data(), size_t(n_new * rf) * 4);
   std::memcpy(values.f.data() + n_old * rf, v_new.f.data(), size_t(n_new * rf) * 4);
-  std::memcpy(kpos.i.data(), lc.positions.data() + first, size_t(n_old) * 4);
   std::memcpy(kpos.i.data() + n_old, pos_new.i.data(), size_t(n_new) * 4);
 }
 
@@ -88,11 +96,22 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, con
   return std::unique_ptr<DiffusionGemma>(new DiffusionGemma(std::move(config), std::move(store), options));
 }
 
+namespace {
+
+CpuBackendOptions cpu_options(const ModelOptions& o) {
+  CpuBackendOptions c;
+  c.threads = o.threads;
+  c.bf16_dot = o.bf16_dot;
+  return c;
+}
+
+}  // namespace
+
 DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, const ModelOptions& options)
     : config_(std::move(config)),
       store_(std::move(store)),
       options_(options),
-      own_backend_(std::make_unique<CpuBackend>(options.threads)),
+      own_backend_(std::make_unique<CpuBackend>(cpu_options(options))),
       exec_(*own_backend_) {
   // config_ moved: the LayerSpec rope pointers must point into our copy.
   for (auto& L : config_.layers) L.rope = L.type == LayerType::kFull ? &config_.rope_full : &config_.rope_sliding;
@@ -101,16 +120,39 @@ DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, const Mode
   bo.verify_tied_copies = options.verify_tied_copies;
   bo.quantize = options.quantize;
   weights_ = bind_weights(config_, store_, bo);
-  cache_.layers.resize(size_t(config_.num_layers));
+  cache_ = empty_cache();
+}
+
+KvCache DiffusionGemma::empty_cache() const {
+  KvCache cache;
+  cache.layers.resize(size_t(config_.num_layers));
   for (int i = 0; i < config_.num_layers; ++i) {
     const LayerSpec& L = config_.layer(i);
-    LayerCache& lc = cache_.layers[size_t(i)];
+    LayerCache& lc = cache.layers[size_t(i)];
     lc.kv_heads = L.num_kv_heads;
     lc.head_dim = L.head_dim;
     if (L.type == LayerType::kSliding)
-      lc.retain = options.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
-                                                                    : std::max(1, config_.sliding_window - 1);
+      lc.retain = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
+                                                                     : std::max(1, config_.sliding_window - 1);
   }
+  return cache;
+}
+
+void DiffusionGemma::swap_cache(KvCache& other) {
+  if (other.layers.size() != cache_.layers.size())
+    throw Error("swap_cache: the cache has " + std::to_string(other.layers.size()) + " layers, the model " +
+                std::to_string(cache_.layers.size()));
+  for (size_t i = 0; i < cache_.layers.size(); ++i) {
+    const LayerCache& a = cache_.layers[i];
+    const LayerCache& b = other.layers[i];
+    if (a.kv_heads != b.kv_heads || a.head_dim != b.head_dim || a.retain != b.retain)
+      throw Error("swap_cache: layer " + std::to_string(i) + " has kv_heads " + std::to_string(b.kv_heads) +
+                  ", head_dim " + std::to_string(b.head_dim) + ", retain " + std::to_string(b.retain) +
+                  "; the model expects " + std::to_string(a.kv_heads) + ", " + std::to_string(a.head_dim) + ", " +
+                  std::to_string(a.retain));
+  }
+  std::swap(cache_, other);
+  decoder_step_ = 0;  // counts decode calls since the last encode of the cache now in place
 }
 
 // √H cast to the embedding dtype, as the reference stores its scale buffer
@@ -131,31 +173,33 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   LayerCache& lc = cache_.layers[size_t(li)];
   Backend* stage = size_t(li) < layer_backends_.size() ? layer_backends_[size_t(li)] : nullptr;
   Executor layer_exec(stage ? *stage : exec_.backend(), exec_.observer());
-  OpSite op{layer_exec, li, pass, pass == Pass::kDecoder ? decoder_step_ : 0};
+  OpSite op{layer_exec, li, pass, pass == Pass::kDecoder ? decoder_step_ : 0, workspace_};
   const float eps = float(config_.rms_norm_eps);
   const int64_t M = x.dim(0), d = spec.head_dim, Hq = config_.num_heads, Hk = spec.num_kv_heads;
 
-  Tensor a = op.norm("input_layernorm", x, &W.input_layernorm, eps);
-  Tensor q = op.linear("self_attn.q_proj", a, W.q_proj);
+  Tensor& a = op.norm("input_layernorm", x, &W.input_layernorm, eps);
+  Tensor& q = op.linear("self_attn.q_proj", a, W.q_proj);
   q.reshape({M, Hq, d});
-  Tensor kraw = op.linear("self_attn.k_proj", a, W.k_proj);
+  Tensor& kraw = op.linear("self_attn.k_proj", a, W.k_proj);
   kraw.reshape({M, Hk, d});
-  Tensor vraw;
+  Tensor* vraw = nullptr;
   if (spec.has_v_proj) {
-    vraw = op.linear("self_attn.v_proj", a, W.v_proj);
-    vraw.reshape({M, Hk, d});
+    vraw = &op.linear("self_attn.v_proj", a, W.v_proj);
+    vraw->reshape({M, Hk, d});
   }
   OpAttrs ra;
   ra.rope_pairs = spec.rope->rotated_pairs(int(d));
   ra.rope_theta = spec.rope->theta;
-  Tensor qn = op.norm("self_attn.q_norm", q, &W.q_norm, eps);
-  Tensor qr = op.run(OpKind::kRope, "self_attn.q_rope", {&qn, &pos}, {}, ra);
-  Tensor kn = op.norm("self_attn.k_norm", kraw, &W.k_norm, eps);
-  Tensor k = op.run(OpKind::kRope, "self_attn.k_rope", {&kn, &pos}, {}, ra);
+  Tensor& qn = op.norm("self_attn.q_norm", q, &W.q_norm, eps);
+  Tensor& qr = op.run(OpKind::kRope, "self_attn.q_rope", {&qn, &pos}, {}, ra);
+  Tensor& kn = op.norm("self_attn.k_norm", kraw, &W.k_norm, eps);
+  Tensor& k = op.run(OpKind::kRope, "self_attn.k_rope", {&kn, &pos}, {}, ra);
   // Full layers: V is the raw k_proj output with the no-scale v_norm.
-  Tensor v = op.norm("self_attn.v_norm", spec.has_v_proj ? vraw : kraw, nullptr, eps);
+  Tensor& v = op.norm("self_attn.v_norm", spec.has_v_proj ? *vraw : kraw, nullptr, eps);
 
-  Tensor keys, values, kpos;
+  Tensor& keys = workspace_.slot("attention.keys");
+  Tensor& values = workspace_.slot("attention.values");
+  Tensor& kpos = workspace_.slot("attention.key_positions");
   OpAttrs aa;
   int64_t first = 0;
   if (pass == Pass::kEncoder) {
@@ -172,23 +216,24 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
     first = std::max<int64_t>(0, lc.size() - visible);
   }
   gather_keys(lc, first, k, v, pos, keys, values, kpos);
-  Tensor attn = op.run(OpKind::kAttention, "self_attn.attention", {&qr, &keys, &values, &pos, &kpos}, {}, aa);
+  Tensor& attn = op.run(OpKind::kAttention, "self_attn.attention", {&qr, &keys, &values, &pos, &kpos}, {}, aa);
   if (pass == Pass::kEncoder) lc.append(k.f.data(), v.f.data(), pos.i.data(), M);
 
-  Tensor o = op.linear("self_attn.o_proj", attn, W.o_proj);
-  Tensor on = op.norm("post_attention_layernorm", o, &W.post_attention_layernorm, eps);
-  Tensor x1 = op.add("attention_residual", x, on);
+  Tensor& o = op.linear("self_attn.o_proj", attn, W.o_proj);
+  Tensor& on = op.norm("post_attention_layernorm", o, &W.post_attention_layernorm, eps);
+  Tensor& x1 = op.add("attention_residual", x, on);
 
   // Dense MLP branch.
-  Tensor z = op.norm("pre_feedforward_layernorm", x1, &W.pre_feedforward_layernorm, eps);
-  Tensor gate = op.linear("mlp.gate_proj", z, W.mlp_gate);
-  Tensor up = op.linear("mlp.up_proj", z, W.mlp_up);
-  Tensor act = op.run(OpKind::kGeluGlu, "mlp.act", {&gate, &up}, {});
-  Tensor mlp = op.linear("mlp.down_proj", act, W.mlp_down);
-  Tensor h1 = op.norm("post_feedforward_layernorm_1", mlp, &W.post_feedforward_layernorm_1, eps);
+  Tensor& z = op.norm("pre_feedforward_layernorm", x1, &W.pre_feedforward_layernorm, eps);
+  Tensor& gate = op.linear("mlp.gate_proj", z, W.mlp_gate);
+  Tensor& up = op.linear("mlp.up_proj", z, W.mlp_up);
+  Tensor& act = op.run(OpKind::kGeluGlu, "mlp.act", {&gate, &up}, {});
+  Tensor& mlp = op.linear("mlp.down_proj", act, W.mlp_down);
+  Tensor& h1 = op.norm("post_feedforward_layernorm_1", mlp, &W.post_feedforward_layernorm_1, eps);
 
   // Routed experts: the router sees the raw residual x1 (spec §1.5).
-  Tensor idx, wts;
+  Tensor& idx = workspace_.slot("router.top_k_index");
+  Tensor& wts = workspace_.slot("router.top_k_weights");
   {
     OpAttrs r;
     r.eps = eps;
@@ -208,13 +253,13 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   const std::string prefix = std::string(pass_name(pass)) + ".router." + std::to_string(li);
   exec_.tap(prefix + ".top_k_index", idx);
   exec_.tap(prefix + ".top_k_weights", wts);
-  Tensor xe = op.norm("pre_feedforward_layernorm_2", x1, &W.pre_feedforward_layernorm_2, eps);
-  Tensor moe = op.run(OpKind::kMoeExperts, "experts", {&xe, &idx, &wts}, {&W.experts_gate_up, &W.experts_down});
-  Tensor h2 = op.norm("post_feedforward_layernorm_2", moe, &W.post_feedforward_layernorm_2, eps);
+  Tensor& xe = op.norm("pre_feedforward_layernorm_2", x1, &W.pre_feedforward_layernorm_2, eps);
+  Tensor& moe = op.run(OpKind::kMoeExperts, "experts", {&xe, &idx, &wts}, {&W.experts_gate_up, &W.experts_down});
+  Tensor& h2 = op.norm("post_feedforward_layernorm_2", moe, &W.post_feedforward_layernorm_2, eps);
 
-  Tensor hs = op.add("ffn_sum", h1, h2);
-  Tensor hn = op.norm("post_feedforward_layernorm", hs, &W.post_feedforward_layernorm, eps);
-  Tensor x2 = op.add("ffn_residual", x1, hn);
+  Tensor& hs = op.add("ffn_sum", h1, h2);
+  Tensor& hn = op.norm("post_feedforward_layernorm", hs, &W.post_feedforward_layernorm, eps);
+  Tensor& x2 = op.add("ffn_residual", x1, hn);
   // The whole residual stream is scaled by this pass's own layer scalar.
   const WeightRef& s = pass == Pass::kEncoder ? W.encoder_layer_scalar : W.decoder_layer_scalar;
   x = op.run(OpKind::kScale, "layer_scalar", {&x2}, {&s});
@@ -254,17 +299,17 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
   }
   decoder_step_ = 0;
   Tensor pos = positions_tensor(cache_.length, n);
-  OpSite op{exec_, -1, Pass::kEncoder, 0};
+  OpSite op{exec_, -1, Pass::kEncoder, 0, workspace_};
   OpAttrs ea;
   ea.scale = embed_scale();
-  Tensor x = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
+  Tensor& x = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
   exec_.tap("encoder.embeddings", x);
   run_layers(Pass::kEncoder, x, pos);
   cache_.length += n;
   // The final norm is not needed for generation; compute it only when
   // someone observes it.
   if (exec_.observer()) {
-    Tensor h = op.norm("norm", x, &weights_.final_norm, float(config_.rms_norm_eps));
+    Tensor& h = op.norm("norm", x, &weights_.final_norm, float(config_.rms_norm_eps));
     exec_.tap("encoder.last_hidden_state", h);
   }
 }
@@ -284,38 +329,38 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
     ids.i[size_t(k)] = canvas[k];
   }
   Tensor pos = positions_tensor(cache_.length, n);
-  OpSite op{exec_, -1, Pass::kDecoder, decoder_step_};
+  OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
   const float eps = float(config_.rms_norm_eps);
   OpAttrs ea;
   ea.scale = embed_scale();
-  Tensor e = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
+  Tensor& e = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
   exec_.tap("decoder.embeddings", e);
-  Tensor sum;
+  const Tensor* sum = &e;
   if (sc) {
-    Tensor scl = Tensor::f32({n, V});
+    Tensor& scl = workspace_.slot("self_conditioning.input");
+    scl.dtype = DType::kF32;
+    scl.resize({n, V});
     std::memcpy(scl.f.data(), sc, size_t(n * V) * 4);
-    Tensor s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {&scl}, {&weights_.embed}, ea);
-    Tensor g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
-    Tensor gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
-    Tensor up = op.linear("self_conditioning.up_proj", g, weights_.sc_up);
-    Tensor act = op.run(OpKind::kGeluGlu, "self_conditioning.act", {&gate, &up}, {});
-    Tensor scout = op.linear("self_conditioning.down_proj", act, weights_.sc_down);
-    sum = op.add("self_conditioning.residual", e, scout);
-  } else {
-    // First step: the signal is zero, and RMSNorm(0), the bias-free MLP and
-    // gelu(0) keep it exactly zero, so e + 0 = e (spec §2.3).
-    sum = std::move(e);
+    Tensor& s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {&scl}, {&weights_.embed}, ea);
+    Tensor& g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
+    Tensor& gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
+    Tensor& up = op.linear("self_conditioning.up_proj", g, weights_.sc_up);
+    Tensor& act = op.run(OpKind::kGeluGlu, "self_conditioning.act", {&gate, &up}, {});
+    Tensor& scout = op.linear("self_conditioning.down_proj", act, weights_.sc_down);
+    sum = &op.add("self_conditioning.residual", e, scout);
   }
-  Tensor x = op.norm("self_conditioning.post_norm", sum, nullptr, eps);
+  // First step (no signal): zero through RMSNorm(0), the bias-free MLP and
+  // gelu(0) stays exactly zero, so the residual is e itself (spec §2.3).
+  Tensor& x = op.norm("self_conditioning.post_norm", *sum, nullptr, eps);
   exec_.tap("decoder.self_conditioning_out", x);
   run_layers(Pass::kDecoder, x, pos);
-  Tensor h = op.norm("norm", x, &weights_.final_norm, eps);
+  Tensor& h = op.norm("norm", x, &weights_.final_norm, eps);
   exec_.tap("decoder.last_hidden_state", h);
-  Tensor raw = op.linear("lm_head", h, weights_.embed);
+  Tensor& raw = op.linear("lm_head", h, weights_.embed);
   if (config_.final_logit_softcapping > 0.0) {
     OpAttrs ca;
     ca.cap = float(config_.final_logit_softcapping);
-    Tensor capped = op.run(OpKind::kSoftcap, "final_logit_softcapping", {&raw}, {}, ca);
+    Tensor& capped = op.run(OpKind::kSoftcap, "final_logit_softcapping", {&raw}, {}, ca);
     std::memcpy(logits_out, capped.f.data(), size_t(n * V) * 4);
     exec_.tap("decoder.logits", capped);
   } else {
@@ -325,6 +370,8 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
   (void)H;
   ++decoder_step_;
 }
+
+ThreadPool* DiffusionGemma::thread_pool() { return &static_cast<CpuBackend&>(*own_backend_).pool(); }
 
 void DiffusionGemma::set_layer_backends(std::vector<Backend*> layer_backends) {
   if (!layer_backends.empty() && int(layer_backends.size()) != config_.num_layers)

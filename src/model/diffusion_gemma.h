@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/workspace.h"
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "placement/stage_transport.h"
@@ -30,6 +31,10 @@ struct ModelOptions {
   DecoderWindow decoder_window = DecoderWindow::kReference;
   bool verify_tied_copies = true;
   LoadQuantization quantize = LoadQuantization::kNone;  // quantize at load (quantize/load_quantize.h)
+  // CPU GEMMs over bf16 weights use vdpbf16ps with activations rounded to
+  // bf16 (CpuBackendOptions::bf16_dot): about twice the fp32 rate on
+  // AVX512_BF16 CPUs, numerically a bf16 run rather than the fp32 reference.
+  bool bf16_dot = false;
 };
 
 class DiffusionGemma : public DiffusionModel {
@@ -43,6 +48,7 @@ class DiffusionGemma : public DiffusionModel {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t canvas_length() const override { return config_.canvas_length; }
   int64_t cache_length() const override { return cache_.length; }
+  ThreadPool* thread_pool() override;
   void encode(const std::vector<int32_t>& ids) override;
   void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
   void truncate_cache(int64_t length) override;
@@ -52,8 +58,17 @@ class DiffusionGemma : public DiffusionModel {
   void decode_n(const int32_t* canvas, int64_t n, const float* self_conditioning, float* logits);
 
   const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
   const ModelWeights& weights() const { return weights_; }
   const KvCache& cache() const { return cache_; }
+  // A cache with this model's layer layout (kv heads, head dim, sliding
+  // retention) holding no positions.
+  KvCache empty_cache() const;
+  // Exchanges the model's KV cache with `other`, which must have this
+  // model's layout (e.g. from empty_cache()). Lets several sequences take
+  // turns on one model, each with its own cache (src/server/scheduler.h).
+  // Throws dgemma::Error naming the first mismatching layer.
+  void swap_cache(KvCache& other);
   Executor& executor() { return exec_; }
   // Observer of every op and named tap (nullptr: none). Observation never
   // changes results.
@@ -86,6 +101,7 @@ class DiffusionGemma : public DiffusionModel {
   std::unique_ptr<Backend> own_backend_;
   Executor exec_;
   KvCache cache_;
+  Workspace workspace_;  // activation buffers reused by every pass (model/workspace.h)
   int decoder_step_ = 0;
   std::vector<Backend*> layer_backends_;
   StageTransport* transport_ = nullptr;

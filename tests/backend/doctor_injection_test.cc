@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "backend/backend_factory.h"
 #include "backend/doctor.h"
 #include "backend/inject_backend.h"
 #include "dgemma/error.h"
@@ -112,6 +113,22 @@ TEST(Doctor, BadSpecsAreClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown backend 'tpu'"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace dgemma
+
+namespace dgemma {
+namespace {
+
+// doctor --sync and run --debug-device add a CUDA option; CPU-side backends
+// are synchronous already and keep their names.
+TEST(BackendNames, DeviceOptionsAttachToCudaNamesOnly) {
+  EXPECT_EQ(with_device_option("cuda", "sync"), "cuda:sync");
+  EXPECT_EQ(with_device_option("cuda:1", "sync"), "cuda:1,sync");
+  EXPECT_EQ(with_device_option("cuda:debug", "sync"), "cuda:debug,sync");
+  EXPECT_EQ(with_device_option("cpu", "debug"), "cpu");
+  EXPECT_EQ(with_device_option("inject:linear:0:encoder:0:nan", "sync"), "inject:linear:0:encoder:0:nan");
 }
 
 }  // namespace

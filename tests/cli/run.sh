@@ -154,6 +154,18 @@ expect_error "missing -m folder" "$TMP/nope" "$BIN" run -m "$TMP/nope" -p hi
 expect_error "-n 0" "max_new_tokens" "$BIN" run -p hi -n 0
 expect_error "-n malformed" "integer" "$BIN" run -p hi -n x
 expect_error "--visualize with --json" "exclude" "$BIN" run -p hi --visualize --json
+expect_error "--debug-device on the CPU" "no device buffers" "$BIN" run -p hi --debug-device
+expect_error "unknown backend" "unknown backend 'tpu'" "$BIN" run -p hi --backend tpu
+# --backend reaches the model: a NaN injected into the first decoder step's
+# LM head stops the run with the sampler's error naming the step.
+expect_error "--backend inject: NaN logits are an error" "canvas 0 step 0" \
+  "$BIN" run -p hi -n 4 --backend inject:linear:-1:decoder:0:nan
+if "$BIN" run -p hi -n 8 --seed 4 --backend cpu >"$TMP/cpu.out" 2>/dev/null &&
+    "$BIN" run -p hi -n 8 --seed 4 >"$TMP/default.out" 2>/dev/null && cmp -s "$TMP/cpu.out" "$TMP/default.out"; then
+  ok "--backend cpu gives the default run's text"
+else
+  bad "--backend cpu differs from the default run"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "dgemma/error.h"
 #include "generate/generate.h"
 #include "generate/sampler.h"
@@ -66,6 +67,8 @@ class ScriptedModel final : public DiffusionModel {
   }
 
   void truncate_cache(int64_t length) override { cache_ = length; }
+  ThreadPool* thread_pool() override { return pool; }
+  ThreadPool* pool = nullptr;
 
   std::vector<std::vector<int32_t>> encodes;
   std::vector<int64_t> encode_positions;
@@ -289,6 +292,94 @@ TEST(GenerateLoop, NanLogitsNameCanvasAndStep) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("canvas 1 step 0"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dgemma
+
+namespace dgemma {
+namespace {
+
+// RandomDraws without its inverse-CDF shortcut: generate() then calls
+// sample() after its per-row pass instead of fusing draw B into it.
+class UnfusedDraws final : public DrawSource {
+ public:
+  explicit UnfusedDraws(uint64_t seed) : inner_(seed) {}
+  void canvas_init(int64_t c, int64_t v, std::span<int32_t> out) override { inner_.canvas_init(c, v, out); }
+  void sample(int64_t c, int64_t s, const float* z, int64_t v, std::span<int32_t> out) override {
+    inner_.sample(c, s, z, v, out);
+  }
+  void renoise(int64_t c, int64_t s, int64_t v, std::span<int32_t> out) override { inner_.renoise(c, s, v, out); }
+
+ private:
+  RandomDraws inner_;
+};
+
+struct Trace {
+  std::vector<std::vector<int32_t>> canvases, sampled, argmax;
+  std::vector<float> entropy;
+  std::vector<int32_t> sequences;
+};
+
+class TraceObserver : public GenerationObserver {
+ public:
+  explicit TraceObserver(ScriptedModel& m) : model(m) {}
+  void on_step(const StepEvent& e) override {
+    model.last_temperature = e.temperature;
+    t.canvases.emplace_back(e.canvas_in.begin(), e.canvas_in.end());
+    t.sampled.emplace_back(e.sampled.begin(), e.sampled.end());
+    t.argmax.emplace_back(e.argmax.begin(), e.argmax.end());
+    t.entropy.insert(t.entropy.end(), e.entropy.begin(), e.entropy.end());
+  }
+  ScriptedModel& model;
+  Trace t;
+};
+
+Trace traced_run(DrawSource& draws, ThreadPool* pool) {
+  ScriptedModel model(/*margin=*/3.f, /*ripple=*/2.f);
+  model.pool = pool;
+  TraceObserver obs(model);
+  GenerationConfig c = small_config();
+  c.max_denoising_steps = 6;
+  obs.t.sequences = generate(model, kPrompt, c, draws, &obs).sequences;
+  return obs.t;
+}
+
+// The fused per-row pass (temperature, argmax, entropy, draw B in one sweep,
+// rows over threads) must give exactly what the separate passes give, for
+// any thread count.
+TEST(GenerateLoop, FusedRowPassEqualsSeparatePassesOnAnyThreadCount) {
+  UnfusedDraws unfused(11);
+  const Trace reference = traced_run(unfused, nullptr);
+  ASSERT_FALSE(reference.sampled.empty());
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    RandomDraws fused(11);
+    const Trace t = traced_run(fused, &pool);
+    EXPECT_EQ(t.canvases, reference.canvases) << threads;
+    EXPECT_EQ(t.sampled, reference.sampled) << threads;
+    EXPECT_EQ(t.argmax, reference.argmax) << threads;
+    EXPECT_EQ(t.entropy, reference.entropy) << threads;  // bit-exact
+    EXPECT_EQ(t.sequences, reference.sequences) << threads;
+  }
+}
+
+// A bad logit found by a pool worker is reported as the usual error, from the
+// calling thread.
+TEST(GenerateLoop, NanFoundOnAWorkerThreadIsAnError) {
+  ThreadPool pool(3);
+  ScriptedModel model;
+  model.pool = &pool;
+  model.nan_at_decode = 1;
+  TemperatureFeed feed(model);
+  RandomDraws draws(1);
+  try {
+    generate(model, kPrompt, small_config(), draws, &feed);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("canvas 0 step 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("logit 5 is nan"), std::string::npos) << e.what();
   }
 }
 

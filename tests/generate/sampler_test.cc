@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "dgemma/error.h"
@@ -191,6 +192,77 @@ TEST(PadAfterFirstEos, KeepsFirstEosAndPadsTheRest) {
 
   std::vector<int32_t> no_eos_ids = {1, 2};
   EXPECT_FALSE(pad_after_first_eos(no_eos_ids, std::vector<int32_t>{}, 0));
+}
+
+}  // namespace
+}  // namespace dgemma
+
+namespace dgemma {
+namespace {
+
+// process_row = apply_temperature + row_stats + RandomDraws::sample_token's
+// inverse CDF, bit for bit, including -inf (masked) logits and huge values.
+TEST(ProcessRow, EqualsTheSeparatePasses) {
+  const size_t V = 1000;
+  std::vector<float> raw(V), scratch(V);
+  uint64_t s = 12345;
+  for (int trial = 0; trial < 20; ++trial) {
+    for (size_t v = 0; v < V; ++v) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      raw[v] = float(int64_t(s >> 33) % 20000) / 1000.0f - 10.0f;
+    }
+    if (trial % 3 == 1) raw[7] = raw[500] = -std::numeric_limits<float>::infinity();
+    if (trial % 5 == 2) raw[3] = 3e4f;
+    const float T = 0.4f + 0.05f * float(trial);
+    const double u = double(trial) / 20.0 + 0.013;
+    std::vector<float> z = raw;
+    apply_temperature(z, T);
+    const RowStats st = row_stats(z);
+    std::vector<float> row = raw;
+    const RowPass r = process_row(row.data(), V, T, &u, scratch.data(), "t");
+    EXPECT_EQ(row, z) << trial;
+    EXPECT_EQ(r.argmax, st.argmax) << trial;
+    EXPECT_EQ(bits(r.entropy), bits(st.entropy)) << trial;
+    // Inverse CDF by hand over exp(z - max z).
+    const float mx = z[size_t(st.argmax)];
+    double total = 0;
+    for (float x : z) total += double(std::exp(x - mx));
+    double cdf = 0;
+    int32_t expect = -1;
+    for (size_t v = 0; v < V && expect < 0; ++v) {
+      const float p = std::exp(z[v] - mx);
+      if (p <= 0.0f) continue;
+      cdf += double(p);
+      if (cdf > u * total) expect = int32_t(v);
+    }
+    EXPECT_EQ(r.sample, expect) << trial;
+    EXPECT_NE(raw[size_t(r.sample)], -std::numeric_limits<float>::infinity());
+  }
+  std::vector<float> row = raw;
+  const RowPass no_draw = process_row(row.data(), V, 1.0f, nullptr, scratch.data(), "t");
+  EXPECT_EQ(no_draw.sample, -1);
+}
+
+TEST(ProcessRow, BadLogitsNameTheRow) {
+  std::vector<float> row = {1.f, std::numeric_limits<float>::infinity(), 0.f}, scratch(3);
+  EXPECT_THROW(process_row(row.data(), 3, 1.f, nullptr, scratch.data(), "canvas 2 step 3"), Error);
+  std::vector<float> masked(3, -std::numeric_limits<float>::infinity());
+  try {
+    process_row(masked.data(), 3, 1.f, nullptr, scratch.data(), "canvas 2 step 3");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("canvas 2 step 3: every logit is -inf"), std::string::npos) << e.what();
+  }
+}
+
+TEST(InverseCdf, SkipsZeroWeightsAndClampsToTheLastPositive) {
+  const float p[5] = {0.f, 1.f, 0.f, 2.f, 0.f};
+  EXPECT_EQ(inverse_cdf(p, 5, 0.0), 1);
+  EXPECT_EQ(inverse_cdf(p, 5, 0.999), 1);
+  EXPECT_EQ(inverse_cdf(p, 5, 1.0), 3);
+  EXPECT_EQ(inverse_cdf(p, 5, 3.5), 3);  // beyond the total: last positive
+  const float z[2] = {0.f, 0.f};
+  EXPECT_EQ(inverse_cdf(z, 2, 0.0), -1);
 }
 
 }  // namespace

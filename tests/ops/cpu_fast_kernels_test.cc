@@ -439,9 +439,11 @@ TEST(CpuFastKernels, MoeExpertsMatchReferenceAndBf16IsExact) {
 
 // ---- soft embedding -------------------------------------------------------------
 
+// {20, 601, 300}: an odd V (the last k pair has no second row) and H over
+// kNcPanels panels with a partial last one (blocked packing of B rows).
 TEST(CpuFastKernels, SoftEmbeddingMatchesReference) {
   Rng rng(11);
-  for (auto [M, V, H] : std::vector<std::array<int64_t, 3>>{{1, 3, 2}, {5, 100, 40}, {3, 9000, 33}})
+  for (auto [M, V, H] : std::vector<std::array<int64_t, 3>>{{1, 3, 2}, {5, 100, 40}, {3, 9000, 33}, {20, 601, 300}})
     for (DType dt : {DType::kF32, DType::kBF16}) {
       Tensor logits = rand_f32({M, V}, rng, 4.0f);
       Weight table = make_weight({V, H}, dt, rng, 1.0f);

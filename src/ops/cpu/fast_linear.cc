@@ -27,7 +27,8 @@ static void run_gemm(CpuContext& ctx, const GemmArgs& g) {
   const int64_t T = ctx.pool->size();
   const int64_t np = std::min(P, T), nm = std::min(MB, std::max<int64_t>(1, T / np));
   ctx.pool->parallel_for(np * nm, 1, [&](int64_t b, int64_t e) {
-    float* scratch = g.b.rows ? thread_scratch(size_t(kKc * kNr)) : nullptr;
+    // Unpacked B: a block of up to kNcPanels panels is packed per K block.
+    float* scratch = g.b.rows ? thread_scratch(size_t(kKc * kNr * kNcPanels)) : nullptr;
     for (int64_t t = b; t < e; ++t) {
       const int64_t pi = t / nm, mi = t % nm;
       GemmRange r;

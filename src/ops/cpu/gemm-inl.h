@@ -78,17 +78,22 @@ static void pack_a_impl(const float* x, int64_t ldx, const int32_t* rows, int64_
   }
 }
 
-// One panel of a row-major [K][ld] source, rows [kc, kc+kcl), columns
-// [p·kNr, p·kNr + kNr) ∩ [0, n), zero-padded, into dst [kcl][kNr].
+// Panels [p0, p1) of a row-major [K][ld] source, rows [kc, kc+kcl), each
+// panel's columns [p·kNr, p·kNr + kNr) ∩ [0, n), zero-padded, into
+// dst + (p - p0)·stride as [kcl][kNr]. Row by row across all the panels, so
+// each source row is read as one contiguous run.
 template <class BT>
-static void pack_b_rows(const BT* src, int64_t ld, int64_t n, int64_t kc, int64_t kcl, int64_t p, BT* dst) {
-  const int64_t c0 = p * kNr, cols = s_min64(kNr, n - c0);
+static void pack_b_rows(const BT* src, int64_t ld, int64_t n, int64_t kc, int64_t kcl, int64_t p0, int64_t p1,
+                        int64_t stride, BT* dst) {
   for (int64_t kk = 0; kk < kcl; ++kk) {
-    const BT* s = src + (kc + kk) * ld + c0;
-    BT* d = dst + kk * kNr;
-    int64_t j = 0;
-    for (; j < cols; ++j) d[j] = s[j];
-    for (; j < kNr; ++j) d[j] = BT(0);
+    const BT* s = src + (kc + kk) * ld;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c0 = p * kNr, cols = s_min64(kNr, n - c0);
+      BT* d = dst + (p - p0) * stride + kk * kNr;
+      int64_t j = 0;
+      for (; j < cols; ++j) d[j] = s[c0 + j];
+      for (; j < kNr; ++j) d[j] = BT(0);
+    }
   }
 }
 
@@ -110,11 +115,14 @@ static void gemm_range_t(const GemmArgs& g, const GemmRange& r, float* scratch) 
     for (int64_t kc = 0; kc < K; kc += kKc) {
       const int64_t kcl = s_min64(kKc, K - kc);
       const bool load_c = g.accumulate || kc > 0;
+      const int64_t stride = kKc * kNr;  // per packed panel in scratch (BT units)
+      if (g.b.rows)
+        pack_b_rows(static_cast<const BT*>(g.b.rows), g.b.ld, N, kc, kcl, pb, pe, stride,
+                    reinterpret_cast<BT*>(scratch));
       for (int64_t p = pb; p < pe; ++p) {
         const BT* bp;
         if (g.b.rows) {
-          pack_b_rows(static_cast<const BT*>(g.b.rows), g.b.ld, N, kc, kcl, p, reinterpret_cast<BT*>(scratch));
-          bp = reinterpret_cast<const BT*>(scratch);
+          bp = reinterpret_cast<const BT*>(scratch) + (p - pb) * stride;
         } else {
           bp = static_cast<const BT*>(g.b.panels) + p * g.b.panel_stride + kc * kNr;
         }

@@ -110,21 +110,40 @@ void pack_a_pairs_impl(const float* x, int64_t ldx, const int32_t* rows, int64_t
   }
 }
 
-// Rows [kc, kc+kcl) (kc even) × panel p of a row-major bf16 [K][ld] source
-// into the pair layout [ceil(kcl/2)][kNr][2], zero-padded.
-void pack_b_rows_pairs(const uint16_t* src, int64_t ld, int64_t n, int64_t K, int64_t kc, int64_t kcl, int64_t p,
-                       uint16_t* dst) {
-  const int64_t c0 = p * kNr, cols = min64(kNr, n - c0);
+// Rows [kc, kc+kcl) (kc even) × panels [p0, p1) of a row-major bf16 [K][ld]
+// source, each panel into the pair layout [ceil(kcl/2)][kNr][2] (zero-padded)
+// at dst + (p - p0)·stride. Row by row across all the panels, so each source
+// row is read as one contiguous run (whole cache lines, one page) rather than
+// 64 bytes per panel; full panels interleave their two rows with one
+// vpermt2w per 32 pairs.
+void pack_b_rows_pairs(const uint16_t* src, int64_t ld, int64_t n, int64_t K, int64_t kc, int64_t kcl, int64_t p0,
+                       int64_t p1, int64_t stride, uint16_t* dst) {
+  // lo takes pairs 0..15 (a[j], b[j]), hi pairs 16..31; bit 5 selects b.
+  alignas(64) uint16_t lo_idx[32], hi_idx[32];
+  for (int j = 0; j < 16; ++j) {
+    lo_idx[2 * j] = uint16_t(j), lo_idx[2 * j + 1] = uint16_t(32 + j);
+    hi_idx[2 * j] = uint16_t(16 + j), hi_idx[2 * j + 1] = uint16_t(48 + j);
+  }
+  const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
   for (int64_t kk = 0; kk < kcl; kk += 2) {
-    const uint16_t* s0 = src + (kc + kk) * ld + c0;
+    const uint16_t* s0 = src + (kc + kk) * ld;
     const uint16_t* s1 = kc + kk + 1 < K ? s0 + ld : nullptr;
-    uint16_t* d = dst + kk * kNr;
-    int64_t j = 0;
-    for (; j < cols; ++j) {
-      d[2 * j] = s0[j];
-      d[2 * j + 1] = s1 ? s1[j] : uint16_t(0);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c0 = p * kNr, cols = min64(kNr, n - c0);
+      uint16_t* d = dst + (p - p0) * stride + kk * kNr;
+      if (cols == kNr && s1 != nullptr) {
+        const __m512i a = _mm512_loadu_si512(s0 + c0), b = _mm512_loadu_si512(s1 + c0);
+        _mm512_storeu_si512(d, _mm512_permutex2var_epi16(a, lo, b));
+        _mm512_storeu_si512(d + 32, _mm512_permutex2var_epi16(a, hi, b));
+        continue;
+      }
+      int64_t j = 0;
+      for (; j < cols; ++j) {
+        d[2 * j] = s0[c0 + j];
+        d[2 * j + 1] = s1 ? s1[c0 + j] : uint16_t(0);
+      }
+      for (; j < kNr; ++j) d[2 * j] = d[2 * j + 1] = 0;
     }
-    for (; j < kNr; ++j) d[2 * j] = d[2 * j + 1] = 0;
   }
 }
 
@@ -141,12 +160,14 @@ void gemm_impl(const GemmArgs& g, const GemmRange& r, float* scratch) {
     for (int64_t kc = 0; kc < K; kc += kKc) {  // kKc is even: blocks start on a pair
       const int64_t kcl = min64(kKc, K - kc), k2 = (kcl + 1) / 2;
       const bool load_c = g.accumulate || kc > 0;
+      const int64_t stride = kKc * kNr;  // per packed panel in scratch (uint16 units)
+      if (g.b.rows)
+        pack_b_rows_pairs(static_cast<const uint16_t*>(g.b.rows), g.b.ld, N, K, kc, kcl, pb, pe, stride,
+                          reinterpret_cast<uint16_t*>(scratch));
       for (int64_t p = pb; p < pe; ++p) {
         const uint16_t* bp;
         if (g.b.rows) {
-          pack_b_rows_pairs(static_cast<const uint16_t*>(g.b.rows), g.b.ld, N, K, kc, kcl, p,
-                            reinterpret_cast<uint16_t*>(scratch));
-          bp = reinterpret_cast<const uint16_t*>(scratch);
+          bp = reinterpret_cast<const uint16_t*>(scratch) + (p - pb) * stride;
         } else {
           bp = static_cast<const uint16_t*>(g.b.panels) + p * g.b.panel_stride + kc * kNr;
         }

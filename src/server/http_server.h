@@ -1,0 +1,47 @@
+#pragma once
+// The HTTP binding of the completion service (cpp-httplib, Debian's
+// libcpp-httplib-dev). Routes:
+//   POST /v1/chat/completions, POST /v1/completions  (JSON or SSE stream)
+//   GET  /v1/models, GET /v1/models/{id}, GET /health, GET /metrics
+// Every failure is a JSON error body {"error": {...}} with a 4xx/5xx status,
+// including those the HTTP library produces itself (404 unknown route, 413
+// body over the limit, 400 malformed HTTP). A client that disconnects while
+// its request is queued or generating cancels it: the handler watches the
+// connection's socket while it waits, and a failed write ends a stream.
+#include <memory>
+#include <string>
+
+#include "server/metrics.h"
+#include "server/service.h"
+
+namespace dgemma::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: any free port (see bind())
+  int64_t max_body_bytes = 1 << 20;  // larger bodies get 413
+  int threads = 0;                   // HTTP worker threads; 0: slots + max_queue + 16, at most 512
+  int keep_alive_seconds = 5;
+};
+
+class HttpServer {
+ public:
+  // `service` and `metrics` must outlive the server.
+  HttpServer(CompletionService& service, Metrics& metrics, HttpOptions options);
+  ~HttpServer();
+
+  // Binds the listening socket; returns the port (useful with port 0).
+  // Throws dgemma::Error when the address cannot be bound.
+  int bind();
+  // Serves until stop() (blocks). Returns false if it failed to listen.
+  bool serve();
+  // Stops accepting, ends open streams and waiting requests. Thread-safe,
+  // callable from any thread (e.g. a signal handler thread).
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dgemma::server

@@ -1,0 +1,49 @@
+#pragma once
+// OpenAI wire formats: chat.completion / text_completion answers, their
+// streaming chunks (chat.completion.chunk; text_completion for
+// /v1/completions) framed as server-sent events, the model list and error
+// bodies. Every builder returns compact JSON.
+//
+// Extensions (extra fields stock clients ignore):
+//  * "dgemma": {seed, canvases, denoising_steps, queue_ms, ttft_ms, total_ms}
+//    on the final answer/chunk;
+//  * draft chunks (stream_options.include_drafts): an empty delta plus
+//    "dgemma_draft": {canvas, step, max_steps, accepted, canvas_length,
+//    mean_entropy, mask, text} per denoising step.
+#include <cstdint>
+#include <string>
+
+#include "server/request.h"
+#include "server/service.h"
+
+namespace dgemma::server {
+
+struct ResponseContext {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string id;
+  int64_t created = 0;  // unix seconds
+  std::string model;
+  uint64_t seed = 0;
+};
+
+// Non-streaming answer.
+std::string completion_body(const ResponseContext& ctx, const std::string& text, const StreamEvent& done);
+
+// Streaming chunks (JSON, without SSE framing).
+std::string chunk_start(const ResponseContext& ctx);  // chat: the assistant role; completions: empty text
+std::string chunk_text(const ResponseContext& ctx, const std::string& text);
+std::string chunk_draft(const ResponseContext& ctx, const StreamEvent& draft);
+// The chunk with finish_reason; carries usage too (extension for chat, where
+// OpenAI sends it only in the include_usage chunk).
+std::string chunk_finish(const ResponseContext& ctx, const StreamEvent& done);
+// stream_options.include_usage: "choices": [] and the usage.
+std::string chunk_usage(const ResponseContext& ctx, const StreamEvent& done);
+
+// "data: JSON\n\n"
+std::string sse_event(const std::string& json);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+
+std::string models_body(const std::string& model, int64_t created);
+std::string model_body(const std::string& model, int64_t created);
+
+}  // namespace dgemma::server

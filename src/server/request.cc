@@ -1,0 +1,278 @@
+#include "server/request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/json.h"
+#include "dgemma/error.h"
+#include "server/api_error.h"
+
+namespace dgemma::server {
+namespace {
+
+using json::Value;
+
+// A field that is absent or JSON null counts as not given (OpenAI clients
+// send null for unset optional fields).
+const Value* field(const Value& obj, std::string_view key) {
+  const Value* v = obj.find(key);
+  return v != nullptr && !v->is_null() ? v : nullptr;
+}
+
+ApiError wrong_type(const std::string& param, const char* expected, const Value& got) {
+  return invalid_request("'" + param + "' must be " + expected + ", got " + json::kind_name(got.kind()), param,
+                         "invalid_type");
+}
+
+std::optional<int64_t> get_int(const Value& obj, const std::string& key) {
+  const Value* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_integer()) {
+    if (v->is_number()) throw invalid_request("'" + key + "' must be an integer", key, "invalid_type");
+    throw wrong_type(key, "an integer", *v);
+  }
+  return v->as_int();
+}
+
+std::optional<double> get_number(const Value& obj, const std::string& key) {
+  const Value* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) throw wrong_type(key, "a number", *v);
+  const double d = v->as_double();
+  if (!std::isfinite(d)) throw invalid_request("'" + key + "' must be finite", key, "invalid_value");
+  return d;
+}
+
+std::optional<bool> get_bool(const Value& obj, const std::string& key, const std::string& param) {
+  const Value* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_bool()) throw wrong_type(param, "a boolean", *v);
+  return v->as_bool();
+}
+
+[[noreturn]] void reject_unsupported(const std::string& key, const std::string& what) {
+  throw invalid_request("'" + key + "' is not supported by this server: " + what, key, "unsupported_parameter");
+}
+
+std::string text_of_content(const Value& content, const std::string& param, bool allow_null) {
+  if (content.is_null()) {
+    if (!allow_null) throw invalid_request("'" + param + "' must not be null", param, "invalid_type");
+    return {};
+  }
+  if (content.is_string()) return content.as_string();
+  if (!content.is_array()) throw wrong_type(param, "a string or an array of content parts", content);
+  std::string text;
+  const json::Array& parts = content.as_array();
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::string pp = param + "[" + std::to_string(k) + "]";
+    const Value& part = parts[k];
+    if (!part.is_object()) throw wrong_type(pp, "an object", part);
+    const Value* type = field(part, "type");
+    if (type == nullptr)
+      throw invalid_request("'" + pp + ".type' is required", pp + ".type", "missing_required_parameter");
+    if (!type->is_string()) throw wrong_type(pp + ".type", "a string", *type);
+    if (type->as_string() != "text")
+      throw invalid_request("content part type '" + type->as_string() + "' is not supported (text-only model)",
+                            pp + ".type", "unsupported_value");
+    const Value* t = field(part, "text");
+    if (t == nullptr)
+      throw invalid_request("'" + pp + ".text' is required", pp + ".text", "missing_required_parameter");
+    if (!t->is_string()) throw wrong_type(pp + ".text", "a string", *t);
+    text += t->as_string();
+  }
+  return text;
+}
+
+std::vector<ChatMessage> parse_messages(const Value& body) {
+  const Value* list = field(body, "messages");
+  if (list == nullptr) throw invalid_request("'messages' is required", "messages", "missing_required_parameter");
+  if (!list->is_array()) throw wrong_type("messages", "an array", *list);
+  const json::Array& arr = list->as_array();
+  if (arr.empty()) throw invalid_request("'messages' must contain at least one message", "messages", "invalid_value");
+  std::vector<ChatMessage> out;
+  out.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const std::string pm = "messages[" + std::to_string(i) + "]";
+    const Value& m = arr[i];
+    if (!m.is_object()) throw wrong_type(pm, "an object", m);
+    const Value* role = field(m, "role");
+    if (role == nullptr)
+      throw invalid_request("'" + pm + ".role' is required", pm + ".role", "missing_required_parameter");
+    if (!role->is_string()) throw wrong_type(pm + ".role", "a string", *role);
+    const std::string& r = role->as_string();
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant")
+      throw invalid_request("'" + pm + ".role' must be one of system, developer, user, assistant; got '" + r + "'",
+                            pm + ".role", "invalid_value");
+    const Value* content = m.find("content");
+    if (content == nullptr)
+      throw invalid_request("'" + pm + ".content' is required", pm + ".content", "missing_required_parameter");
+    ChatMessage msg;
+    msg.role = r == "developer" ? "system" : r;
+    msg.content = text_of_content(*content, pm + ".content", r == "assistant");
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+void parse_prompt(const Value& body, CompletionRequest& req) {
+  const Value* p = field(body, "prompt");
+  if (p == nullptr) throw invalid_request("'prompt' is required", "prompt", "missing_required_parameter");
+  if (p->is_string()) {
+    req.prompt = p->as_string();
+    return;
+  }
+  if (!p->is_array()) throw wrong_type("prompt", "a string, an array of one string or an array of token ids", *p);
+  const json::Array& arr = p->as_array();
+  const Value* ids = p;
+  if (arr.size() == 1 && arr[0].is_string()) {
+    req.prompt = arr[0].as_string();
+    return;
+  }
+  if (arr.size() == 1 && arr[0].is_array()) ids = &arr[0];  // [[ids]]: one prompt of token ids
+  if (!arr.empty() && (arr[0].is_string() || (arr[0].is_array() && arr.size() > 1)))
+    throw invalid_request("'prompt' holds " + std::to_string(arr.size()) + " prompts; this server answers one (n = 1)",
+                          "prompt", "unsupported_value");
+  const json::Array& list = ids->as_array();
+  if (list.empty()) throw invalid_request("'prompt' must not be an empty array", "prompt", "invalid_value");
+  std::vector<int32_t> out;
+  out.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Value& t = list[i];
+    if (!t.is_integer() || t.as_int() < 0 || t.as_int() > std::numeric_limits<int32_t>::max())
+      throw invalid_request("'prompt[" + std::to_string(i) + "]' must be a token id (a non-negative integer)", "prompt",
+                            "invalid_value");
+    out.push_back(int32_t(t.as_int()));
+  }
+  req.prompt_ids = std::move(out);
+}
+
+std::vector<std::string> parse_stop(const Value& body, const RequestLimits& limits) {
+  const Value* s = field(body, "stop");
+  if (s == nullptr) return {};
+  std::vector<std::string> out;
+  if (s->is_string()) {
+    out.push_back(s->as_string());
+  } else if (s->is_array()) {
+    for (size_t i = 0; i < s->as_array().size(); ++i) {
+      const Value& v = s->as_array()[i];
+      if (!v.is_string()) throw wrong_type("stop[" + std::to_string(i) + "]", "a string", v);
+      out.push_back(v.as_string());
+    }
+  } else {
+    throw wrong_type("stop", "a string or an array of strings", *s);
+  }
+  if (int64_t(out.size()) > limits.max_stop_strings)
+    throw invalid_request("'stop' holds " + std::to_string(out.size()) + " strings; at most " +
+                              std::to_string(limits.max_stop_strings) + " are allowed",
+                          "stop", "invalid_value");
+  for (const std::string& x : out) {
+    if (x.empty()) throw invalid_request("'stop' strings must not be empty", "stop", "invalid_value");
+    if (int64_t(x.size()) > limits.max_stop_bytes)
+      throw invalid_request("'stop' strings must be at most " + std::to_string(limits.max_stop_bytes) + " bytes",
+                            "stop", "invalid_value");
+  }
+  return out;
+}
+
+}  // namespace
+
+CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, const RequestLimits& limits) {
+  // json::parse rejects invalid UTF-8, lone surrogates, trailing garbage and
+  // deep nesting; its message names the line and column.
+  Value body;
+  try {
+    json::ParseOptions opt;
+    opt.source = "request body";
+    opt.max_depth = 64;
+    body = json::parse(body_text, opt);
+  } catch (const Error& e) {
+    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what(), {}, "invalid_json");
+  }
+  if (!body.is_object())
+    throw invalid_request(std::string("the request body must be a JSON object, got ") + json::kind_name(body.kind()),
+                          {}, "invalid_json");
+  CompletionRequest req;
+  req.endpoint = endpoint;
+
+  if (const Value* m = field(body, "model")) {
+    if (!m->is_string()) throw wrong_type("model", "a string", *m);
+    req.model = m->as_string();
+    if (!limits.model_name.empty() && req.model != limits.model_name)
+      throw ApiError(404,
+                     "the model '" + req.model + "' does not exist; this server serves '" + limits.model_name + "'",
+                     "invalid_request_error", "model", "model_not_found");
+  }
+
+  if (endpoint == Endpoint::kChat) {
+    req.messages = parse_messages(body);
+  } else {
+    parse_prompt(body, req);
+  }
+
+  // max_completion_tokens is the newer chat spelling; it wins over max_tokens.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (std::optional<int64_t> v = get_int(body, key)) {
+      if (*v < 1)
+        throw invalid_request(std::string("'") + key + "' must be at least 1, got " + std::to_string(*v), key,
+                              "invalid_value");
+      if (*v > limits.max_tokens_limit)
+        throw invalid_request(std::string("'") + key + "' must be at most " + std::to_string(limits.max_tokens_limit) +
+                                  ", got " + std::to_string(*v),
+                              key, "invalid_value");
+      req.max_tokens = *v;
+    }
+  }
+
+  req.temperature = get_number(body, "temperature");
+  if (req.temperature && (*req.temperature < 0 || *req.temperature > 2))
+    throw invalid_request("'temperature' must be in [0, 2]", "temperature", "invalid_value");
+  req.t_min = get_number(body, "t_min");
+  req.t_max = get_number(body, "t_max");
+  if (req.temperature && (req.t_min || req.t_max))
+    throw invalid_request("give either 'temperature' or 't_min'/'t_max', not both", "temperature", "invalid_value");
+  if (req.t_min && *req.t_min < 0) throw invalid_request("'t_min' must be >= 0", "t_min", "invalid_value");
+  if (req.t_max && *req.t_max <= 0) throw invalid_request("'t_max' must be > 0", "t_max", "invalid_value");
+  if (req.t_min && req.t_max && *req.t_max <= *req.t_min)
+    throw invalid_request("'t_max' must be greater than 't_min'", "t_max", "invalid_value");
+
+  if (std::optional<int64_t> v = get_int(body, "max_denoising_steps")) {
+    if (*v < 1 || *v > 4096)
+      throw invalid_request("'max_denoising_steps' must be in [1, 4096]", "max_denoising_steps", "invalid_value");
+    req.max_denoising_steps = *v;
+  }
+  if (std::optional<int64_t> v = get_int(body, "seed")) req.seed = uint64_t(*v);
+
+  req.stop = parse_stop(body, limits);
+  req.stream = get_bool(body, "stream", "stream").value_or(false);
+  if (const Value* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
+    req.include_usage = get_bool(*so, "include_usage", "stream_options.include_usage").value_or(false);
+    req.include_drafts = get_bool(*so, "include_drafts", "stream_options.include_drafts").value_or(false);
+  }
+
+  // Features this server does not implement are refused, not ignored, when
+  // asked for: a silent fallback would give answers of another shape.
+  if (std::optional<int64_t> n = get_int(body, "n"); n && *n != 1)
+    throw invalid_request("'n' must be 1 (this server returns one choice), got " + std::to_string(*n), "n",
+                          "unsupported_value");
+  if (std::optional<int64_t> b = get_int(body, "best_of"); b && *b != 1)
+    throw invalid_request("'best_of' must be 1, got " + std::to_string(*b), "best_of", "unsupported_value");
+  if (const Value* lp = field(body, "logprobs")) {
+    const bool on = lp->is_bool() ? lp->as_bool() : lp->is_integer() ? lp->as_int() > 0 : true;
+    if (on) reject_unsupported("logprobs", "log probabilities are not computed");
+  }
+  if (get_bool(body, "echo", "echo").value_or(false)) reject_unsupported("echo", "the prompt is not echoed");
+  if (const Value* s = field(body, "suffix")) {
+    if (!s->is_string()) throw wrong_type("suffix", "a string", *s);
+    if (!s->as_string().empty()) reject_unsupported("suffix", "no insertion mode");
+  }
+  for (const char* key : {"tools", "functions"}) {
+    if (const Value* t = field(body, key)) {
+      if (!t->is_array()) throw wrong_type(key, "an array", *t);
+      if (!t->as_array().empty()) reject_unsupported(key, "no tool calling");
+    }
+  }
+  return req;
+}
+
+}  // namespace dgemma::server

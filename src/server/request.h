@@ -1,0 +1,52 @@
+#pragma once
+// Parsing and validation of the JSON bodies of POST /v1/chat/completions and
+// POST /v1/completions (OpenAI API). Everything a client can get wrong is
+// rejected here with an ApiError naming the field: malformed JSON or invalid
+// UTF-8, wrong types, out-of-range numbers, unsupported n, unknown model.
+// Unknown fields are ignored, as most OpenAI-compatible servers do, so stock
+// clients that send extra fields (user, top_p, ...) keep working.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+
+namespace dgemma::server {
+
+enum class Endpoint { kChat, kCompletion };
+
+// What the server accepts; the rest of the validation needs no model.
+struct RequestLimits {
+  std::string model_name;           // the one model id served ("" = accept any)
+  int64_t max_tokens_limit = 4096;  // upper bound of max_tokens
+  int64_t max_stop_strings = 4;     // OpenAI's limit
+  int64_t max_stop_bytes = 256;     // per stop string
+};
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;                               // as given (empty when absent)
+  std::vector<ChatMessage> messages;               // chat
+  std::string prompt;                              // completion, text form
+  std::optional<std::vector<int32_t>> prompt_ids;  // completion, token-id form
+  std::optional<int64_t> max_tokens;               // absent: the server default
+  // Temperature schedule (spec §3.1): `temperature` scales the model's
+  // t_max..t_min schedule so that its first step runs at `temperature`;
+  // t_min/t_max (extension) set it directly. Absent: the model's defaults.
+  std::optional<double> temperature;
+  std::optional<double> t_min, t_max;
+  std::optional<int64_t> max_denoising_steps;  // extension
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;   // stream_options.include_usage
+  bool include_drafts = false;  // stream_options.include_drafts (extension): a chunk per denoising step
+};
+
+// Parses a request body for `endpoint`. Throws ApiError (400, or 404 for an
+// unknown model).
+CompletionRequest parse_request(Endpoint endpoint, std::string_view body, const RequestLimits& limits);
+
+}  // namespace dgemma::server

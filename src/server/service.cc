@@ -1,0 +1,275 @@
+#include "server/service.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <utility>
+
+#include "dgemma/error.h"
+#include "generate/draws.h"
+#include "generate/generate.h"
+#include "server/api_error.h"
+
+namespace dgemma::server {
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// OpenAI's temperature 0 means "as deterministic as possible"; a diffusion
+// step divides the logits by the temperature, so 0 becomes this (the
+// softmax is then one-hot up to float rounding).
+constexpr double kMinTemperature = 0.01;
+
+}  // namespace
+
+ActiveRequest::ActiveRequest(const Tokenizer& tokenizer, Metrics& metrics, Setup setup)
+    : tokenizer_(tokenizer), metrics_(metrics), setup_(std::move(setup)) {}
+
+void ActiveRequest::push(StreamEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  // A slow reader gets the latest draft, not a backlog of stale ones.
+  if (event.kind == StreamEvent::Kind::kDraft && !events_.empty() && events_.back().kind == StreamEvent::Kind::kDraft) {
+    events_.back() = std::move(event);
+  } else {
+    if (event.kind == StreamEvent::Kind::kDone || event.kind == StreamEvent::Kind::kError) closed_ = true;
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+bool ActiveRequest::next(StreamEvent& out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+  out = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void ActiveRequest::dropped() {
+  metrics_.count_generation("cancelled");
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kError;
+  e.text = "the request was cancelled before it started";
+  push(std::move(e));
+}
+
+void ActiveRequest::run(DiffusionModel& sequence) {
+  const Clock::time_point started = Clock::now();
+  const double queue_seconds = seconds_between(queued_at, started);
+  metrics_.observe_queue_wait(queue_seconds);
+
+  CompletionText text(tokenizer_, setup_.config.eos_token_ids, setup_.max_tokens, setup_.stop);
+  std::optional<Clock::time_point> first_text;
+  int64_t canvases = 0, steps = 0;
+
+  struct Observer final : GenerationObserver {
+    ActiveRequest& self;
+    CompletionText& text;
+    std::optional<Clock::time_point>& first_text;
+    int64_t& canvases;
+    int64_t& steps;
+    Clock::time_point last;
+
+    Observer(ActiveRequest& s, CompletionText& t, std::optional<Clock::time_point>& f, int64_t& c, int64_t& st)
+        : self(s), text(t), first_text(f), canvases(c), steps(st), last(Clock::now()) {}
+
+    void on_step(const StepEvent& e) override {
+      const Clock::time_point now = Clock::now();
+      self.metrics_.add_step(seconds_between(last, now));
+      last = now;
+      ++steps;
+      if (!self.setup_.drafts) return;
+      StreamEvent d;
+      d.kind = StreamEvent::Kind::kDraft;
+      d.canvas = e.canvas;
+      d.step = e.step;
+      d.max_steps = self.setup_.config.max_denoising_steps;
+      d.accepted = e.n_accepted;
+      d.canvas_length = int64_t(e.argmax.size());
+      d.mean_entropy = e.mean_entropy;
+      d.mask.reserve(e.accepted.size());
+      for (const uint8_t a : e.accepted) d.mask += a != 0 ? '1' : '0';
+      d.text = text.draft(e.argmax);
+      self.push(std::move(d));
+    }
+    void on_canvas(const CanvasEvent& e) override {
+      self.metrics_.add_canvas();
+      ++canvases;
+      std::string delta = text.push(e.committed);
+      if (delta.empty()) return;
+      if (!first_text) {
+        first_text = Clock::now();
+        self.metrics_.observe_ttft(seconds_between(self.setup_.arrived, *first_text));
+      }
+      StreamEvent t;
+      t.kind = StreamEvent::Kind::kText;
+      t.text = std::move(delta);
+      self.push(std::move(t));
+    }
+    // The client went away, or the answer is complete (EOS, max_tokens, a
+    // stop string): no further canvas is needed.
+    bool cancelled() override { return self.cancelled() || text.finished(); }
+  } observer(*this, text, first_text, canvases, steps);
+
+  try {
+    RandomDraws draws(setup_.seed);
+    generate(sequence, setup_.prompt, setup_.config, draws, &observer);
+  } catch (const std::exception& e) {
+    metrics_.count_generation("error");
+    StreamEvent err;
+    err.kind = StreamEvent::Kind::kError;
+    err.text = std::string("generation failed: ") + e.what();
+    push(std::move(err));
+    return;
+  }
+  if (cancelled()) {
+    metrics_.count_generation("cancelled");
+    StreamEvent err;
+    err.kind = StreamEvent::Kind::kError;
+    err.text = "the request was cancelled";
+    push(std::move(err));
+    return;
+  }
+  if (!text.finished()) {
+    std::string tail = text.finish();
+    if (!tail.empty()) {
+      StreamEvent t;
+      t.kind = StreamEvent::Kind::kText;
+      t.text = std::move(tail);
+      push(std::move(t));
+    }
+  }
+  const Clock::time_point end = Clock::now();
+  if (!first_text) {
+    first_text = end;
+    metrics_.observe_ttft(seconds_between(setup_.arrived, end));
+  }
+  StreamEvent done;
+  done.kind = StreamEvent::Kind::kDone;
+  done.finish = text.reason();
+  done.prompt_tokens = prompt_tokens();
+  done.completion_tokens = text.completion_tokens();
+  done.canvases = canvases;
+  done.steps = steps;
+  done.queue_seconds = queue_seconds;
+  done.ttft_seconds = seconds_between(setup_.arrived, *first_text);
+  done.total_seconds = seconds_between(setup_.arrived, end);
+  metrics_.add_tokens(done.prompt_tokens, done.completion_tokens);
+  metrics_.count_generation(finish_reason_name(done.finish));
+  metrics_.observe_latency(done.total_seconds);
+  push(std::move(done));
+}
+
+CompletionService::CompletionService(SharedModel& model, const Tokenizer& tokenizer, ServiceOptions options,
+                                     Metrics& metrics)
+    : tokenizer_(tokenizer),
+      options_(std::move(options)),
+      metrics_(metrics),
+      vocab_size_(model.model().vocab_size()),
+      scheduler_(model, options_.slots, options_.max_queue, &metrics),
+      rng_(std::random_device{}()) {
+  validate_generation_config(options_.defaults, "server generation defaults");
+  if (options_.default_max_tokens < 1 || options_.default_max_tokens > options_.max_tokens_limit)
+    throw Error("server: the default max_tokens " + std::to_string(options_.default_max_tokens) +
+                " must be in [1, max_tokens_limit = " + std::to_string(options_.max_tokens_limit) + "]");
+  if (options_.max_prompt_tokens < 1)
+    throw Error("server: max_prompt_tokens must be at least 1, got " + std::to_string(options_.max_prompt_tokens));
+}
+
+CompletionService::~CompletionService() { shutdown(); }
+
+void CompletionService::shutdown() { scheduler_.shutdown(); }
+
+RequestLimits CompletionService::request_limits() const {
+  RequestLimits l;
+  l.model_name = options_.model_name;
+  l.max_tokens_limit = options_.max_tokens_limit;
+  return l;
+}
+
+std::string CompletionService::new_id(const char* prefix) {
+  std::lock_guard<std::mutex> lock(rng_mu_);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s%016llx%08llx", prefix, (unsigned long long)rng_(),
+                (unsigned long long)(++id_counter_ & 0xffffffffULL));
+  return buf;
+}
+
+std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& req) const {
+  const char* param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  std::vector<int32_t> ids;
+  try {
+    if (req.endpoint == Endpoint::kChat) {
+      ids = encode_chat(tokenizer_, req.messages, true, options_.thinking, options_.template_kind);
+    } else if (req.prompt_ids) {
+      ids = *req.prompt_ids;
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] >= vocab_size_)
+          throw invalid_request("'prompt[" + std::to_string(i) + "]' = " + std::to_string(ids[i]) +
+                                    " is outside the vocabulary [0, " + std::to_string(vocab_size_) + ")",
+                                "prompt", "invalid_value");
+    } else {
+      ids = tokenizer_.encode(req.prompt, true);
+    }
+  } catch (const Error& e) {
+    throw invalid_request(std::string("cannot build the prompt: ") + e.what(), param, "invalid_value");
+  }
+  if (int64_t(ids.size()) > options_.max_prompt_tokens)
+    throw invalid_request("the prompt has " + std::to_string(ids.size()) + " tokens; this server accepts at most " +
+                              std::to_string(options_.max_prompt_tokens) + " (--max-prompt-tokens)",
+                          param, "context_length_exceeded");
+  return ids;
+}
+
+GenerationConfig CompletionService::build_config(const CompletionRequest& req, int64_t max_tokens) const {
+  GenerationConfig c = options_.defaults;
+  c.max_new_tokens = max_tokens;
+  c.max_length = 0;  // max_tokens is explicit here (spec §3.4)
+  if (req.max_denoising_steps) c.max_denoising_steps = *req.max_denoising_steps;
+  if (req.temperature) {
+    // Keep the model's schedule shape (spec §3.1: t_max at the first step,
+    // t_min at the last) and scale it so the first step runs at `temperature`.
+    const double t = std::max(*req.temperature, kMinTemperature);
+    c.t_min = t * (options_.defaults.t_min / options_.defaults.t_max);
+    c.t_max = t;
+  }
+  if (req.t_min) c.t_min = *req.t_min;
+  if (req.t_max) c.t_max = *req.t_max;
+  try {
+    validate_generation_config(c, "request");
+  } catch (const Error& e) {
+    throw invalid_request(std::string("invalid generation parameters: ") + e.what(),
+                          req.t_min || req.t_max ? "t_min" : "temperature", "invalid_value");
+  }
+  return c;
+}
+
+std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest& req, Clock::time_point arrived) {
+  ActiveRequest::Setup s;
+  s.prompt = build_prompt(req);
+  s.max_tokens = req.max_tokens.value_or(options_.default_max_tokens);
+  s.config = build_config(req, s.max_tokens);
+  s.stop = req.stop;
+  s.drafts = req.stream && req.include_drafts;
+  s.arrived = arrived;
+  if (req.seed) {
+    s.seed = *req.seed;
+  } else {
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    s.seed = rng_() & 0x7fffffffffffffffULL;
+  }
+  auto active = std::make_shared<ActiveRequest>(tokenizer_, metrics_, std::move(s));
+  if (!scheduler_.submit(active))
+    throw ApiError(429,
+                   "the server is busy: " + std::to_string(options_.max_queue) +
+                       " requests are already waiting (--max-queue); retry later",
+                   "rate_limit_error", "", "queue_full");
+  return active;
+}
+
+void CompletionService::cancel(const std::shared_ptr<ActiveRequest>& request) { scheduler_.cancel(request); }
+
+}  // namespace dgemma::server

@@ -1,0 +1,130 @@
+#pragma once
+// The completion service behind the HTTP endpoints, free of sockets: it turns
+// a validated CompletionRequest into a prompt (chat template or raw text),
+// checks the server limits, queues a job on the scheduler and delivers what
+// the job produces as a sequence of events (drafts, text, done/error) that
+// the HTTP layer formats as one JSON answer or as SSE chunks.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "generate/generation_config.h"
+#include "server/completion_text.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/scheduler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dgemma::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct ServiceOptions {
+  std::string model_name = "dgemma";
+  GenerationConfig defaults;  // generation_config.json + server flags
+  ChatTemplateKind template_kind = ChatTemplateKind::kAuto;
+  bool thinking = false;             // Gemma 4 <|think|> system turn
+  int64_t default_max_tokens = 256;  // when a request gives none
+  int64_t max_tokens_limit = 4096;   // largest max_tokens accepted
+  int64_t max_prompt_tokens = 8192;  // longer prompts get 400 context_length_exceeded
+  int slots = 1;                     // in-flight sequences
+  int64_t max_queue = 64;            // waiting requests beyond the slots; more get 429
+};
+
+struct StreamEvent {
+  enum class Kind { kDraft, kText, kDone, kError };
+  Kind kind = Kind::kText;
+  std::string text;  // kText: new committed text; kDraft: the canvas's draft; kError: the message
+
+  // kDraft: one denoising step of the canvas being generated.
+  int64_t canvas = 0, step = 0, max_steps = 0, accepted = 0, canvas_length = 0;
+  float mean_entropy = 0;
+  std::string mask;  // per position '1' accepted / '0' noise
+
+  // kDone
+  FinishReason finish = FinishReason::kNone;
+  int64_t prompt_tokens = 0, completion_tokens = 0, canvases = 0, steps = 0;
+  double queue_seconds = 0, ttft_seconds = 0, total_seconds = 0;
+};
+
+// One admitted request: a scheduler job and the channel its events go through.
+class ActiveRequest final : public Job {
+ public:
+  struct Setup {
+    std::vector<int32_t> prompt;
+    GenerationConfig config;
+    int64_t max_tokens = 0;
+    std::vector<std::string> stop;
+    uint64_t seed = 0;
+    bool drafts = false;
+    Clock::time_point arrived;
+  };
+  ActiveRequest(const Tokenizer& tokenizer, Metrics& metrics, Setup setup);
+
+  // Waits up to `timeout` for the next event; false on timeout. After kDone
+  // or kError nothing more comes.
+  bool next(StreamEvent& out, std::chrono::milliseconds timeout);
+
+  int64_t prompt_tokens() const { return int64_t(setup_.prompt.size()); }
+  uint64_t seed() const { return setup_.seed; }
+  Clock::time_point arrived() const { return setup_.arrived; }
+
+  void run(DiffusionModel& sequence) override;
+  void dropped() override;
+
+ private:
+  void push(StreamEvent event);
+
+  const Tokenizer& tokenizer_;
+  Metrics& metrics_;
+  Setup setup_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  bool closed_ = false;  // kDone or kError pushed
+};
+
+class CompletionService {
+ public:
+  // `model` and `tokenizer` must outlive the service.
+  CompletionService(SharedModel& model, const Tokenizer& tokenizer, ServiceOptions options, Metrics& metrics);
+  ~CompletionService();
+
+  // Builds the prompt, checks limits and queues the request. Throws ApiError:
+  // 400 (prompt too long, token id outside the vocabulary, invalid
+  // temperature schedule, template failure), 429 (queue full), 503 (stopping).
+  std::shared_ptr<ActiveRequest> submit(const CompletionRequest& request, Clock::time_point arrived);
+  // The client went away: the request leaves the queue, or its generation
+  // ends before the next decoder pass.
+  void cancel(const std::shared_ptr<ActiveRequest>& request);
+  // Cancels everything and stops the workers.
+  void shutdown();
+
+  const ServiceOptions& options() const { return options_; }
+  RequestLimits request_limits() const;
+  Scheduler& scheduler() { return scheduler_; }
+  // A fresh "chatcmpl-..."/"cmpl-..." id.
+  std::string new_id(const char* prefix);
+
+ private:
+  std::vector<int32_t> build_prompt(const CompletionRequest& request) const;
+  GenerationConfig build_config(const CompletionRequest& request, int64_t max_tokens) const;
+
+  const Tokenizer& tokenizer_;
+  ServiceOptions options_;
+  Metrics& metrics_;
+  int64_t vocab_size_;
+  Scheduler scheduler_;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+  uint64_t id_counter_ = 0;
+};
+
+}  // namespace dgemma::server

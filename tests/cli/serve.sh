@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# `dgemma serve` on the embedded default model, driven over loopback with
+# curl and with the official `openai` npm client (tests/server/node, pinned
+# by its package-lock.json; installed with `npm ci` under the build folder):
+# health, models, chat and completions (plain and streamed), max_tokens and
+# determinism, every kind of bad request (JSON errors with the right 4xx),
+# 429 when the queue is full, disconnects that cancel work, concurrent
+# streams, and a bounded load test (concurrent streams + a storm of bad
+# requests, then a correct answer). Under AddressSanitizer (detected from the
+# binary) the load is scaled down and the server's exit must be leak-free.
+#
+# usage: serve.sh DGEMMA_BINARY SOURCE_DIR
+# env:   DGEMMA_SERVE_STREAMS, DGEMMA_SERVE_BAD_REQUESTS override the load.
+set -u
+BIN=$(realpath "$1")
+SRC=$2
+TMP=$(mktemp -d)
+SERVER_PID=""
+cleanup() {
+  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null
+  jobs -p | xargs -r kill 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+export DGEMMA_CACHE="$TMP/cache"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+
+if grep -qa __asan_init "$BIN"; then
+  ASAN=1 STREAMS=${DGEMMA_SERVE_STREAMS:-16} BAD=${DGEMMA_SERVE_BAD_REQUESTS:-2000} STARTUP=300
+else
+  ASAN=0 STREAMS=${DGEMMA_SERVE_STREAMS:-100} BAD=${DGEMMA_SERVE_BAD_REQUESTS:-10000} STARTUP=120
+fi
+
+# ---- the openai client: npm ci into the build folder, reused while the lock file is unchanged
+NODE_DIR="$(dirname "$BIN")/serve-test-node"
+if ! cmp -s "$SRC/tests/server/node/package-lock.json" "$NODE_DIR/package-lock.json" ||
+    [ ! -d "$NODE_DIR/node_modules/openai" ]; then
+  rm -rf "$NODE_DIR"
+  mkdir -p "$NODE_DIR"
+  cp "$SRC/tests/server/node/package.json" "$SRC/tests/server/node/package-lock.json" "$NODE_DIR/"
+  if ! (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >"$TMP/npm.log" 2>&1); then
+    cat "$TMP/npm.log"
+    rm -rf "$NODE_DIR"
+    bad "npm ci of the openai client failed (is the npm registry reachable?)"
+    echo "$pass passed, $fail failed"
+    exit 1
+  fi
+fi
+cp "$SRC"/tests/server/node/*.mjs "$NODE_DIR/"
+
+# ---- start a server on a free port; sets SERVER_PID and BASE
+start_server() {
+  local name=$1
+  shift
+  rm -f "$TMP/$name.port"
+  "$BIN" serve --port 0 --port-file "$TMP/$name.port" "$@" 2>"$TMP/$name.err" &
+  SERVER_PID=$!
+  local waited=0
+  while [ ! -s "$TMP/$name.port" ]; do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null || [ $waited -ge $((STARTUP * 10)) ]; then
+      bad "$name server did not start: $(cat "$TMP/$name.err")"
+      return 1
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  BASE="http://127.0.0.1:$(cat "$TMP/$name.port")"
+}
+
+# SIGTERM, then the exit status must be 0 and (under ASan) no sanitizer report.
+stop_server() {
+  local name=$1
+  kill -TERM "$SERVER_PID"
+  wait "$SERVER_PID"
+  local rc=$?
+  SERVER_PID=""
+  if [ $rc -eq 0 ] && ! grep -q "Sanitizer" "$TMP/$name.err"; then
+    ok "$name server stops cleanly on SIGTERM (exit 0, no sanitizer report)"
+  else
+    bad "$name server exit $rc: $(tail -30 "$TMP/$name.err")"
+  fi
+}
+
+# post PATH JSON -> body in $TMP/body, status in $STATUS
+post() {
+  STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "$BASE$1")
+}
+json_get() { node -e "const v=JSON.parse(require('fs').readFileSync(process.argv[1],'utf8'));console.log(String(eval('v.'+process.argv[2])))" "$TMP/body" "$1"; }
+# expect_error NAME STATUS PARAM-or-null: the last response is that JSON error.
+expect_error() {
+  local type param
+  type=$(json_get 'error.type' 2>/dev/null)
+  param=$(json_get 'error.param' 2>/dev/null)
+  if [ "$STATUS" = "$2" ] && [ -n "$type" ] && [ "$param" = "$3" ]; then
+    ok "$1: $STATUS $(json_get 'error.message' | cut -c1-90)"
+  else
+    bad "$1: status $STATUS (want $2), param '$param' (want $3): $(head -c 300 "$TMP/body")"
+  fi
+}
+
+FAST=(--max-denoising-steps 2 -n 16)
+MAX_BODY=65536
+start_server main "${FAST[@]}" --parallel 2 --max-queue 256 --max-body-size $MAX_BODY --max-prompt-tokens 256 \
+  --max-tokens-limit 100000 || { echo "$pass passed, $fail failed"; exit 1; }
+MODEL=dgemma-default
+
+# ---- health, models, metrics
+if [ "$(curl -s "$BASE/health")" = '{"status":"ok","slots":2,"in_flight":0,"queued":0}' ]; then ok "/health"; else bad "/health: $(curl -s "$BASE/health")"; fi
+if curl -s "$BASE/v1/models" | grep -q "\"id\": \"$MODEL\""; then ok "/v1/models"; else bad "/v1/models: $(curl -s "$BASE/v1/models")"; fi
+if curl -s "$BASE/metrics" | grep -q '^# TYPE dgemma_time_to_first_token_seconds histogram'; then ok "/metrics is Prometheus text"; else bad "/metrics"; fi
+
+# ---- chat with curl: max_tokens exact, deterministic, stream = non-stream
+CHAT='{"model":"'$MODEL'","messages":[{"role":"user","content":"Hello"}],"max_tokens":5,"seed":7}'
+post /v1/chat/completions "$CHAT"
+CONTENT=$(json_get 'choices[0].message.content')
+if [ "$STATUS" = 200 ] && [ -n "$CONTENT" ] && [ "$(json_get 'usage.completion_tokens')" = 5 ] &&
+    [ "$(json_get 'choices[0].finish_reason')" = length ]; then
+  ok "curl chat: 5 tokens, finish_reason length: $CONTENT"
+else
+  bad "curl chat: $STATUS $(cat "$TMP/body")"
+fi
+post /v1/chat/completions "$CHAT"
+if [ "$(json_get 'choices[0].message.content')" = "$CONTENT" ]; then ok "curl chat: same seed, same answer"; else bad "curl chat not deterministic"; fi
+curl -sN -H 'Content-Type: application/json' -d "${CHAT%\}},\"stream\":true}" "$BASE/v1/chat/completions" >"$TMP/sse"
+STREAMED=$(node -e '
+  const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter((l) => l.startsWith("data: "));
+  if (lines.pop() !== "data: [DONE]") throw new Error("no [DONE]");
+  let text = "", finish = null;
+  for (const l of lines) { const c = JSON.parse(l.slice(6)); const ch = c.choices[0]; if (ch && ch.delta.content) text += ch.delta.content; if (ch && ch.finish_reason) finish = ch.finish_reason; }
+  if (finish !== "length") throw new Error("finish " + finish);
+  process.stdout.write(text);' "$TMP/sse" 2>&1)
+if [ "$STREAMED" = "$CONTENT" ]; then ok "curl stream: SSE chunks add up to the same text, then [DONE]"; else bad "curl stream: '$STREAMED' vs '$CONTENT': $(head -c 600 "$TMP/sse")"; fi
+
+# ---- bad requests with curl
+post /v1/chat/completions '{"messages": [{"role": "user"'
+expect_error "malformed JSON" 400 null
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}'
+expect_error "wrong type" 400 max_tokens
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}'
+expect_error "negative max_tokens" 400 max_tokens
+post /v1/chat/completions '{"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}'
+expect_error "unknown model" 404 model
+post /v1/completions "$(printf '{"prompt": "caf\xe9"}')"
+expect_error "invalid UTF-8" 400 null
+post /v1/completions '{"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}'
+expect_error "too many stop strings" 400 stop
+post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"$(printf 'word %.0s' $(seq 400))\"}]}"
+expect_error "prompt over --max-prompt-tokens" 400 messages
+head -c $((MAX_BODY + 10)) /dev/zero | tr '\0' ' ' >"$TMP/big"
+STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' --data-binary @"$TMP/big" "$BASE/v1/completions")
+expect_error "body over --max-body-size" 413 null
+STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "$BASE/v1/unknown")
+expect_error "unknown route" 404 null
+STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "$BASE/v1/chat/completions")
+expect_error "GET on a POST route" 405 null
+if curl -s "$BASE/health" | grep -q '"status":"ok"'; then ok "still healthy after the bad requests"; else bad "unhealthy after bad requests"; fi
+
+# ---- a client that disconnects during a non-streamed request cancels it
+cancelled() { curl -s "$BASE/metrics" | sed -n 's/^dgemma_generations_total{outcome="cancelled"} //p'; }
+in_flight() { curl -s "$BASE/metrics" | sed -n 's/^dgemma_sequences_in_flight //p'; }
+before=$(cancelled)
+curl -s -m 2 -H 'Content-Type: application/json' \
+  -d '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":100000,"seed":3}' "$BASE/v1/chat/completions" >/dev/null
+for _ in $(seq 100); do [ "$(in_flight)" = 0 ] && [ "$(cancelled)" = $((before + 1)) ] && break; sleep 0.1; done
+if [ "$(in_flight)" = 0 ] && [ "$(cancelled)" = $((before + 1)) ]; then
+  ok "disconnect during a non-streamed request cancels it and frees the slot"
+else
+  bad "disconnect: in flight $(in_flight), cancelled $(cancelled) (before $before)"
+fi
+
+# ---- the openai client: chat, stream, completions, stop, drafts, concurrency, cancellation, errors
+node "$NODE_DIR/client.mjs" "$BASE" "$MODEL" "$CONTENT" >"$TMP/client.out" 2>&1
+cat "$TMP/client.out" | grep -v ' passed, '
+pass=$((pass + $(grep -c '^ok ' "$TMP/client.out")))
+fail=$((fail + $(grep -c '^FAIL ' "$TMP/client.out")))
+grep -q ' passed, 0 failed$' "$TMP/client.out" || bad "client.mjs did not finish cleanly: $(tail -5 "$TMP/client.out")"
+
+# ---- load: concurrent streams, bad-request storm, then a correct answer
+node "$NODE_DIR/load.mjs" "$BASE" "$MODEL" "$STREAMS" "$BAD" "$CONTENT" "$MAX_BODY" >"$TMP/load.out" 2>&1
+cat "$TMP/load.out" | grep -v ' passed, '
+pass=$((pass + $(grep -c '^ok ' "$TMP/load.out")))
+fail=$((fail + $(grep -c '^FAIL ' "$TMP/load.out")))
+grep -q ' passed, 0 failed$' "$TMP/load.out" || bad "load.mjs did not finish cleanly: $(tail -5 "$TMP/load.out")"
+curl -s "$BASE/metrics" | grep -E '^dgemma_(requests_total|generations_total|sequences_in_flight|queue_depth|canvases_total|denoising_steps_total)' >"$TMP/metrics"
+if grep -q "^dgemma_requests_total{endpoint=\"other\",code=\"404\"}" "$TMP/metrics" &&
+    [ "$(sed -n 's/^dgemma_sequences_in_flight //p' "$TMP/metrics")" = 0 ]; then
+  ok "metrics after the load: $(tr '\n' ' ' <"$TMP/metrics" | cut -c1-400)"
+else
+  bad "metrics after the load: $(cat "$TMP/metrics")"
+fi
+stop_server main
+
+# ---- a full queue answers 429; queued and running requests are cancelled by their clients
+start_server small "${FAST[@]}" --parallel 1 --max-queue 1 --max-tokens-limit 100000 || { echo "$pass passed, $fail failed"; exit 1; }
+LONG='{"messages":[{"role":"user","content":"Hello"}],"max_tokens":100000,"seed":1}'
+curl -s -N -H 'Content-Type: application/json' -d "$LONG" "$BASE/v1/chat/completions" >/dev/null &
+running=$!
+for _ in $(seq 200); do [ "$(in_flight)" = 1 ] && break; sleep 0.05; done
+curl -s -N -H 'Content-Type: application/json' -d "$LONG" "$BASE/v1/chat/completions" >/dev/null &
+queued=$!
+for _ in $(seq 200); do [ "$(curl -s "$BASE/metrics" | sed -n 's/^dgemma_queue_depth //p')" = 1 ] && break; sleep 0.05; done
+post /v1/chat/completions "$LONG"
+expect_error "queue full" 429 null
+kill "$queued" "$running" 2>/dev/null
+wait "$queued" "$running" 2>/dev/null
+for _ in $(seq 100); do [ "$(in_flight)" = 0 ] && [ "$(cancelled)" = 2 ] && break; sleep 0.1; done
+if [ "$(in_flight)" = 0 ] && [ "$(cancelled)" = 2 ]; then
+  ok "killed clients cancel their running and queued requests"
+else
+  bad "after killing clients: in flight $(in_flight), cancelled $(cancelled)"
+fi
+post /v1/chat/completions "$CHAT"
+if [ "$STATUS" = 200 ] && [ "$(json_get 'choices[0].message.content')" = "$CONTENT" ]; then
+  ok "the freed slot serves the next request (same answer as before)"
+else
+  bad "after cancellation: $STATUS $(cat "$TMP/body")"
+fi
+stop_server small
+
+# ---- flags
+if "$BIN" serve --help | grep -q "include_drafts"; then ok "--help documents the drafts extension"; else bad "--help"; fi
+if "$BIN" serve --port 70000 2>"$TMP/err"; then bad "--port 70000 accepted"; elif grep -q "port" "$TMP/err"; then ok "bad --port rejected: $(cat "$TMP/err")"; else bad "bad --port: $(cat "$TMP/err")"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

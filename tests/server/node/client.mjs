@@ -1,0 +1,159 @@
+// Functional tests of `dgemma serve` with the official openai client,
+// unmodified: models, chat (plain and streamed), completions, stop strings,
+// drafts, concurrent streams, cancellation, errors.
+//
+// usage: node client.mjs BASE_URL MODEL CURL_CONTENT
+//   CURL_CONTENT: the content curl got for the chat request below (seed 7,
+//   max_tokens 5), which the client must reproduce exactly.
+import OpenAI from 'openai';
+import { bad, check, finish, metric, ok, step, waitFor } from './common.mjs';
+
+const [base, model, curlContent] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+const hello = [{ role: 'user', content: 'Hello' }];
+
+async function chat(seed, maxTokens, extra = {}) {
+  return client.chat.completions.create({ model, messages: hello, max_tokens: maxTokens, seed, ...extra });
+}
+
+// Streams a chat request; returns {content, finish, usage, chunks, drafts}.
+async function streamChat(seed, maxTokens, extra = {}, signal = undefined) {
+  const stream = await client.chat.completions.create(
+    { model, messages: hello, max_tokens: maxTokens, seed, stream: true, ...extra },
+    signal ? { signal } : {},
+  );
+  const r = { content: '', finish: null, usage: null, chunks: 0, drafts: [] };
+  for await (const chunk of stream) {
+    r.chunks++;
+    if (chunk.usage) r.usage = chunk.usage;
+    if (chunk.dgemma_draft) r.drafts.push(chunk.dgemma_draft);
+    const choice = chunk.choices[0];
+    if (!choice) continue;
+    if (choice.delta && choice.delta.content) r.content += choice.delta.content;
+    if (choice.finish_reason) r.finish = choice.finish_reason;
+  }
+  return r;
+}
+
+await step('models', async () => {
+  const list = await client.models.list();
+  const ids = list.data.map((m) => m.id);
+  check(ids.includes(model), 'models.list names the served model', JSON.stringify(ids));
+  const m = await client.models.retrieve(model);
+  check(m.id === model && m.object === 'model', 'models.retrieve');
+});
+
+let reference = '';
+await step('chat', async () => {
+  const r = await chat(7, 5);
+  reference = r.choices[0].message.content;
+  check(reference.length > 0, 'chat: non-empty content');
+  check(r.choices[0].finish_reason === 'length', 'chat: finish_reason length', r.choices[0].finish_reason);
+  check(r.usage.completion_tokens === 5 && r.usage.total_tokens === r.usage.prompt_tokens + 5,
+    'chat: usage counts max_tokens exactly', JSON.stringify(r.usage));
+  check(r.object === 'chat.completion' && r.choices[0].message.role === 'assistant', 'chat: object and role');
+  check(reference === curlContent, 'chat: same answer as curl for the same seed', `${JSON.stringify(reference)} vs ${JSON.stringify(curlContent)}`);
+  const again = await chat(7, 5);
+  check(again.choices[0].message.content === reference, 'chat: deterministic for a fixed seed');
+});
+
+await step('stream', async () => {
+  const s = await streamChat(7, 5, { stream_options: { include_usage: true } });
+  check(s.content === reference, 'stream: same text as the non-streamed answer', `${JSON.stringify(s.content)}`);
+  check(s.finish === 'length', 'stream: finish_reason length', String(s.finish));
+  check(s.usage && s.usage.completion_tokens === 5, 'stream: usage in the final chunk', JSON.stringify(s.usage));
+});
+
+await step('max_tokens across canvases', async () => {
+  for (const n of [1, 17, 40]) {
+    const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: n, seed: 3 });
+    check(r.usage.completion_tokens === n && r.choices[0].finish_reason === 'length' && r.choices[0].text.length > 0,
+      `completions: max_tokens ${n} honoured exactly`, JSON.stringify(r.usage));
+  }
+});
+
+await step('stop strings', async () => {
+  const long = (await chat(11, 32)).choices[0].message.content;
+  // A stop string taken from the second half of the text: the answer is the
+  // text before its first occurrence, finish_reason "stop".
+  const at = Math.floor(long.length * 0.6);
+  let stop = long.slice(at, at + 3);
+  if (stop.trim().length === 0) stop = long.slice(at - 3, at);
+  const expected = long.slice(0, long.indexOf(stop));
+  const r = await chat(11, 32, { stop: [stop, '\u0000never'] });
+  check(r.choices[0].message.content === expected && r.choices[0].finish_reason === 'stop',
+    'stop string cuts the text and gives finish_reason stop',
+    `${JSON.stringify(r.choices[0].message.content)} vs ${JSON.stringify(expected)} (${r.choices[0].finish_reason})`);
+  check(r.usage.completion_tokens < 32, 'stop string: fewer completion tokens', JSON.stringify(r.usage));
+  const s = await streamChat(11, 32, { stop });
+  check(s.content === expected && s.finish === 'stop', 'stop string in a stream', JSON.stringify(s.content));
+});
+
+await step('drafts', async () => {
+  const s = await streamChat(7, 5, { stream_options: { include_drafts: true } });
+  check(s.drafts.length >= 2, 'drafts: one chunk per denoising step', String(s.drafts.length));
+  const last = s.drafts[s.drafts.length - 1] || {};
+  check(last.text === reference && s.content === reference, 'drafts: the last draft is the committed text',
+    JSON.stringify(last));
+  check(typeof last.mask === 'string' && last.mask.length === last.canvas_length, 'drafts: mask per position');
+});
+
+await step('concurrent streams', async () => {
+  const seeds = [21, 22, 23, 24, 25, 26];
+  // Sequential non-streamed answers first, then all streams at once: the
+  // interleaved sequences (own KV caches, shared model) must give the same text.
+  const expected = [];
+  for (const seed of seeds) expected.push((await chat(seed, 20)).choices[0].message.content);
+  const results = await Promise.all(seeds.map((seed) => streamChat(seed, 20)));
+  const same = results.every((r, i) => r.content === expected[i] && r.finish === 'length');
+  check(same, `${seeds.length} concurrent streams complete with the same text as sequential runs`,
+    JSON.stringify(results.map((r) => r.content)));
+});
+
+await step('cancellation', async () => {
+  const cancelledBefore = await metric(base, 'dgemma_generations_total{outcome="cancelled"}');
+  const controller = new AbortController();
+  let gotText = false;
+  try {
+    const stream = await client.chat.completions.create(
+      { model, messages: hello, max_tokens: 100000, seed: 5, stream: true },
+      { signal: controller.signal },
+    );
+    for await (const chunk of stream) {
+      if (chunk.choices[0] && chunk.choices[0].delta.content) {
+        gotText = true;
+        controller.abort();
+      }
+    }
+  } catch (e) {
+    if (!gotText) throw e;
+  }
+  check(gotText, 'cancellation: text arrived before the abort');
+  const freed = await waitFor(async () => (await metric(base, 'dgemma_sequences_in_flight')) === 0 &&
+    (await metric(base, 'dgemma_generations_total{outcome="cancelled"}')) === cancelledBefore + 1, 20000);
+  check(freed, 'cancellation: the slot is freed and counted as cancelled (/metrics)');
+});
+
+await step('errors', async () => {
+  const expectStatus = async (name, status, fn) => {
+    try {
+      await fn();
+      bad(`${name}: no error`);
+    } catch (e) {
+      check(e instanceof OpenAI.APIError && e.status === status && e.error && typeof e.error.message === 'string',
+        `${name}: ${status} with an error object`, `${e.status} ${e.message}`);
+    }
+  };
+  await expectStatus('unknown model', 404, () => client.chat.completions.create({ model: 'nope', messages: hello }));
+  await expectStatus('negative max_tokens', 400, () => chat(1, -1));
+  await expectStatus('n = 2', 400, () => chat(1, 5, { n: 2 }));
+  await expectStatus('empty messages', 400, () => client.chat.completions.create({ model, messages: [] }));
+  await expectStatus('bad temperature', 400, () => chat(1, 5, { temperature: 3 }));
+  await expectStatus('image part', 400, () => client.chat.completions.create({
+    model, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x/y.png' } }] }],
+  }));
+  const r = await chat(7, 5);
+  check(r.choices[0].message.content === reference, 'after errors the server still answers correctly');
+});
+
+finish();

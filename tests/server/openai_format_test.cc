@@ -1,0 +1,121 @@
+// OpenAI wire formats (src/server/openai_format.h) and the Prometheus text
+// of the metrics (src/server/metrics.h).
+#include "server/openai_format.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/json.h"
+#include "server/metrics.h"
+
+namespace dgemma::server {
+namespace {
+
+ResponseContext ctx(Endpoint ep) {
+  ResponseContext c;
+  c.endpoint = ep;
+  c.id = "chatcmpl-1";
+  c.created = 1700000000;
+  c.model = "tiny";
+  c.seed = 9;
+  return c;
+}
+
+StreamEvent done() {
+  StreamEvent d;
+  d.kind = StreamEvent::Kind::kDone;
+  d.finish = FinishReason::kLength;
+  d.prompt_tokens = 12;
+  d.completion_tokens = 5;
+  d.canvases = 1;
+  d.steps = 3;
+  d.ttft_seconds = 0.25;
+  return d;
+}
+
+TEST(OpenAIFormat, ChatCompletion) {
+  const json::Value v = json::parse(completion_body(ctx(Endpoint::kChat), "hé", done()));
+  EXPECT_EQ(v.find("object")->as_string(), "chat.completion");
+  EXPECT_EQ(v.find("model")->as_string(), "tiny");
+  const json::Value& c = v.find("choices")->as_array().at(0);
+  EXPECT_EQ(c.find("message")->find("role")->as_string(), "assistant");
+  EXPECT_EQ(c.find("message")->find("content")->as_string(), "hé");
+  EXPECT_EQ(c.find("finish_reason")->as_string(), "length");
+  EXPECT_EQ(v.find("usage")->find("total_tokens")->as_int(), 17);
+  EXPECT_EQ(v.find("dgemma")->find("seed")->as_int(), 9);
+  EXPECT_EQ(v.find("dgemma")->find("ttft_ms")->as_double(), 250.0);
+}
+
+TEST(OpenAIFormat, TextCompletionAndChunks) {
+  const json::Value v = json::parse(completion_body(ctx(Endpoint::kCompletion), "abc", done()));
+  EXPECT_EQ(v.find("object")->as_string(), "text_completion");
+  EXPECT_EQ(v.find("choices")->as_array().at(0).find("text")->as_string(), "abc");
+
+  const json::Value start = json::parse(chunk_start(ctx(Endpoint::kChat)));
+  EXPECT_EQ(start.find("object")->as_string(), "chat.completion.chunk");
+  const json::Value& delta = *start.find("choices")->as_array().at(0).find("delta");
+  EXPECT_EQ(delta.find("role")->as_string(), "assistant");
+  EXPECT_TRUE(start.find("choices")->as_array().at(0).find("finish_reason")->is_null());
+
+  const json::Value text = json::parse(chunk_text(ctx(Endpoint::kCompletion), "xy"));
+  EXPECT_EQ(text.find("choices")->as_array().at(0).find("text")->as_string(), "xy");
+
+  const json::Value fin = json::parse(chunk_finish(ctx(Endpoint::kChat), done()));
+  EXPECT_EQ(fin.find("choices")->as_array().at(0).find("finish_reason")->as_string(), "length");
+  EXPECT_EQ(fin.find("usage")->find("completion_tokens")->as_int(), 5);
+  const json::Value usage = json::parse(chunk_usage(ctx(Endpoint::kChat), done()));
+  EXPECT_TRUE(usage.find("choices")->as_array().empty());
+
+  StreamEvent d;
+  d.kind = StreamEvent::Kind::kDraft;
+  d.canvas = 1;
+  d.step = 2;
+  d.max_steps = 8;
+  d.accepted = 3;
+  d.canvas_length = 4;
+  d.mask = "1011";
+  d.text = "draft";
+  const json::Value draft = json::parse(chunk_draft(ctx(Endpoint::kChat), d));
+  EXPECT_TRUE(draft.find("choices")->as_array().at(0).find("delta")->as_object().empty());
+  EXPECT_EQ(draft.find("dgemma_draft")->find("mask")->as_string(), "1011");
+  EXPECT_EQ(draft.find("dgemma_draft")->find("text")->as_string(), "draft");
+
+  EXPECT_EQ(sse_event("{}"), "data: {}\n\n");
+  EXPECT_EQ(json::parse(models_body("tiny", 5)).find("data")->as_array().at(0).find("id")->as_string(), "tiny");
+}
+
+TEST(Metrics, PrometheusText) {
+  Metrics m;
+  m.count_request("/v1/chat/completions", 200);
+  m.count_request("/v1/chat/completions", 200);
+  m.count_request("other", 404);
+  m.count_generation("length");
+  m.add_tokens(10, 4);
+  m.add_canvas();
+  m.add_step(0.02);
+  m.observe_ttft(0.3);
+  m.observe_ttft(7);
+  m.set_queue(3, 2, 4);
+  const std::string t = m.render();
+  EXPECT_NE(t.find("dgemma_requests_total{endpoint=\"/v1/chat/completions\",code=\"200\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_requests_total{endpoint=\"other\",code=\"404\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_generations_total{outcome=\"length\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_generations_total{outcome=\"cancelled\"} 0\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_completion_tokens_total 4\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_queue_depth 3\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_sequences_in_flight 2\n"), std::string::npos);
+  // Cumulative buckets: 0.3 is in le=0.5 and above, 7 only from le=10.
+  EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"0.25\"} 0\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"0.5\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"5\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"10\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_count 2\n"), std::string::npos);
+  EXPECT_NE(t.find("# TYPE dgemma_request_duration_seconds histogram\n"), std::string::npos);
+  EXPECT_EQ(m.requests("/v1/chat/completions", 200), 2u);
+  EXPECT_EQ(m.in_flight(), 2);
+}
+
+}  // namespace
+}  // namespace dgemma::server

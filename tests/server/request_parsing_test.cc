@@ -1,0 +1,168 @@
+// Request validation of POST /v1/chat/completions and /v1/completions
+// (src/server/request.h): what stock clients send is accepted, everything
+// else is a 4xx ApiError naming the field.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/json.h"
+#include "server/api_error.h"
+#include "server/request.h"
+
+namespace dgemma::server {
+namespace {
+
+RequestLimits limits() {
+  RequestLimits l;
+  l.model_name = "tiny";
+  l.max_tokens_limit = 1000;
+  return l;
+}
+
+CompletionRequest chat(const std::string& body) { return parse_request(Endpoint::kChat, body, limits()); }
+CompletionRequest completion(const std::string& body) { return parse_request(Endpoint::kCompletion, body, limits()); }
+
+TEST(RequestParsing, AcceptsAFullChatRequest) {
+  const CompletionRequest r = chat(R"({
+    "model": "tiny",
+    "messages": [{"role": "system", "content": "Be brief."},
+                 {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]},
+                 {"role": "assistant", "content": null},
+                 {"role": "developer", "content": "x"}],
+    "max_tokens": 40, "temperature": 0.5, "seed": 42, "stop": ["\n\n", "END"],
+    "stream": true, "stream_options": {"include_usage": true, "include_drafts": true},
+    "n": 1, "user": "someone", "top_p": 1, "logprobs": false, "tools": []})");
+  EXPECT_EQ(r.model, "tiny");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hi there");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.messages[3].role, "system");  // developer is the newer name of system
+  EXPECT_EQ(r.max_tokens, 40);
+  EXPECT_EQ(r.temperature, 0.5);
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.include_drafts);
+}
+
+TEST(RequestParsing, NullAndAbsentFieldsTakeDefaults) {
+  const CompletionRequest r = chat(R"({"messages": [{"role": "user", "content": "x"}], "model": null,
+                                      "max_tokens": null, "temperature": null, "stop": null, "seed": null})");
+  EXPECT_EQ(r.model, "");
+  EXPECT_FALSE(r.max_tokens);
+  EXPECT_FALSE(r.temperature);
+  EXPECT_FALSE(r.seed);
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_FALSE(r.stream);
+  // max_completion_tokens (the newer chat name) wins over max_tokens.
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "max_completion_tokens": 7})")
+                .max_tokens,
+            7);
+}
+
+TEST(RequestParsing, CompletionPromptForms) {
+  EXPECT_EQ(completion(R"({"prompt": "Once"})").prompt, "Once");
+  EXPECT_EQ(completion(R"({"prompt": ["Once"]})").prompt, "Once");
+  EXPECT_EQ(*completion(R"({"prompt": [2, 10, 20]})").prompt_ids, (std::vector<int32_t>{2, 10, 20}));
+  EXPECT_EQ(*completion(R"({"prompt": [[5, 6]]})").prompt_ids, (std::vector<int32_t>{5, 6}));
+  const CompletionRequest r = completion(R"({"prompt": "x", "t_min": 0.1, "t_max": 0.3, "max_denoising_steps": 4})");
+  EXPECT_EQ(r.t_min, 0.1);
+  EXPECT_EQ(r.t_max, 0.3);
+  EXPECT_EQ(r.max_denoising_steps, 4);
+}
+
+struct BadCase {
+  Endpoint endpoint;
+  std::string body;
+  int status;
+  std::string param;
+};
+
+TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
+  const std::string msg = R"("messages": [{"role": "user", "content": "x"}])";
+  const std::vector<BadCase> cases = {
+      {Endpoint::kChat, "", 400, ""},
+      {Endpoint::kChat, "{", 400, ""},
+      {Endpoint::kChat, "[]", 400, ""},
+      {Endpoint::kChat, "{\"messages\": \"caf\xe9\"}", 400, ""},                               // invalid UTF-8
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "\ud800"}]})", 400, ""},  // lone surrogate
+      {Endpoint::kChat, std::string(100, '[') + std::string(100, ']'), 400, ""},
+      {Endpoint::kChat, "{" + msg + "} trailing", 400, ""},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}], "messages": []})", 400, ""},
+      {Endpoint::kChat, "{}", 400, "messages"},
+      {Endpoint::kChat, R"({"messages": []})", 400, "messages"},
+      {Endpoint::kChat, R"({"messages": {"role": "user"}})", 400, "messages"},
+      {Endpoint::kChat, R"({"messages": [5]})", 400, "messages[0]"},
+      {Endpoint::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role"},
+      {Endpoint::kChat, R"({"messages": [{"role": "tool", "content": "x"}]})", 400, "messages[0].role"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user"}]})", 400, "messages[0].content"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": null}]})", 400, "messages[0].content"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": 3}]})", 400, "messages[0].content"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
+       "messages[0].content[0].type"},
+      {Endpoint::kChat, "{" + msg + R"(, "model": "gpt-4"})", 404, "model"},
+      {Endpoint::kChat, "{" + msg + R"(, "model": 4})", 400, "model"},
+      {Endpoint::kChat, "{" + msg + R"(, "max_tokens": -1})", 400, "max_tokens"},
+      {Endpoint::kChat, "{" + msg + R"(, "max_tokens": 0})", 400, "max_tokens"},
+      {Endpoint::kChat, "{" + msg + R"(, "max_tokens": 1001})", 400, "max_tokens"},
+      {Endpoint::kChat, "{" + msg + R"(, "max_tokens": 2.5})", 400, "max_tokens"},
+      {Endpoint::kChat, "{" + msg + R"(, "max_tokens": "10"})", 400, "max_tokens"},
+      {Endpoint::kChat, "{" + msg + R"(, "max_tokens": 1e999})", 400, "max_tokens"},
+      {Endpoint::kChat, "{" + msg + R"(, "temperature": 2.5})", 400, "temperature"},
+      {Endpoint::kChat, "{" + msg + R"(, "temperature": "hot"})", 400, "temperature"},
+      {Endpoint::kChat, "{" + msg + R"(, "temperature": 0.5, "t_max": 0.9})", 400, "temperature"},
+      {Endpoint::kChat, "{" + msg + R"(, "t_min": 0.5, "t_max": 0.5})", 400, "t_max"},
+      {Endpoint::kChat, "{" + msg + R"(, "t_min": -1})", 400, "t_min"},
+      {Endpoint::kChat, "{" + msg + R"(, "max_denoising_steps": 0})", 400, "max_denoising_steps"},
+      {Endpoint::kChat, "{" + msg + R"(, "seed": 1.5})", 400, "seed"},
+      {Endpoint::kChat, "{" + msg + R"(, "stop": 5})", 400, "stop"},
+      {Endpoint::kChat, "{" + msg + R"(, "stop": [""]})", 400, "stop"},
+      {Endpoint::kChat, "{" + msg + R"(, "stop": ["a", "b", "c", "d", "e"]})", 400, "stop"},
+      {Endpoint::kChat, "{" + msg + R"(, "stop": [1]})", 400, "stop[0]"},
+      {Endpoint::kChat, "{" + msg + R"(, "stream": 1})", 400, "stream"},
+      {Endpoint::kChat, "{" + msg + R"(, "stream": true, "stream_options": []})", 400, "stream_options"},
+      {Endpoint::kChat, "{" + msg + R"(, "stream_options": {"include_drafts": "yes"}})", 400,
+       "stream_options.include_drafts"},
+      {Endpoint::kChat, "{" + msg + R"(, "n": 2})", 400, "n"},
+      {Endpoint::kChat, "{" + msg + R"(, "logprobs": true})", 400, "logprobs"},
+      {Endpoint::kChat, "{" + msg + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
+      {Endpoint::kCompletion, "{}", 400, "prompt"},
+      {Endpoint::kCompletion, R"({"prompt": 5})", 400, "prompt"},
+      {Endpoint::kCompletion, R"({"prompt": ["a", "b"]})", 400, "prompt"},
+      {Endpoint::kCompletion, R"({"prompt": []})", 400, "prompt"},
+      {Endpoint::kCompletion, R"({"prompt": [1, -2]})", 400, "prompt"},
+      {Endpoint::kCompletion, R"({"prompt": [1, 3000000000]})", 400, "prompt"},
+      {Endpoint::kCompletion, R"({"prompt": [[1], [2]]})", 400, "prompt"},
+      {Endpoint::kCompletion, R"({"prompt": "x", "echo": true})", 400, "echo"},
+      {Endpoint::kCompletion, R"({"prompt": "x", "best_of": 3})", 400, "best_of"},
+      {Endpoint::kCompletion, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
+      {Endpoint::kCompletion, R"({"prompt": "x", "suffix": "y"})", 400, "suffix"},
+  };
+  for (const BadCase& c : cases) {
+    try {
+      parse_request(c.endpoint, c.body, limits());
+      ADD_FAILURE() << "accepted: " << c.body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, c.status) << c.body << ": " << e.what();
+      EXPECT_EQ(e.param, c.param) << c.body << ": " << e.what();
+      EXPECT_FALSE(e.type.empty());
+      EXPECT_FALSE(std::string(e.what()).empty());
+    }
+  }
+}
+
+TEST(RequestParsing, ErrorBodyHasTheOpenAIShape) {
+  EXPECT_EQ(error_body(invalid_request("'n' must be 1", "n", "unsupported_value")),
+            R"({"error": {"message": "'n' must be 1", "type": "invalid_request_error", "param": "n", )"
+            R"("code": "unsupported_value"}})");
+  EXPECT_EQ(error_body(error_for_status(413, "POST", "/v1/completions")),
+            R"x({"error": {"message": "the request body is too large (--max-body-size)", "type": )x"
+            R"x("invalid_request_error", "param": null, "code": "request_too_large"}})x");
+  // A client-chosen path with invalid UTF-8 still gives valid JSON.
+  EXPECT_NO_THROW(json::parse(error_body(error_for_status(404, "GET", "/\xff\xfe"))));
+}
+
+}  // namespace
+}  // namespace dgemma::server

@@ -1,0 +1,189 @@
+// The completion service on the embedded default model (tiny-B, random
+// weights), without sockets: interleaved sequences with their own KV caches
+// give the same tokens as serial runs (DiffusionGemma::swap_cache), answers
+// honour max_tokens and seeds, limits give the right ApiError.
+#include "server/service.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "dgemma/error.h"
+#include "generate/default_model_fixture.h"
+#include "generate/draws.h"
+#include "generate/generate.h"
+#include "generate/generation_config.h"
+#include "model/diffusion_gemma.h"
+#include "server/api_error.h"
+
+namespace dgemma::server {
+namespace {
+
+testing::DefaultModelCleanup cleanup;
+
+std::unique_ptr<DiffusionGemma> load_model() {
+  ModelOptions o;
+  o.threads = 2;
+  return DiffusionGemma::load(testing::default_model_test_dir(), o);
+}
+
+GenerationConfig fast_config(int64_t max_new_tokens) {
+  GenerationConfig c = load_generation_config(testing::default_model_test_dir()).config;
+  c.max_new_tokens = max_new_tokens;
+  c.max_denoising_steps = 2;
+  return c;
+}
+
+TEST(SwapCache, InterleavedSequencesGiveTheTokensOfSerialRuns) {
+  auto model = load_model();
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  const std::vector<int32_t> p1 = tok.encode("First prompt", true),
+                             p2 = tok.encode("A second, longer prompt here", true);
+  const GenerationConfig config = fast_config(20);  // 2 canvases: the first is encoded between them
+  RandomDraws d1(1), d2(2);
+  const std::vector<int32_t> serial1 = generate(*model, p1, config, d1).sequences;
+  model->truncate_cache(0);
+  const std::vector<int32_t> serial2 = generate(*model, p2, config, d2).sequences;
+  model->truncate_cache(0);
+
+  SharedModel shared(*model);
+  std::vector<int32_t> got1, got2;
+  std::thread t1([&] {
+    SequenceModel seq(shared);
+    RandomDraws d(1);
+    got1 = generate(seq, p1, config, d).sequences;
+  });
+  std::thread t2([&] {
+    SequenceModel seq(shared);
+    RandomDraws d(2);
+    got2 = generate(seq, p2, config, d).sequences;
+  });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(got1, serial1);
+  EXPECT_EQ(got2, serial2);
+  EXPECT_EQ(model->cache_length(), 0);  // the model's own cache was swapped back each time
+
+  KvCache wrong = model->empty_cache();
+  wrong.layers.pop_back();
+  EXPECT_THROW(model->swap_cache(wrong), Error);
+  KvCache other = model->empty_cache();
+  other.layers[0].head_dim += 1;
+  EXPECT_THROW(model->swap_cache(other), Error);
+}
+
+struct Collected {
+  std::string text;
+  int drafts = 0;
+  StreamEvent done;
+  std::string error;
+};
+
+Collected collect(ActiveRequest& r) {
+  Collected c;
+  StreamEvent e;
+  while (true) {
+    if (!r.next(e, std::chrono::milliseconds(60000))) {
+      c.error = "timeout";
+      return c;
+    }
+    if (e.kind == StreamEvent::Kind::kDraft) ++c.drafts;
+    if (e.kind == StreamEvent::Kind::kText) c.text += e.text;
+    if (e.kind == StreamEvent::Kind::kDone) {
+      c.done = e;
+      return c;
+    }
+    if (e.kind == StreamEvent::Kind::kError) {
+      c.error = e.text;
+      return c;
+    }
+  }
+}
+
+// The worker frees its slot just after the final event; with no queue the
+// next request must wait for that.
+void wait_idle(CompletionService& s) {
+  for (int i = 0; i < 10000 && s.scheduler().in_flight() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+CompletionRequest chat_request(int64_t max_tokens, uint64_t seed) {
+  CompletionRequest r;
+  r.endpoint = Endpoint::kChat;
+  r.messages = {{"user", "Hello", {}}};
+  r.max_tokens = max_tokens;
+  r.seed = seed;
+  return r;
+}
+
+TEST(CompletionService, AnswersHonourMaxTokensSeedsAndLimits) {
+  auto model = load_model();
+  SharedModel shared(*model);
+  Metrics metrics;
+  ServiceOptions o;
+  o.model_name = "tiny";
+  o.defaults = fast_config(16);
+  o.default_max_tokens = 16;
+  o.max_prompt_tokens = 64;
+  o.slots = 1;
+  o.max_queue = 0;
+  CompletionService service(shared, testing::default_model_tokenizer(), o, metrics);
+  const auto now = Clock::now();
+
+  const Collected a = collect(*service.submit(chat_request(20, 5), now));
+  ASSERT_EQ(a.error, "");
+  EXPECT_FALSE(a.text.empty());
+  EXPECT_EQ(a.done.completion_tokens, 20);  // 2 canvases of 16, trimmed to 20
+  EXPECT_EQ(a.done.canvases, 2);
+  EXPECT_EQ(a.done.finish, FinishReason::kLength);
+  EXPECT_GT(a.done.prompt_tokens, 0);
+  wait_idle(service);
+  const Collected b = collect(*service.submit(chat_request(20, 5), now));
+  EXPECT_EQ(b.text, a.text);
+  CompletionRequest drafts = chat_request(3, 5);
+  drafts.stream = drafts.include_drafts = true;
+  wait_idle(service);
+  const Collected c = collect(*service.submit(drafts, now));
+  EXPECT_EQ(c.done.completion_tokens, 3);
+  EXPECT_EQ(c.drafts, c.done.steps);
+  EXPECT_EQ(metrics.generations("length"), 3u);
+
+  // Prompt over the limit, ids outside the vocabulary, a temperature schedule
+  // the model rejects.
+  CompletionRequest lng = chat_request(4, 1);
+  lng.messages[0].content = std::string(400, 'x') + " y z w v u t s r q p o n m l k j i h g f e d c b a";
+  for (int i = 0; i < 6; ++i) lng.messages[0].content += lng.messages[0].content;
+  try {
+    service.submit(lng, now);
+    ADD_FAILURE() << "long prompt accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.code, "context_length_exceeded");
+  }
+  CompletionRequest ids;
+  ids.endpoint = Endpoint::kCompletion;
+  ids.prompt_ids = std::vector<int32_t>{2, 300000};
+  EXPECT_THROW(service.submit(ids, now), ApiError);
+  CompletionRequest temp = chat_request(4, 1);
+  temp.t_min = 0.9;  // above the default t_max 0.8
+  EXPECT_THROW(service.submit(temp, now), ApiError);
+
+  // One slot, no queue: a second request while one runs gets 429; the
+  // cancelled one ends with an error event.
+  wait_idle(service);
+  auto running = service.submit(chat_request(4000, 1), now);
+  try {
+    service.submit(chat_request(4, 1), now);
+    ADD_FAILURE() << "no 429";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 429);
+    EXPECT_EQ(e.code, "queue_full");
+  }
+  service.cancel(running);
+  EXPECT_NE(collect(*running).error, "");
+  EXPECT_EQ(metrics.generations("cancelled"), 1u);
+}
+
+}  // namespace
+}  // namespace dgemma::server

@@ -1,0 +1,170 @@
+// dgemma serve [-m DIR] [--host H] [--port P] — an OpenAI-compatible HTTP
+// server (src/server): chat and text completions (JSON or SSE streams, with
+// optional per-step drafts), models, health and Prometheus metrics.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "cli.h"
+#include "dgemma/error.h"
+#include "generation_flags.h"
+#include "model_flags.h"
+#include "model_source.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "server/service.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dgemma::cli {
+namespace {
+
+void write_port_file(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << port << "\n";
+    if (!f) throw Error("--port-file: cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);  // readers never see a partial file
+}
+
+std::string default_alias(const std::string& model_flag) {
+  if (model_flag.empty()) return "dgemma-default";
+  std::filesystem::path p(model_flag);
+  if (!p.has_filename()) p = p.parent_path();  // "DIR/"
+  const std::string name = p.filename().string();
+  return name.empty() || name == "." ? "dgemma" : name;
+}
+
+int run_serve(const Args& args) {
+  ModelFlags mf;
+  GenerationFlags gf;
+  std::string host = "127.0.0.1", port_file, alias, tokenizer_flag, template_name = "auto";
+  int64_t port = 8080, parallel = 2, max_queue = 64, max_body = 1 << 20, max_prompt_tokens = 8192;
+  int64_t max_tokens_limit = 4096, http_threads = 0;
+  bool thinking = false, quiet = false;
+  FlagParser p(
+      "dgemma serve [-m DIR] [--host 127.0.0.1] [--port 8080] [--parallel N] [--max-queue N]",
+      std::string(
+          "OpenAI-compatible HTTP server. Endpoints:\n"
+          "  POST /v1/chat/completions, POST /v1/completions   (\"stream\": true for server-sent events)\n"
+          "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)\n"
+          "Request fields: model, messages | prompt, max_tokens (or max_completion_tokens; honoured exactly),\n"
+          "temperature (scales the model's t_max..t_min schedule so the first step runs at it) or t_min/t_max,\n"
+          "seed, stop (up to 4 strings), n = 1, stream, stream_options {include_usage, include_drafts};\n"
+          "extension: max_denoising_steps. include_drafts adds a chunk per denoising step with a\n"
+          "\"dgemma_draft\" object (canvas, step, accepted, mask, text) for UIs that show the canvas converging.\n"
+          "Requests run --parallel sequences at a time, each with its own KV cache, interleaved on the one\n"
+          "model pass by pass; up to --max-queue more wait (then 429). A client that disconnects cancels its\n"
+          "request. SIGINT/SIGTERM stop the server cleanly. Flags -n, --max-denoising-steps, --t-min, ...\n"
+          "set the defaults of every request.\n\n") +
+          kDefaultModelHelp);
+  mf.add_to(p);
+  p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
+  p.add_string("--chat-template", &template_name, "auto, gemma4 or gemma3", "NAME");
+  p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn) in chat prompts");
+  gf.add_to(p);
+  p.add_string("--host", &host, "address to listen on", "HOST");
+  p.add_int("--port", &port, "port to listen on (0: any free port; see --port-file)");
+  p.add_string("--port-file", &port_file, "write the bound port to this file once listening", "FILE");
+  p.add_string("-a,--alias", &alias, "model id served (default: the -m folder name, or dgemma-default)", "NAME");
+  p.add_int("-np,--parallel", &parallel, "sequences generated at a time (each holds a KV cache and logits buffers)");
+  p.add_int("--max-queue", &max_queue, "requests that may wait for a sequence slot; more get 429");
+  p.add_int("--max-body-size", &max_body, "largest request body in bytes; larger get 413");
+  p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400");
+  p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400");
+  p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)");
+  p.add_bool("-q,--quiet", &quiet, "no notes on stderr");
+  if (!p.parse(args)) return 0;
+  if (!p.positional().empty()) throw Error("serve: unexpected argument '" + p.positional()[0] + "'");
+  if (p.given("--seed")) throw Error("serve: --seed is not a server flag; requests give \"seed\"");
+  if (!mf.plan.empty()) throw Error("serve: --plan is not supported (one model process serves every request)");
+  if (port < 0 || port > 65535) throw Error("--port must be in [0, 65535], got " + std::to_string(port));
+  if (parallel < 1 || parallel > 256) throw Error("--parallel must be in [1, 256], got " + std::to_string(parallel));
+  if (max_queue < 0 || max_queue > 100000) throw Error("--max-queue must be in [0, 100000]");
+  if (max_body < 1024) throw Error("--max-body-size must be at least 1024 bytes");
+  if (max_tokens_limit < 1) throw Error("--max-tokens-limit must be at least 1");
+  if (http_threads < 0 || http_threads > 4096) throw Error("--threads-http must be in [0, 4096]");
+
+  // Signals go to one thread that stops the server; every other thread
+  // (model thread pool, HTTP workers) inherits the blocked mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const std::string model_flag = mf.model_dir;
+  mf.model_dir = resolve_model_dir(mf, quiet);
+  const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
+  const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
+  auto model = mf.load();
+
+  server::ServiceOptions so;
+  so.model_name = alias.empty() ? default_alias(model_flag) : alias;
+  so.defaults = config;
+  so.template_kind = parse_chat_template_kind(template_name);
+  so.thinking = thinking;
+  so.max_tokens_limit = max_tokens_limit;
+  so.default_max_tokens = std::min(config.max_new_tokens, max_tokens_limit);
+  so.max_prompt_tokens = max_prompt_tokens;
+  so.slots = int(parallel);
+  so.max_queue = max_queue;
+  server::Metrics metrics;
+  server::SharedModel shared(*model);
+  server::CompletionService service(shared, tokenizer, so, metrics);
+  server::HttpOptions ho;
+  ho.host = host;
+  ho.port = int(port);
+  ho.max_body_bytes = max_body;
+  ho.threads = int(http_threads);
+  server::HttpServer http(service, metrics, ho);
+  const int bound = http.bind();
+  if (!port_file.empty()) write_port_file(port_file, bound);
+  if (!quiet)
+    std::fprintf(stderr,
+                 "dgemma serve: listening on http://%s:%d (model \"%s\", %lld sequence slots, queue %lld, "
+                 "canvas %lld)\n",
+                 host.c_str(), bound, so.model_name.c_str(), (long long)parallel, (long long)max_queue,
+                 (long long)model->canvas_length());
+
+  std::atomic<bool> done{false};
+  std::atomic<int> caught{0};
+  std::thread signal_thread([&] {
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done) {
+      const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (sig > 0) {
+        caught = sig;
+        http.stop();
+        return;
+      }
+    }
+  });
+  const bool served = http.serve();
+  done = true;
+  signal_thread.join();
+  service.shutdown();
+  if (!quiet) {
+    if (caught != 0)
+      std::fprintf(stderr, "dgemma serve: stopped by signal %d\n", caught.load());
+    else
+      std::fprintf(stderr, "dgemma serve: stopped\n");
+  }
+  return served || caught != 0 ? 0 : 1;
+}
+
+const Subcommand kServe("serve", "OpenAI-compatible HTTP server (chat/completions, streaming, metrics)", run_serve);
+
+}  // namespace
+}  // namespace dgemma::cli
