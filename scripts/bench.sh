@@ -2,6 +2,7 @@
 # CPU speed figures of bench/README.md, in one command:
 #   scripts/bench.sh            kernels vs OpenBLAS and peak, MoE, attention, model steps, CLI benches
 #   scripts/bench.sh kernels    only the kernel benchmarks (no 4.7 GB model slice)
+#   scripts/bench.sh quant      quantized GEMMs and the memory of quantized checkpoints
 # Builds the Release benchmarks in $DGEMMA_BENCH_BUILD (default build/release),
 # writes results to $DGEMMA_BENCH_OUT (default bench/results) and the model
 # slice to $DGEMMA_BENCH_SLICE (default $TMPDIR/dgemma_bench_slice_2l, reused).
@@ -18,7 +19,8 @@ export DGEMMA_BENCH_SLICE=$slice
 
 scripts/install-deps.sh  # libbenchmark-dev and libopenblas-dev (the sgemm baseline)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$jobs" --target dgemma bench_cpu_kernels_bench bench_model_step_bench
+cmake --build "$build" -j "$jobs" --target dgemma bench_cpu_kernels_bench bench_model_step_bench bench_quant_gemm \
+  bench_quant_memory
 mkdir -p "$out"
 
 # Debian 12's OpenBLAS 0.3.21 does not know Zen 4/5 and runs its AVX2
@@ -26,6 +28,21 @@ mkdir -p "$out"
 # baseline on these CPUs. Override with OPENBLAS_CORETYPE=Haswell to compare
 # with what an unconfigured OpenBLAS gives.
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+
+quant() {
+  echo "== quantized GEMMs (dequantize in the tile) vs the bf16 path and OpenBLAS sgemm =="
+  "$build/bench_quant_gemm" --benchmark_min_time=0.3 --benchmark_out="$out/quant_gemm.json" --benchmark_out_format=json
+  echo "== memory of quantized checkpoints (2-layer slice at real shapes) =="
+  "$build/dgemma" bench slice -o "$slice"
+  for fmt in nf4 nvfp4-experts mlx4; do
+    q="$slice-$fmt"
+    [ -f "$q/model.safetensors" ] || "$build/dgemma" quantize "$slice" "$q" --format "$fmt"
+    echo "-- $fmt: file $(du -m "$q/model.safetensors" | cut -f1) MiB"
+    /usr/bin/time -f "$fmt load+touch: peak RSS %M KiB" "$build/bench_quant_memory" load "$q" --touch
+    /usr/bin/time -f "$fmt load+decode: peak RSS %M KiB" "$build/bench_quant_memory" load "$q" --decode
+  done 2>&1 | tee "$out/quant_memory.txt"
+}
+if [ "$what" = quant ]; then quant; exit 0; fi
 
 echo "== kernels: GEMM (vs OpenBLAS sgemm and peak), experts, MoE layer, attention, soft-cap =="
 "$build/bench_cpu_kernels_bench" --benchmark_counters_tabular=true \
@@ -42,4 +59,5 @@ for mode in "" "--bf16-dot"; do
   "$build/dgemma" bench step -m "$slice" $mode
   "$build/dgemma" bench step -m "$slice" $mode --json >> "$out/dgemma_bench_step.jsonl"
 done
+quant
 echo "results in $out"

@@ -36,7 +36,8 @@ CheckpointReport inspect_checkpoint(const std::string& dir, int64_t context) {
     r.parameters_total += n;
     r.parameters_by_component[comp] += n;
     r.bytes_by_component[comp] += b.nbytes;
-    r.bytes_by_dtype[std::string(dtype_name(b.dtype))] += b.nbytes;
+    // Stored form: a quantized weight counts under its scheme ("nf4", ...).
+    r.bytes_by_dtype[b.storage.empty() ? std::string(dtype_name(b.dtype)) : b.storage] += b.nbytes;
     r.weight_bytes += b.nbytes;
     if (!b.expected.aliases.empty()) {
       std::vector<std::string> g = {b.expected.name};

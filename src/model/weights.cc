@@ -53,6 +53,8 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
       b.stored_as = b.present.front();
       b.dtype = q->dtype;
       b.nbytes = q->quant->stored_bytes;
+      b.storage = std::string(quant_scheme_name(q->quant->scheme));
+      if (q->quant->scheme == QuantScheme::kAffine) b.storage += std::to_string(q->quant->bits);
       refs[ex.name] = std::move(*q);
       mw.bound.push_back(std::move(b));
       continue;
@@ -95,6 +97,7 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
     if (source) {
       b.dtype = source->dtype();
       b.nbytes = source->nbytes();
+      b.storage = std::string(dtype_name(b.dtype));
       refs[ex.name] = ref_of(*source, ex.name, mw.owned, options.precision);
       const bool mapped = refs[ex.name].data == source->data;
       if (auto q = quantize_at_load(refs[ex.name], ex, options.quantize, mapped)) refs[ex.name] = std::move(*q);

@@ -36,8 +36,9 @@ struct BoundTensor {
   ExpectedTensor expected;
   std::string stored_as;             // name actually read (canonical or an alias)
   std::vector<std::string> present;  // every stored name of this tie group
-  DType dtype = DType::kF32;
-  uint64_t nbytes = 0;
+  DType dtype = DType::kF32;          // the logical dtype (a quantized weight's original one)
+  uint64_t nbytes = 0;                // bytes stored (quantized: codes + scales)
+  std::string storage;                // how it is stored: the dtype name, or e.g. "nf4", "nvfp4", "affine4"
 };
 
 struct ModelWeights {
