@@ -10,10 +10,7 @@ BIN=$1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export DGEMMA_CACHE="$TMP/cache"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 FAST="--max-denoising-steps 2"
 
 # Two turns, -n 32 = two canvases of 16: generate() encodes the first canvas,
@@ -77,5 +74,4 @@ else
   bad "--help incomplete"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

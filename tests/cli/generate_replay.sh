@@ -19,10 +19,7 @@ SRC=$2
 MODEL="$SRC/tests/data/golden_a"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 
 for case_json in "$MODEL"/cases/generate_*.json; do
   name=$(basename "$case_json" .json)
@@ -101,5 +98,4 @@ EOF
   fi
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

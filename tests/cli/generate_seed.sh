@@ -11,10 +11,7 @@ SRC=$2
 MODEL="$SRC/tests/data/golden_a"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 PROMPT=2,427,158,188,358,234,273,300,261,285,441,270,129,180
 
 gen() { "$BIN" generate -m "$MODEL" --prompt-ids "$PROMPT" -q "$@"; }
@@ -62,17 +59,6 @@ else
 fi
 
 # Bad input.
-expect_error() {  # description, expected stderr substring, command...
-  local what=$1 want=$2
-  shift 2
-  if "$@" >"$TMP/out" 2>"$TMP/err"; then
-    bad "$what: succeeded"
-  elif grep -qF -- "$want" "$TMP/err"; then
-    ok "$what: $(head -c 160 "$TMP/err")"
-  else
-    bad "$what: stderr lacks '$want': $(cat "$TMP/err")"
-  fi
-}
 expect_error "out-of-range --prompt-ids" "outside the vocabulary" gen --prompt-ids 2,512,3
 expect_error "negative --prompt-ids" "out of range" gen --prompt-ids 2,-1
 expect_error "malformed --prompt-ids" "expected an integer" gen --prompt-ids 2,x,3
@@ -85,5 +71,4 @@ expect_error "--replay-self-conditioning alone" "--replay" gen --replay-self-con
 expect_error "invalid --t-max" "t_max" gen --t-min 0.8 --t-max 0.4
 expect_error "missing replay file" "$TMP/none.safetensors" gen --replay "$TMP/none.safetensors"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -13,10 +13,7 @@ GOLDEN="$SRC/tests/data/golden_a"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export DGEMMA_CACHE="$TMP/cache"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 
 plain_bytes=$(stat -c %s "$GOLDEN/model.safetensors")
 for fmt in nf4:nf4 nvfp4-experts:nvfp4 mlx4:affine4; do
@@ -60,17 +57,6 @@ PY
   fi
 done
 
-expect_error() {  # description, expected stderr substring, command...
-  local what=$1 want=$2
-  shift 2
-  if "$@" >"$TMP/out" 2>"$TMP/err"; then
-    bad "$what: succeeded"
-  elif grep -qF -- "$want" "$TMP/err"; then
-    ok "$what: $(head -c 160 "$TMP/err")"
-  else
-    bad "$what: stderr lacks '$want': $(cat "$TMP/err")"
-  fi
-}
 expect_error "unknown format" "q3" "$BIN" quantize "$GOLDEN" "$TMP/x" --format q3
 expect_error "missing input" "$TMP/nope" "$BIN" quantize "$TMP/nope" "$TMP/y" --format nf4
 expect_error "quantized input" "quantized" "$BIN" quantize "$TMP/nf4" "$TMP/z" --format nf4
@@ -81,5 +67,4 @@ else
   bad "run --quantize q8: $(cat "$TMP/r.err")"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

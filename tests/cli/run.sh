@@ -12,10 +12,7 @@ BIN=$1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export DGEMMA_CACHE="$TMP/cache"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 
 # First use, twice at once: both succeed, one folder, no temp leftovers.
 "$BIN" run -p "Hello" -n 1 --seed 1 >"$TMP/a.out" 2>"$TMP/a.err" &
@@ -138,17 +135,6 @@ if "$BIN" run --help | grep -q "RANDOM WEIGHTS" && "$BIN" run --help | grep -q "
 else
   bad "--help lacks the default-model note"
 fi
-expect_error() {  # description, expected stderr substring, command...
-  local what=$1 want=$2
-  shift 2
-  if "$@" >"$TMP/out" 2>"$TMP/err"; then
-    bad "$what: succeeded"
-  elif grep -qF -- "$want" "$TMP/err"; then
-    ok "$what: $(head -c 160 "$TMP/err")"
-  else
-    bad "$what: stderr lacks '$want': $(cat "$TMP/err")"
-  fi
-}
 expect_error "no prompt" "-p" "$BIN" run
 expect_error "missing -m folder" "$TMP/nope" "$BIN" run -m "$TMP/nope" -p hi
 expect_error "-n 0" "max_new_tokens" "$BIN" run -p hi -n 0
@@ -167,5 +153,4 @@ else
   bad "--backend cpu differs from the default run"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

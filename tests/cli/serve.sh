@@ -23,10 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 export DGEMMA_CACHE="$TMP/cache"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 
 if grep -qa __asan_init "$BIN"; then
   ASAN=1 STREAMS=${DGEMMA_SERVE_STREAMS:-16} BAD=${DGEMMA_SERVE_BAD_REQUESTS:-2000} STARTUP=300
@@ -89,8 +86,8 @@ post() {
   STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "$BASE$1")
 }
 json_get() { node -e "const v=JSON.parse(require('fs').readFileSync(process.argv[1],'utf8'));console.log(String(eval('v.'+process.argv[2])))" "$TMP/body" "$1"; }
-# expect_error NAME STATUS PARAM-or-null: the last response is that JSON error.
-expect_error() {
+# expect_api_error NAME STATUS PARAM-or-null: the last response is that JSON error.
+expect_api_error() {
   local type param
   type=$(json_get 'error.type' 2>/dev/null)
   param=$(json_get 'error.param' 2>/dev/null)
@@ -136,26 +133,26 @@ if [ "$STREAMED" = "$CONTENT" ]; then ok "curl stream: SSE chunks add up to the 
 
 # ---- bad requests with curl
 post /v1/chat/completions '{"messages": [{"role": "user"'
-expect_error "malformed JSON" 400 null
+expect_api_error "malformed JSON" 400 null
 post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}'
-expect_error "wrong type" 400 max_tokens
+expect_api_error "wrong type" 400 max_tokens
 post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}'
-expect_error "negative max_tokens" 400 max_tokens
+expect_api_error "negative max_tokens" 400 max_tokens
 post /v1/chat/completions '{"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}'
-expect_error "unknown model" 404 model
+expect_api_error "unknown model" 404 model
 post /v1/completions "$(printf '{"prompt": "caf\xe9"}')"
-expect_error "invalid UTF-8" 400 null
+expect_api_error "invalid UTF-8" 400 null
 post /v1/completions '{"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}'
-expect_error "too many stop strings" 400 stop
+expect_api_error "too many stop strings" 400 stop
 post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"$(printf 'word %.0s' $(seq 400))\"}]}"
-expect_error "prompt over --max-prompt-tokens" 400 messages
+expect_api_error "prompt over --max-prompt-tokens" 400 messages
 head -c $((MAX_BODY + 10)) /dev/zero | tr '\0' ' ' >"$TMP/big"
 STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' --data-binary @"$TMP/big" "$BASE/v1/completions")
-expect_error "body over --max-body-size" 413 null
+expect_api_error "body over --max-body-size" 413 null
 STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "$BASE/v1/unknown")
-expect_error "unknown route" 404 null
+expect_api_error "unknown route" 404 null
 STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "$BASE/v1/chat/completions")
-expect_error "GET on a POST route" 405 null
+expect_api_error "GET on a POST route" 405 null
 if curl -s "$BASE/health" | grep -q '"status":"ok"'; then ok "still healthy after the bad requests"; else bad "unhealthy after bad requests"; fi
 
 # ---- a client that disconnects during a non-streamed request cancels it
@@ -203,7 +200,7 @@ curl -s -N -H 'Content-Type: application/json' -d "$LONG" "$BASE/v1/chat/complet
 queued=$!
 for _ in $(seq 200); do [ "$(curl -s "$BASE/metrics" | sed -n 's/^dgemma_queue_depth //p')" = 1 ] && break; sleep 0.05; done
 post /v1/chat/completions "$LONG"
-expect_error "queue full" 429 null
+expect_api_error "queue full" 429 null
 kill "$queued" "$running" 2>/dev/null
 wait "$queued" "$running" 2>/dev/null
 for _ in $(seq 100); do [ "$(in_flight)" = 0 ] && [ "$(cancelled)" = 2 ] && break; sleep 0.1; done
@@ -224,5 +221,4 @@ stop_server small
 if "$BIN" serve --help | grep -q "include_drafts"; then ok "--help documents the drafts extension"; else bad "--help"; fi
 if "$BIN" serve --port 70000 2>"$TMP/err"; then bad "--port 70000 accepted"; elif grep -q "port" "$TMP/err"; then ok "bad --port rejected: $(cat "$TMP/err")"; else bad "bad --port: $(cat "$TMP/err")"; fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
