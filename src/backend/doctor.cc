@@ -18,7 +18,11 @@ namespace {
 
 std::string shapes_of(const std::vector<const Tensor*>& ts) {
   std::string s;
-  for (const Tensor* t : ts) s += (s.empty() ? "" : " ") + t->shape_string() + (t->dtype == DType::kI32 ? "i32" : "f32");
+  for (const Tensor* t : ts) {
+    if (!s.empty()) s += ' ';
+    s += t->shape_string();
+    s += t->dtype == DType::kI32 ? "i32" : "f32";
+  }
   return s;
 }
 

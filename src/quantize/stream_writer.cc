@@ -70,7 +70,10 @@ void SafetensorsStreamWriter::begin(const std::string& path) {
     if (header.size() > 1) header += ',';
     json::append_quoted(header, *name);
     header += ":{\"dtype\":\"" + std::string(dtype_name(e->dtype)) + "\",\"shape\":[";
-    for (size_t i = 0; i < e->shape.size(); ++i) header += (i ? "," : "") + std::to_string(e->shape[i]);
+    for (size_t i = 0; i < e->shape.size(); ++i) {
+      if (i) header += ',';
+      header += std::to_string(e->shape[i]);
+    }
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + e->nbytes) + "]}";
     offset += e->nbytes;
   }

@@ -93,7 +93,9 @@ void check_invariants(const Plan& p, const PlanRequest& r, const RealModel& m) {
   EXPECT_EQ(head, p.devices.front().name);
   EXPECT_EQ(p.tensor_device.at("model.decoder.self_conditioning.gate_proj.weight"), head);
   EXPECT_EQ(p.tensor_device.at("model.decoder.norm.weight"), head);
-  if (!p.devices.back().holds_replica) EXPECT_EQ(p.tensor_device.at("lm_head.weight"), head);
+  if (!p.devices.back().holds_replica) {
+    EXPECT_EQ(p.tensor_device.at("lm_head.weight"), head);
+  }
 }
 
 TEST(Planner, OneDeviceWhenTheModelFits) {
