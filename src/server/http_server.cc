@@ -124,7 +124,13 @@ struct HttpServer::Impl {
     const int threads =
         options.threads > 0 ? options.threads : int(std::min<int64_t>(so.slots + so.max_queue + 16, 512));
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    svr.set_payload_max_length(size_t(options.max_body_bytes));
+    // The library refuses a body over its limit before reading it and closes
+    // the connection; the unread bytes then make the kernel reset it, and the
+    // client often sees ECONNRESET instead of the 413. So the library reads
+    // (drains) bodies up to 1 MiB past our limit, and the completion handlers
+    // answer those with the JSON 413 themselves; only bodies beyond that are
+    // cut off early.
+    svr.set_payload_max_length(size_t(options.max_body_bytes) + (size_t(1) << 20));
     svr.set_keep_alive_max_count(1000);
     svr.set_tcp_nodelay(true);  // SSE chunks and small answers go out at once (no Nagle + delayed-ACK stalls)
     svr.set_keep_alive_timeout(options.keep_alive_seconds);
@@ -201,6 +207,7 @@ struct HttpServer::Impl {
   void handle_completion(Endpoint ep, const httplib::Request& req, httplib::Response& res) {
     const Clock::time_point arrived = Clock::now();
     if (stopping) throw error_for_status(503, req.method, req.path);
+    if (int64_t(req.body.size()) > options.max_body_bytes) throw error_for_status(413, req.method, req.path);
     const CompletionRequest creq = parse_request(ep, req.body, service.request_limits());
     std::shared_ptr<ActiveRequest> active = service.submit(creq, arrived);
     ResponseContext ctx;
