@@ -7,7 +7,8 @@
 #      cuda:debug modes, the fault guards, and the doctor on golden_a;
 #   3. runs `dgemma doctor -m tests/data/golden_a --json` with --backend cuda
 #      (fp32 and --precision bf16) and cuda:debug, and prints per-op max errors;
-#   4. if compute-sanitizer is there, runs the op tests under memcheck.
+#   4. generates on the default model with --backend cuda and --debug-device;
+#   5. if compute-sanitizer is there, runs the op tests under memcheck.
 # Logs and JSON reports go to $OUT when set (the device tool's output folder),
 # else build-gpu/out. Exit status: 0 when every step passed.
 #
@@ -115,6 +116,23 @@ if f:
     print(f"  inputs {f['inputs']} -> {f['outputs']}; max_abs {f['max_abs']:.4g} max_rel {f['max_rel']:.4g}")
     print("  " + f["message"][:3000])
 EOF
+done
+
+section "generation on the default model: --backend cuda, then --debug-device"
+export DGEMMA_CACHE="$build/cache"
+timeout 120 "$build/dgemma" run -p "Hello" -n 32 --seed 3 -t 4 >"$out/run_cpu.txt" 2>"$out/run_cpu.err" ||
+  { fail "run on the CPU"; tail -5 "$out/run_cpu.err"; }
+for flags in "--backend cuda" "--backend cuda --debug-device"; do
+  name=run_$(echo "$flags" | tr -c 'a-z\n' '_')
+  if timeout 120 "$build/dgemma" run -p "Hello" -n 32 --seed 3 -t 4 $flags >"$out/$name.txt" 2>"$out/$name.err"; then
+    grep -E "tokens/s|first token" "$out/$name.err"
+    # Same seed: same text as the CPU unless a near-tie flips an argmax (random weights).
+    cmp -s "$out/run_cpu.txt" "$out/$name.txt" && echo "-- $flags: same text as the CPU" ||
+      echo "-- $flags: text differs from the CPU run (check $out/$name.txt)"
+  else
+    fail "run $flags"
+    tail -20 "$out/$name.err"
+  fi
 done
 
 if [ "$tests" = ON ] && command -v compute-sanitizer >/dev/null; then
