@@ -87,7 +87,8 @@ await step('bad request storm', async () => {
   const statuses = new Map();
   let wrong = [];
   let next = 0;
-  const send = (i) => new Promise((resolve) => {
+  let retried = 0;
+  const send = (i, attempt = 0) => new Promise((resolve) => {
     const [method, path, body, type] = cases[i % cases.length];
     const data = typeof body === 'string' ? Buffer.from(body) : body;
     // A body over the limit goes on a connection of its own: the server
@@ -114,6 +115,15 @@ await step('bad request storm', async () => {
       });
     });
     req.on('error', (e) => {
+      // A connection carrying a refused upload may be reset by the server's
+      // close before the client reads the answer (RFC 9112 §9.6); seen for
+      // about 1 in 80 oversized uploads under ASan. Such a request is sent
+      // once more, and that second answer must be the JSON 413.
+      if (oversized && e.code === 'ECONNRESET' && attempt === 0) {
+        retried++;
+        send(i, 1).then(resolve);
+        return;
+      }
       if (wrong.length < 5) wrong.push(`case ${i % cases.length} (${method} ${path}, ${data.length} bytes) -> ${e.code || e.message}`);
       wrong.total = (wrong.total || 0) + 1;
       resolve();
@@ -130,7 +140,7 @@ await step('bad request storm', async () => {
   check(!wrong.total, `${BAD} bad requests all answered with a 4xx JSON error`,
     `${wrong.total} wrong, e.g. ${wrong.join(' | ')}`);
   console.log(`STORM bad_requests=${BAD} seconds=${fmt(seconds)} req_per_s=${fmt(BAD / seconds)} ` +
-    `statuses=${JSON.stringify(Object.fromEntries(statuses))}`);
+    `statuses=${JSON.stringify(Object.fromEntries(statuses))} oversized_retried_after_reset=${retried}`);
 });
 
 await step('after the storm', async () => {
