@@ -13,10 +13,12 @@ inline std::string dgemma_test_data_dir() {
 }
 #define DGEMMA_TEST_DATA (dgemma_test_data_dir())
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 // A fresh, empty scratch folder for this test process: temp/dgemma_<tag>_<pid>.
@@ -41,3 +43,29 @@ inline std::string dgemma_test_temp_dir(const std::string& tag) {
   registry.dirs.push_back(dir);
   return dir.string();
 }
+
+namespace dgemma::test {
+
+// A fresh scratch folder (mkdtemp under the temp directory), removed with
+// everything in it when the object goes out of scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "dgemma_test_XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dgemma::test

@@ -32,9 +32,9 @@ TEST(QuantizeAtLoad, MatchesLoadingTheExport) {
     qtest::TempDir dir;
     ExportOptions eo;
     eo.format = format;
-    export_quantized(kGolden, dir.sub("q"), eo);
+    export_quantized(kGolden, dir.file("q"), eo);
     auto at_load = load(kGolden, mode);
-    auto exported = load(dir.sub("q"), LoadQuantization::kNone);
+    auto exported = load(dir.file("q"), LoadQuantization::kNone);
     const LayerWeights& L = at_load->weights().layers[0];
     ASSERT_TRUE(L.experts_gate_up.quant && L.experts_down.quant);
     EXPECT_EQ(bool(L.q_proj.quant), mode == LoadQuantization::kNf4);

@@ -38,7 +38,7 @@ class QuantizedGolden : public ::testing::TestWithParam<Variant> {};
 TEST_P(QuantizedGolden, LogitsMatchDequantizedCopy) {
   const Variant v = GetParam();
   qtest::TempDir dir;
-  const std::string qdir = dir.sub("q"), ddir = dir.sub("d");
+  const std::string qdir = dir.file("q"), ddir = dir.file("d");
   ExportOptions eo;
   eo.format = v.format;
   eo.quantize_embeddings = v.embeddings;
@@ -120,12 +120,12 @@ TEST(QuantizedExport, RefusesQuantizedInputAndBadOptions) {
   qtest::TempDir dir;
   ExportOptions eo;
   eo.format = ExportFormat::kNf4;
-  export_quantized(kGolden, dir.sub("q"), eo);
-  qtest::expect_error([&] { export_quantized(dir.sub("q"), dir.sub("q2"), eo); },
+  export_quantized(kGolden, dir.file("q"), eo);
+  qtest::expect_error([&] { export_quantized(dir.file("q"), dir.file("q2"), eo); },
                       {"already quantized", "bitsandbytes-nf4"});
   eo.format = ExportFormat::kNvfp4Experts;
   eo.quantize_router = true;
-  qtest::expect_error([&] { export_quantized(kGolden, dir.sub("q3"), eo); }, {"nvfp4-experts", "experts only"});
+  qtest::expect_error([&] { export_quantized(kGolden, dir.file("q3"), eo); }, {"nvfp4-experts", "experts only"});
 }
 
 }  // namespace

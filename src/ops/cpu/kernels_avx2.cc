@@ -32,22 +32,7 @@ namespace {
 }  // namespace
 
 const IsaKernels* table() {
-  static const IsaKernels t = [] {
-    IsaKernels k;
-    k.isa = CpuIsa::kAvx2;
-    k.mr = kMr;
-    k.pack_a = pack_a_impl;
-    k.gemm = gemm_impl;
-    k.gelu_glu = gelu_glu_impl;
-    k.softcap = softcap_impl;
-    k.rms_norm_row = rms_norm_row_impl;
-    k.row_max = row_max_impl;
-    k.exp_sum = exp_sum_impl;
-    k.scale_round_bf16 = scale_round_bf16_impl;
-    k.attention_tile = attention_tile_impl;
-    k.peak_fma = peak_fma_impl;
-    return k;
-  }();
+  static const IsaKernels t = level_table(CpuIsa::kAvx2);
   return &t;
 }
 

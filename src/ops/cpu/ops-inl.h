@@ -240,3 +240,23 @@ static double peak_fma_impl(int64_t iters, float seed) {
   (void)sink;
   return double(iters) * kPeakChains * S::kLanes * 2.0;
 }
+
+// The kernel table of this dispatch level: every entry is this translation
+// unit's instantiation of the shared sources (simd-inl.h, gemm-inl.h, this
+// file). The bf16 level starts from the AVX-512 table and overrides a few.
+static IsaKernels level_table(CpuIsa isa) {
+  IsaKernels k;
+  k.isa = isa;
+  k.mr = kMr;
+  k.pack_a = pack_a_impl;
+  k.gemm = gemm_impl;
+  k.gelu_glu = gelu_glu_impl;
+  k.softcap = softcap_impl;
+  k.rms_norm_row = rms_norm_row_impl;
+  k.row_max = row_max_impl;
+  k.exp_sum = exp_sum_impl;
+  k.scale_round_bf16 = scale_round_bf16_impl;
+  k.attention_tile = attention_tile_impl;
+  k.peak_fma = peak_fma_impl;
+  return k;
+}
