@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds one flavour of dgemma with ccache.
 #   scripts/build.sh release   -> build/release (Release, tests and benchmarks)
-#   scripts/build.sh asan      -> build/asan    (Debug + AddressSanitizer + UBSan, tests only)
+#   scripts/build.sh asan      -> build/asan    (Debug + AddressSanitizer + UBSan, tests only;
+#                                                 CUDA backend on the emulated device)
 #   scripts/build.sh fuzz      -> build/fuzz    (clang + libFuzzer targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,10 @@ jobs=${DGEMMA_JOBS:-$(nproc)}
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 case "$flavour" in
   release) args=(-DCMAKE_BUILD_TYPE=Release) ;;
-  # CUDA code is compile-checked by the release flavour; nvcc twice would only cost CI time.
-  asan) args=(-DCMAKE_BUILD_TYPE=Debug -DDGEMMA_SANITIZE=ON -DDGEMMA_BENCH=OFF -DDGEMMA_CUDA=OFF -DCMAKE_CXX_FLAGS=-O1) ;;
+  # The release flavour compiles the CUDA kernels with nvcc; this one runs the
+  # CUDA backend on the emulated device (kernels on the CPU, under the
+  # sanitizers), so that its tests run without a GPU.
+  asan) args=(-DCMAKE_BUILD_TYPE=Debug -DDGEMMA_SANITIZE=ON -DDGEMMA_BENCH=OFF -DDGEMMA_CUDA=EMULATE -DCMAKE_CXX_FLAGS=-O1) ;;
   fuzz) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDGEMMA_FUZZ=ON -DDGEMMA_TESTS=OFF -DDGEMMA_BENCH=OFF
               -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ;;
   *) echo "unknown flavour '$flavour' (release, asan, fuzz)" >&2; exit 2 ;;

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # Device check of the CUDA backend, for a session that has an NVIDIA GPU (the
-# H200 of the device tool). Bounded to about 6 minutes on 16 cores:
+# H200 of the device tool). About 6 minutes on 16 cores before the slice
+# section (step 4), which adds an estimated 2 more (every step has a timeout;
+# the device tool stops a command after 600 s):
 #   1. configures and builds Release with CUDA (sm_90 + PTX) in build-gpu:
-#      only the `dgemma` CLI and the CUDA tests;
+#      only the `dgemma` CLI and the CUDA tests; then starts writing the
+#      2-layer slice of step 4 in the background (`dgemma bench slice`:
+#      real 26B-A4B dimensions, random bf16 weights, 4.7 GB in
+#      build-gpu/slice2, about a minute of one core; kept for later runs);
 #   2. runs tests/cuda: every op against the CPU in the cuda, cuda:sync and
 #      cuda:debug modes, the fault guards, and the doctor on golden_a;
 #   3. runs `dgemma doctor -m tests/data/golden_a --json` with --backend cuda
 #      (fp32 and --precision bf16) and cuda:debug, and prints per-op max errors;
-#   4. generates on the default model with --backend cuda and --debug-device;
-#   5. if compute-sanitizer is there, runs the op tests under memcheck.
+#   4. on the slice (real head dims 256/512, 128 experts, vocab 262144): the
+#      doctor with --backend cuda (1 step, the default 12-token prompt) and
+#      the same per-op table, then `dgemma bench step --context 512 --steps 3`
+#      with --backend cuda and, for comparison, --backend cpu -t 16: canvas
+#      positions/s, step seconds and the slowest ops;
+#   5. generates on the default model with --backend cuda and --debug-device;
+#   6. if compute-sanitizer is there, runs the op tests under memcheck.
 # Logs and JSON reports go to $OUT when set (the device tool's output folder),
 # else build-gpu/out. Exit status: 0 when every step passed.
 #
@@ -17,6 +27,12 @@
 #   scripts/gpu-check.sh --stage-gtest
 # which copies headers, static libraries and CMake config into build-gpu-deps/
 # (ignored by git, about 2 MB), and carry "build-gpu-deps" to the device.
+#
+#   scripts/gpu-check.sh --emulate
+# runs the same script without a GPU, on the emulated CUDA device
+# (DGEMMA_CUDA=EMULATE, build-gpu-emu): a dry run of the script itself before
+# spending device time. It skips the slice (real dimensions are too slow for
+# the emulator) and memcheck, and generates fewer tokens.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -35,7 +51,16 @@ if [ "${1:-}" = "--stage-gtest" ]; then
   exit 0
 fi
 
+emulate=0
+[ "${1:-}" = "--emulate" ] && emulate=1
 build=build-gpu
+cuda_mode=ON
+run_tokens=32
+if [ $emulate = 1 ]; then
+  build=build-gpu-emu
+  cuda_mode=EMULATE
+  run_tokens=4
+fi
 out=${OUT:-$build/out}
 mkdir -p "$out"
 status=0
@@ -45,7 +70,49 @@ fail() {
 }
 section() { echo; echo "== $* =="; }
 
+# doctor_table REPORT.json: ops compared, the per-op error table and the
+# first failure of a `dgemma doctor --json` report (the raw file when it is
+# not one).
+doctor_table() {
+  [ -s "$1" ] || { echo "(no report in $1)"; return 1; }
+  python3 - "$1" <<'EOF' || cat "$1"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"ops compared {r['ops_compared']}, child {r['child_status']}")
+print(f"{'op':16} {'count':>6} {'max_abs':>11} {'max_rel':>11} {'min_cosine':>12}")
+for op, s in sorted(r["ops"].items()):
+    print(f"{op:16} {s['count']:>6} {s['max_abs']:>11.3g} {s['max_rel']:>11.3g} {s['min_cosine']:>12.9f}")
+f = r.get("first_failure")
+if f:
+    print(f"FIRST FAILURE: {f['op']} ({f['site']}) layer {f['layer']} {f['pass']} step {f['step']}: {f['kind']}")
+    print(f"  inputs {f['inputs']} -> {f['outputs']}; max_abs {f['max_abs']:.4g} max_rel {f['max_rel']:.4g}")
+    print("  " + f["message"][:3000])
+EOF
+}
+
+# bench_summary STEP.json: speed figures of a `dgemma bench step --json` run.
+bench_summary() {
+  [ -s "$1" ] || { echo "(no report in $1)"; return 1; }
+  python3 - "$1" <<'EOF' || cat "$1"
+import json, sys
+d = json.load(open(sys.argv[1]))
+cpu = f", {d['threads']} threads, {d['isa']}, {100 * d['fraction_of_peak']:.0f}% of peak" if "threads" in d else ""
+print(f"backend {d['backend']}{cpu}: context {d['context']}, canvas {d['canvas']}, {d['layers']} layers")
+print(f"  canvas positions/s {d['positions_per_s']:.1f}; step (self-conditioned) {d['step_sc_s']:.4f} s, "
+      f"first step {d['step_first_s']:.4f} s, commit {d['commit_s']:.4f} s, "
+      f"prefill incl. weights {d['prefill_s_incl_packing']:.2f} s; {d['gflops']:.0f} GFLOP/s")
+ops = sorted(d["step_sc_by_op"].items(), key=lambda kv: -kv[1]["seconds"])[:5]
+print("  slowest ops of the self-conditioned step: " +
+      ", ".join(f"{op} {s['seconds']:.4f} s" for op, s in ops))
+e = d.get("estimate")
+if e:
+    print(f"  estimate for {e['layers']} layers: {e['positions_per_s']:.1f} positions/s, "
+          f"{e['tokens_per_s_16_steps']:.2f} tokens/s at 16 steps")
+EOF
+}
+
 section "device"
+[ $emulate = 1 ] && echo "EMULATED device (--emulate, DGEMMA_CUDA=EMULATE): this checks the script, not a GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi not available"
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 nvcc --version | tail -2
@@ -57,7 +124,7 @@ prefix=()
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 configure() {
-  cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDGEMMA_CUDA=ON -DDGEMMA_BENCH=OFF \
+  cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDGEMMA_CUDA=$cuda_mode -DDGEMMA_BENCH=OFF \
     -DDGEMMA_TESTS="$tests" "${prefix[@]}" >"$out/configure.log" 2>&1
 }
 if ! configure; then
@@ -83,6 +150,16 @@ fi
 echo "built ${targets[*]} in $(($(date +%s) - start)) s"
 grep -E "warning" "$out/build.log" | grep -E "src/backend/cuda|tests/cuda" | head -20
 
+# The slice for the section "2-layer slice" is written while the tests run
+# (CPU and disk only; returns at once when build-gpu/slice2 already holds it).
+slice=$build/slice2
+slice_start=$(date +%s)
+slice_pid=
+if [ $emulate = 0 ]; then
+  timeout 240 "$build/dgemma" bench slice -o "$slice" --layers 2 >"$out/slice.log" 2>&1 &
+  slice_pid=$!
+fi
+
 if [ "$tests" = ON ]; then
   section "tests/cuda (ops vs CPU in cuda, cuda:sync, cuda:debug; guards; doctor)"
   if timeout 300 "$build/cuda_tests" --gtest_color=no >"$out/cuda_tests.log" 2>&1; then
@@ -103,28 +180,53 @@ for run in "cuda fp32" "cuda bf16" "cuda:debug fp32"; do
   rc=$?
   echo "-- --backend $1 --precision $2: exit $rc"
   [ $rc -eq 0 ] || { fail "doctor --backend $1 --precision $2"; cat "$out/$name.err"; }
-  python3 - "$out/$name.json" <<'EOF' || cat "$out/$name.json"
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"ops compared {r['ops_compared']}, child {r['child_status']}")
-print(f"{'op':16} {'count':>6} {'max_abs':>11} {'max_rel':>11} {'min_cosine':>12}")
-for op, s in sorted(r["ops"].items()):
-    print(f"{op:16} {s['count']:>6} {s['max_abs']:>11.3g} {s['max_rel']:>11.3g} {s['min_cosine']:>12.9f}")
-f = r.get("first_failure")
-if f:
-    print(f"FIRST FAILURE: {f['op']} ({f['site']}) layer {f['layer']} {f['pass']} step {f['step']}: {f['kind']}")
-    print(f"  inputs {f['inputs']} -> {f['outputs']}; max_abs {f['max_abs']:.4g} max_rel {f['max_rel']:.4g}")
-    print("  " + f["message"][:3000])
-EOF
+  doctor_table "$out/$name.json"
 done
+
+section "2-layer slice of the real dimensions: doctor and bench step (cuda, then cpu)"
+rc=0
+[ -n "$slice_pid" ] && { wait $slice_pid; rc=$?; }
+if [ $emulate = 1 ]; then
+  echo "skipped on the emulated device (--emulate): real dimensions are too slow for it"
+elif [ $rc -ne 0 ]; then
+  fail "bench slice -o $slice --layers 2: exit $rc$([ $rc -eq 124 ] && echo ' (timed out)')"
+  tail -5 "$out/slice.log"
+else
+  echo "slice $slice ($(du -sh "$slice" | cut -f1)) ready $(($(date +%s) - slice_start)) s after it was started"
+  # One step with the default 12-token prompt. --routing-from-reference: with
+  # random weights and 128 experts, a near-tie among the router scores can
+  # pick another top-8 than the CPU without any kernel being wrong (the top-k
+  # weights are still compared, and the model follows the CPU's routing).
+  timeout 240 "$build/dgemma" doctor -m "$slice" --backend cuda --steps 1 --routing-from-reference --json \
+    >"$out/doctor_slice.json" 2>"$out/doctor_slice.err"
+  rc=$?
+  echo "-- doctor --backend cuda: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
+  [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda"; tail -20 "$out/doctor_slice.err"; }
+  doctor_table "$out/doctor_slice.json"
+  for backend in cuda cpu; do
+    name=bench_step_slice_$backend
+    flags=(--backend $backend)
+    [ $backend = cpu ] && flags+=(-t 16)
+    timeout 180 "$build/dgemma" bench step -m "$slice" "${flags[@]}" --json --context 512 --steps 3 \
+      >"$out/$name.json" 2>"$out/$name.err"
+    rc=$?
+    echo "-- bench step ${flags[*]}: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 180 s)')"
+    if [ $rc -eq 0 ]; then
+      bench_summary "$out/$name.json"
+    else
+      fail "bench step on the slice --backend $backend"
+      tail -20 "$out/$name.err"
+    fi
+  done
+fi
 
 section "generation on the default model: --backend cuda, then --debug-device"
 export DGEMMA_CACHE="$build/cache"
-timeout 120 "$build/dgemma" run -p "Hello" -n 32 --seed 3 -t 4 >"$out/run_cpu.txt" 2>"$out/run_cpu.err" ||
+timeout 120 "$build/dgemma" run -p "Hello" -n $run_tokens --seed 3 -t 4 >"$out/run_cpu.txt" 2>"$out/run_cpu.err" ||
   { fail "run on the CPU"; tail -5 "$out/run_cpu.err"; }
 for flags in "--backend cuda" "--backend cuda --debug-device"; do
   name=run_$(echo "$flags" | tr -c 'a-z\n' '_')
-  if timeout 120 "$build/dgemma" run -p "Hello" -n 32 --seed 3 -t 4 $flags >"$out/$name.txt" 2>"$out/$name.err"; then
+  if timeout 120 "$build/dgemma" run -p "Hello" -n $run_tokens --seed 3 -t 4 $flags >"$out/$name.txt" 2>"$out/$name.err"; then
     grep -E "tokens/s|first token" "$out/$name.err"
     # Same seed: same text as the CPU unless a near-tie flips an argmax (random weights).
     cmp -s "$out/run_cpu.txt" "$out/$name.txt" && echo "-- $flags: same text as the CPU" ||
@@ -135,7 +237,7 @@ for flags in "--backend cuda" "--backend cuda --debug-device"; do
   fi
 done
 
-if [ "$tests" = ON ] && command -v compute-sanitizer >/dev/null; then
+if [ "$tests" = ON ] && [ $emulate = 0 ] && command -v compute-sanitizer >/dev/null; then
   section "compute-sanitizer memcheck (op tests, plain mode)"
   if timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/cuda_tests" \
       --gtest_filter='Modes/CudaOps.*/cuda:CudaGuards.*' \

@@ -1,17 +1,20 @@
 // dgemma bench kernels [--json] [-t N]
-// dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot]
+// dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot] [--backend NAME]
 // dgemma bench slice -o DIR [--layers N]
 //
 // Speed of the CPU backend: kernel GFLOP/s against OpenBLAS cblas_sgemm
 // (opened at run time if installed; else the scalar reference kernel), both
 // measured in the same run, and the machine's peak (register-only FMA /
-// vdpbf16ps loops); and the speed of whole denoising steps of a checkpoint.
+// vdpbf16ps loops); and the speed of whole denoising steps of a checkpoint,
+// on the CPU or on any other backend (--backend, e.g. cuda).
 // The Google Benchmark binaries in bench/ (scripts/bench.sh) cover more.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "../bench/bench_slice.h"
@@ -189,24 +192,36 @@ int run_step(const Args& args) {
   bool as_json = false, dot = false;
   int64_t context = 512, steps = 3, estimate_layers = 30;
   std::string isa_text;
-  FlagParser p("dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot]",
-               "Times denoising steps of a checkpoint on the CPU backend after a --context-token prompt: the\n"
-               "first step (no self-conditioning), self-conditioned steps, and the encoder commit of a canvas.\n"
-               "Reports canvas positions/s, seconds, FLOP (op vocabulary, exact per call), fraction of the\n"
-               "measured peak, the time split by op, and estimated tokens/s at 16 and 48 steps per canvas\n"
-               "(256 tokens / (first + (S-1)·self-conditioned step + commit)). For a checkpoint with fewer\n"
-               "layers than --estimate-layers (e.g. `dgemma bench slice`), also an estimate for that many.");
+  FlagParser p("dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot] [--backend NAME]",
+               "Times denoising steps of a checkpoint after a --context-token prompt: the first step (no\n"
+               "self-conditioning), self-conditioned steps, and the encoder commit of a canvas. Reports canvas\n"
+               "positions/s, seconds, FLOP (op vocabulary, exact per call), the time split by op, and estimated\n"
+               "tokens/s at 16 and 48 steps per canvas (256 tokens / (first + (S-1)·self-conditioned step +\n"
+               "commit)). For a checkpoint with fewer layers than --estimate-layers (e.g. `dgemma bench slice`),\n"
+               "also an estimate for that many. On the CPU backend (the default) also the threads, ISA, mode\n"
+               "and the fraction of the measured peak FLOP rate; with --backend (e.g. cuda, cuda:sync) the steps\n"
+               "run on that backend, and those CPU-only figures are left out (--bf16-dot and --isa are errors).\n"
+               "The JSON names the backend in \"backend\".");
   mf.add_to(p);
   p.add_bool("--json", &as_json, "one JSON object");
   p.add_int("--context", &context, "prompt tokens encoded before the steps");
   p.add_int("--steps", &steps, "timed self-conditioned steps (best kept)");
-  p.add_bool("--bf16-dot", &dot, "bf16 weights use vdpbf16ps (activations rounded to bf16)");
-  p.add_string("--isa", &isa_text, "cap the dispatch level: scalar, avx2, avx512, avx512bf16", "LEVEL");
+  p.add_bool("--bf16-dot", &dot, "bf16 weights use vdpbf16ps (activations rounded to bf16); CPU backend only");
+  p.add_string("--isa", &isa_text, "cap the dispatch level: scalar, avx2, avx512, avx512bf16; CPU backend only",
+               "LEVEL");
   p.add_int("--estimate-layers", &estimate_layers, "layer count for the full-model estimate");
   if (!p.parse(args)) return 0;
   if (!p.positional().empty()) throw Error("bench step: unexpected argument '" + p.positional()[0] + "'");
   if (context < 1 || steps < 1) throw Error("bench step: --context and --steps must be >= 1");
-  auto model = mf.load();
+  // The CPU backend (the default) is built here with the CPU-only options;
+  // any other backend is the one ModelFlags::load() put on the model.
+  const bool on_cpu = mf.backend == "cpu";
+  if (!on_cpu && dot)
+    throw Error("bench step: --bf16-dot is a mode of the CPU backend; it cannot be combined with --backend " +
+                mf.backend);
+  if (!on_cpu && !isa_text.empty())
+    throw Error("bench step: --isa caps the CPU backend's dispatch level; it cannot be combined with --backend " +
+                mf.backend);
   CpuBackendOptions o;
   o.threads = int(mf.threads);
   o.bf16_dot = dot;
@@ -215,8 +230,13 @@ int run_step(const Args& args) {
     if (!l) throw Error("--isa: expected scalar, avx2, avx512 or avx512bf16, got '" + isa_text + "'");
     o.isa = *l;
   }
-  CpuBackend backend(o);
-  model->set_backend(backend);
+  auto model = mf.load();
+  std::unique_ptr<CpuBackend> cpu_backend;  // set on the CPU only
+  if (on_cpu) {
+    cpu_backend = std::make_unique<CpuBackend>(o);
+    model->set_backend(*cpu_backend);
+  }
+  const std::string backend_name = model->executor().backend().name();
   const int64_t L = model->canvas_length(), V = model->vocab_size(), layers = model->config().num_layers;
   std::vector<int32_t> prompt(static_cast<size_t>(context));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 2) % size_t(V));
@@ -273,8 +293,13 @@ int run_step(const Args& args) {
   t_commit = std::min(t_commit, now_s() - t0);
   restore();
 
-  const cpu::PeakRates pk = cpu::measure_peak(backend.isa(), backend.pool().size());
-  const double peak = backend.bf16_dot() ? pk.dot_gflops : pk.fma_gflops;
+  // The peak FLOP rate is measured for the CPU only (its register loops say
+  // nothing about another backend).
+  std::optional<double> peak;
+  if (cpu_backend) {
+    const cpu::PeakRates pk = cpu::measure_peak(cpu_backend->isa(), cpu_backend->pool().size());
+    peak = cpu_backend->bf16_dot() ? pk.dot_gflops : pk.fma_gflops;
+  }
   const double flop_sc = prof_sc.total_flops(), flop_first = prof_first.total_flops(),
                flop_commit = prof_commit.total_flops();
   auto tokens_per_s = [&](double first_s, double sc_s, double commit_s, int n) {
@@ -294,10 +319,13 @@ int run_step(const Args& args) {
   json::Value v = json::Object{};
   v.set("name", "step");
   v.set("model", mf.model_dir);
+  v.set("backend", backend_name);
   v.set("layers", layers);
-  v.set("threads", backend.pool().size());
-  v.set("isa", std::string(isa_name(backend.isa())));
-  v.set("mode", backend.bf16_dot() ? "dot" : "fma");
+  if (cpu_backend) {
+    v.set("threads", cpu_backend->pool().size());
+    v.set("isa", std::string(isa_name(cpu_backend->isa())));
+    v.set("mode", cpu_backend->bf16_dot() ? "dot" : "fma");
+  }
   v.set("context", P);
   v.set("canvas", L);
   v.set("prefill_s_incl_packing", t_prefill);
@@ -309,8 +337,10 @@ int run_step(const Args& args) {
   v.set("step_first_flop", flop_first);
   v.set("commit_flop", flop_commit);
   v.set("gflops", flop_sc / t_sc / 1e9);
-  v.set("peak_gflops", peak);
-  v.set("fraction_of_peak", peak > 0 ? flop_sc / t_sc / 1e9 / peak : 0.0);
+  if (peak) {
+    v.set("peak_gflops", *peak);
+    v.set("fraction_of_peak", *peak > 0 ? flop_sc / t_sc / 1e9 / *peak : 0.0);
+  }
   v.set("tokens_per_s_16_steps", tokens_per_s(t_first, t_sc, t_commit, 16));
   v.set("tokens_per_s_48_steps", tokens_per_s(t_first, t_sc, t_commit, 48));
   json::Value split = json::Object{};
@@ -338,15 +368,25 @@ int run_step(const Args& args) {
     std::printf("%s\n", json::dump(v).c_str());
     return 0;
   }
-  std::printf("model %s: %lld layers, canvas %lld, context %lld; %d threads, %s, mode %s\n", mf.model_dir.c_str(),
-              (long long)layers, (long long)L, (long long)P, backend.pool().size(),
-              std::string(isa_name(backend.isa())).c_str(), backend.bf16_dot() ? "dot (bf16 activations)" : "fma");
-  std::printf("prefill of %lld tokens (incl. weight packing): %.2f s\n", (long long)context, t_prefill);
+  if (cpu_backend)
+    std::printf("model %s: %lld layers, canvas %lld, context %lld; %d threads, %s, mode %s\n", mf.model_dir.c_str(),
+                (long long)layers, (long long)L, (long long)P, cpu_backend->pool().size(),
+                std::string(isa_name(cpu_backend->isa())).c_str(),
+                cpu_backend->bf16_dot() ? "dot (bf16 activations)" : "fma");
+  else
+    std::printf("model %s: %lld layers, canvas %lld, context %lld; backend %s\n", mf.model_dir.c_str(),
+                (long long)layers, (long long)L, (long long)P, backend_name.c_str());
+  std::printf("prefill of %lld tokens (incl. weight %s): %.2f s\n", (long long)context,
+              cpu_backend ? "packing" : "preparation", t_prefill);
   std::printf("step (first, no self-conditioning): %.3f s, %.1f GFLOP, %.1f GFLOP/s\n", t_first, flop_first / 1e9,
               flop_first / t_first / 1e9);
-  std::printf("step (self-conditioned):            %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.0f%% of the %s peak (%.0f)\n",
-              t_sc, flop_sc / 1e9, flop_sc / t_sc / 1e9, peak > 0 ? 100 * flop_sc / t_sc / 1e9 / peak : 0.0,
-              backend.bf16_dot() ? "dot" : "fma", peak);
+  if (peak)
+    std::printf("step (self-conditioned):            %.3f s, %.1f GFLOP, %.1f GFLOP/s = %.0f%% of the %s peak (%.0f)\n",
+                t_sc, flop_sc / 1e9, flop_sc / t_sc / 1e9, *peak > 0 ? 100 * flop_sc / t_sc / 1e9 / *peak : 0.0,
+                cpu_backend->bf16_dot() ? "dot" : "fma", *peak);
+  else
+    std::printf("step (self-conditioned):            %.3f s, %.1f GFLOP, %.1f GFLOP/s\n", t_sc, flop_sc / 1e9,
+                flop_sc / t_sc / 1e9);
   std::printf("canvas positions/s: %.1f\n", double(L) / t_sc);
   std::printf("commit (encoder, %lld tokens): %.3f s, %.1f GFLOP\n", (long long)L, t_commit, flop_commit / 1e9);
   std::printf("estimated tokens/s: %.2f at 16 steps, %.2f at 48 steps\n", tokens_per_s(t_first, t_sc, t_commit, 16),
@@ -392,7 +432,7 @@ int run_bench(const Args& args) {
         "usage: dgemma bench kernels|step|slice [options]   (dgemma bench <what> --help)\n"
         "       dgemma bench -m DIR [step options]            (= dgemma bench step -m DIR)\n"
         "  kernels  GEMM kernels vs OpenBLAS sgemm (or the scalar reference) and the machine peak\n"
-        "  step     denoising-step and commit speed of a checkpoint (-m DIR)\n"
+        "  step     denoising-step and commit speed of a checkpoint (-m DIR; --backend cpu|cuda|...)\n"
         "  slice    write a synthetic real-size checkpoint slice for `step`\n");
     return args.empty() ? 2 : 0;
   }
@@ -406,7 +446,8 @@ int run_bench(const Args& args) {
   throw Error("bench: unknown benchmark '" + args[0] + "' (expected kernels, step or slice)");
 }
 
-const Subcommand kBench("bench", "CPU speed: kernels vs reference and peak, denoising steps, test slices", run_bench);
+const Subcommand kBench("bench", "speed: CPU kernels vs reference and peak, denoising steps (any backend), slices",
+                        run_bench);
 
 }  // namespace
 }  // namespace dgemma::cli

@@ -25,7 +25,11 @@ int32_t RandomDraws::uniform_token(int64_t canvas, int64_t step, DrawPurpose pur
   return int32_t(stream.uniform_int(uint32_t(vocab)));
 }
 
-std::optional<double> RandomDraws::sample_uniform(int64_t canvas, int64_t step, int64_t position) const {
+double DrawSource::sample_uniform(int64_t /*canvas*/, int64_t /*step*/, int64_t /*position*/) const {
+  throw Error("internal: sample_uniform() called on a draw source that does not sample by inverse CDF");
+}
+
+double RandomDraws::sample_uniform(int64_t canvas, int64_t step, int64_t position) const {
   PhiloxStream stream(seed_, uint32_t(canvas), uint32_t(step), DrawPurpose::kSample, uint32_t(position));
   return stream.uniform_double();
 }
@@ -47,7 +51,7 @@ int32_t RandomDraws::sample_token(int64_t canvas, int64_t step, int64_t position
   if (!(total > 0.0) || !std::isfinite(total))
     throw Error("RandomDraws::sample: canvas " + std::to_string(canvas) + " step " + std::to_string(step) +
                 " position " + std::to_string(position) + ": logits row has no finite maximum");
-  return inverse_cdf(p.data(), size_t(vocab), *sample_uniform(canvas, step, position) * total);
+  return inverse_cdf(p.data(), size_t(vocab), sample_uniform(canvas, step, position) * total);
 }
 
 void RandomDraws::canvas_init(int64_t canvas, int64_t vocab, std::span<int32_t> out) {

@@ -11,7 +11,6 @@
 //    bit-exact replays of a Transformers run.
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,14 +36,15 @@ class DrawSource {
   // only the non-accepted positions but always draws the whole canvas.
   virtual void renoise(int64_t canvas, int64_t step, int64_t vocab, std::span<int32_t> out) = 0;
 
-  // A source whose draw B is, per position, the inverse CDF of the fp32
-  // weights exp(z - max z) at uniform · their sum (sampler.h inverse_cdf)
-  // returns that uniform here, so that generate() can fuse the draw into its
-  // per-row pass over the logits instead of calling sample(); the result is
-  // identical. Other sources return nullopt.
-  virtual std::optional<double> sample_uniform(int64_t /*canvas*/, int64_t /*step*/, int64_t /*position*/) const {
-    return std::nullopt;
-  }
+  // Whether draw B is, per position, the inverse CDF of the fp32 weights
+  // exp(z - max z) at uniform · their sum (sampler.h inverse_cdf), with the
+  // uniform given by sample_uniform(): generate() then fuses the draw into
+  // its per-row pass over the logits instead of calling sample(); the result
+  // is identical.
+  virtual bool samples_by_inverse_cdf() const { return false; }
+  // The uniform of draw B at one position; called only when
+  // samples_by_inverse_cdf() (the default throws).
+  virtual double sample_uniform(int64_t canvas, int64_t step, int64_t position) const;
 };
 
 class RandomDraws final : public DrawSource {
@@ -55,7 +55,8 @@ class RandomDraws final : public DrawSource {
   void sample(int64_t canvas, int64_t step, const float* processed_logits, int64_t vocab,
               std::span<int32_t> out) override;
   void renoise(int64_t canvas, int64_t step, int64_t vocab, std::span<int32_t> out) override;
-  std::optional<double> sample_uniform(int64_t canvas, int64_t step, int64_t position) const override;
+  bool samples_by_inverse_cdf() const override { return true; }
+  double sample_uniform(int64_t canvas, int64_t step, int64_t position) const override;
 
   // The per-position primitives the canvas-level calls loop over; any order
   // or split of positions over threads gives identical tokens.

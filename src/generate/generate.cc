@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -81,8 +80,8 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
       scratch.resize(size_t(V));
       for (int64_t i = begin; i < end; ++i) {
         try {
-          const std::optional<double> u = fuse_sample ? draws.sample_uniform(c, s, i) : std::nullopt;
-          const RowPass r = process_row(out + size_t(i) * size_t(V), size_t(V), temperature, u ? &*u : nullptr,
+          const double u = fuse_sample ? draws.sample_uniform(c, s, i) : 0.0;
+          const RowPass r = process_row(out + size_t(i) * size_t(V), size_t(V), temperature, fuse_sample ? &u : nullptr,
                                         scratch.data(), where.c_str());
           argmax[size_t(i)] = r.argmax;
           entropy[size_t(i)] = r.entropy;
@@ -125,7 +124,7 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
       // renoise (C); draw B reads only this row, so fusing keeps it.
       const float temperature = step_temperature(config.t_min, config.t_max, cur_step, N);
       where = "generate: " + step_name(c, s);
-      fuse_sample = draws.sample_uniform(c, s, 0).has_value();
+      fuse_sample = draws.samples_by_inverse_cdf();
       run_rows(c, s, temperature);
       for (size_t i = 0; i < l; ++i)
         if (row_errors[i]) std::rethrow_exception(row_errors[i]);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `dgemma bench` as users run it, on the golden tiny checkpoint: the step
-# benchmark via `bench -m DIR` and `bench step`, its JSON fields, and errors.
+# benchmark via `bench -m DIR` and `bench step`, its JSON fields, the step
+# benchmark on another backend (--backend inject:..., the CPU with a fault
+# that never fires), and errors.
 # (Speed figures live in bench/README.md; nothing here is timed.)
 #
 # usage: bench.sh DGEMMA_BINARY SOURCE_DIR
@@ -18,6 +20,7 @@ d = json.load(open(sys.argv[1]))
 need = ["positions_per_s", "step_sc_s", "step_first_s", "commit_s", "step_sc_flop", "gflops", "peak_gflops",
         "fraction_of_peak", "tokens_per_s_16_steps", "tokens_per_s_48_steps", "step_sc_by_op"]
 assert d["name"] == "step" and d["canvas"] == 16 and d["layers"] == 4, d
+assert d["backend"] == "cpu", d.get("backend")
 assert all(k in d for k in need), [k for k in need if k not in d]
 assert d["positions_per_s"] > 0 and d["step_sc_s"] > 0 and d["step_sc_flop"] > 0
 assert d["tokens_per_s_16_steps"] > d["tokens_per_s_48_steps"] > 0
@@ -38,6 +41,38 @@ if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 >"$TMP/step.txt" 2>&1 &&
 else
   bad "bench step text: $(cat "$TMP/step.txt")"
 fi
+# Another backend: the one --backend configured runs the steps (the injected
+# fault is for decoder step 99, which these few passes never reach); the
+# CPU-only figures (peak, its fraction, ISA, mode, threads) are left out.
+INJECT=inject:add:-1:decoder:99:value
+if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend $INJECT --json >"$TMP/inject.json" 2>"$TMP/err" &&
+    python3 - "$TMP/inject.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["backend"] == "inject(cpu)", d.get("backend")
+cpu_only = [k for k in ("peak_gflops", "fraction_of_peak", "isa", "mode", "threads") if k in d]
+assert not cpu_only, cpu_only
+assert d["name"] == "step" and d["canvas"] == 16 and d["layers"] == 4, d
+assert d["positions_per_s"] > 0 and d["step_sc_s"] > 0 and d["step_sc_flop"] > 0 and d["gflops"] > 0
+assert d["tokens_per_s_16_steps"] > d["tokens_per_s_48_steps"] > 0
+assert d["step_sc_by_op"]["linear"]["gflop"] > 0
+PY
+then
+  ok "bench step --backend $INJECT --json: backend named, no peak figures"
+else
+  bad "bench step --backend $INJECT --json: $(cat "$TMP/inject.json" "$TMP/err" | head -c 800)"
+fi
+if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend $INJECT >"$TMP/inject.txt" 2>&1 &&
+    grep -q "backend inject(cpu)" "$TMP/inject.txt" && grep -q "canvas positions/s" "$TMP/inject.txt" &&
+    ! grep -q "peak" "$TMP/inject.txt"; then
+  ok "bench step --backend $INJECT: $(grep 'canvas positions/s' "$TMP/inject.txt")"
+else
+  bad "bench step --backend $INJECT text: $(cat "$TMP/inject.txt")"
+fi
+expect_error "--bf16-dot with another backend" "--bf16-dot" \
+  "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend $INJECT --bf16-dot
+expect_error "--isa with another backend" "--isa" \
+  "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend $INJECT --isa avx2
 expect_error "unknown benchmark" "unknown benchmark 'nope'" "$BIN" bench nope
 expect_error "step without a model" "-m" "$BIN" bench step
 finish

@@ -32,4 +32,20 @@ check inject:gelu_glu:0:decoder:1:oob gelu_glu 0 decoder 1 oob
 if "$bin" doctor -m "$data" --backend inject:nope:0:encoder:0:value 2>/tmp/doctor_err_$$; then exit 1; fi
 grep -q "unknown op 'nope'" /tmp/doctor_err_$$ && rm -f /tmp/doctor_err_$$
 ok "bad injection spec"
+# The CUDA backend, op by op against the CPU in its debug mode (canaries, NaN
+# fill, launch log): on a GPU or on the emulated device of a
+# DGEMMA_CUDA=EMULATE build (the sanitizer build of scripts/build.sh) every op
+# must agree; a build without CUDA, or a machine without a device, must say so.
+err=/tmp/doctor_cuda_err_$$
+if out=$("$bin" doctor -m "$data" --backend cuda:debug --steps 2 --json 2>"$err"); then
+  grep -q '"first_failure": null' <<<"$out" || { echo "$out"; exit 1; }
+  compared=$(grep -o '"ops_compared": [0-9]*' <<<"$out" | grep -o '[0-9]*$')
+  [ "$compared" -gt 100 ] || { echo "only $compared ops compared"; exit 1; }
+  where=$(grep -q "emulated device" "$err" && echo "emulated device" || echo "GPU")
+  ok "cuda:debug vs cpu on the $where: $compared ops agree"
+else
+  grep -qE "no CUDA device found|has no CUDA backend" "$err" || { cat "$err"; exit 1; }
+  ok "cuda without a device: $(head -c 120 "$err")"
+fi
+rm -f "$err"
 echo "$passed passed, 0 failed"

@@ -12,6 +12,12 @@
 # src/generate/recorded_self_conditioning.h). The free-running replay is
 # still run and must produce a well-formed result on its own.
 #
+# The exact replay runs again on the CUDA backend when the build has a device
+# (a GPU, or the emulated device of a DGEMMA_CUDA=EMULATE build: the sanitizer
+# build of scripts/build.sh): the whole trajectory, every op on the device,
+# must give the reference's output too. Without one, `--backend cuda` must
+# fail with a clear message.
+#
 # usage: generate_replay.sh DGEMMA_BINARY SOURCE_DIR
 set -u
 BIN=$1
@@ -20,6 +26,17 @@ MODEL="$SRC/tests/data/golden_a"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+
+# The CUDA backend: "cuda" when it can run here, else nothing (checked once).
+cuda_backends=()
+if "$BIN" generate -m "$MODEL" --backend cuda --prompt-ids 2,10 --max-new-tokens 1 -q --json >"$TMP/probe.json" \
+    2>"$TMP/probe.err"; then
+  cuda_backends=(cuda)
+elif grep -qE "no CUDA device found|has no CUDA backend" "$TMP/probe.err"; then
+  ok "no CUDA device in this build/machine, and --backend cuda says so: $(head -c 120 "$TMP/probe.err")"
+else
+  bad "--backend cuda failed without saying that no device is available: $(cat "$TMP/probe.err")"
+fi
 
 for case_json in "$MODEL"/cases/generate_*.json; do
   name=$(basename "$case_json" .json)
@@ -45,10 +62,11 @@ print(" ".join([
 ]))
 EOF
 )
-  # shellcheck disable=SC2086
-  if "$BIN" generate -m "$MODEL" --replay "$tape" --replay-self-conditioning --json -q $args >"$TMP/$name.json" \
-      2>"$TMP/$name.err"; then
-    if python3 - "$case_json" "$TMP/$name.json" <<'EOF'
+  for backend in cpu "${cuda_backends[@]}"; do
+    # shellcheck disable=SC2086
+    if "$BIN" generate -m "$MODEL" --replay "$tape" --replay-self-conditioning --backend "$backend" --json -q $args \
+        >"$TMP/$name.json" 2>"$TMP/$name.err"; then
+      if python3 - "$case_json" "$TMP/$name.json" <<'EOF'
 import json, struct, sys
 ref = json.load(open(sys.argv[1]))
 got = json.loads(open(sys.argv[2]).read())
@@ -65,12 +83,13 @@ for e in errors:
     print("  " + e)
 sys.exit(1 if errors else 0)
 EOF
-    then ok "$name: sequences, steps per canvas and tokens_per_forward equal the reference"
-    else bad "$name: output differs from the reference"
+      then ok "$name on $backend: sequences, steps per canvas and tokens_per_forward equal the reference"
+      else bad "$name on $backend: output differs from the reference"
+      fi
+    else
+      bad "$name on $backend: dgemma generate failed: $(cat "$TMP/$name.err")"
     fi
-  else
-    bad "$name: dgemma generate failed: $(cat "$TMP/$name.err")"
-  fi
+  done
 
   # Free-running replay: our own self-conditioning. It may need more draws
   # than were recorded (then it fails cleanly, naming the tape); otherwise the

@@ -1,15 +1,19 @@
 // The CUDA backend against the CPU reference, op by op on random shapes (in
 // the plain, sync and debug modes), its fault guards (canaries, NaN-filled
 // fresh buffers, host index checks, launch log, address map), and `dgemma
-// doctor` on golden_a. Without a CUDA device every device test is skipped with
-// the reason (GTEST_SKIP, reported as skipped by ctest); without a CUDA build
-// the whole file is one skipped test.
+// doctor` on golden_a. They run on a GPU, or on the emulated device of a
+// DGEMMA_CUDA=EMULATE build (the sanitizer build of scripts/build.sh: kernels
+// on the CPU, emulation/grid_runner.h), which is how CI runs them. Without a
+// CUDA device every device test is skipped with the reason (GTEST_SKIP,
+// reported as skipped by ctest); without a CUDA build the whole file is one
+// skipped test.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -148,9 +152,16 @@ void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4,
 
 class CudaOps : public ::testing::TestWithParam<const char*> {
  protected:
+  // A parameter "SPEC+chunked" runs SPEC with a tiny scratch bound, so that
+  // every op that works in chunks (widened weights, softmax rows, attention
+  // rows) takes several on these small shapes.
   void SetUp() override {
     REQUIRE_CUDA_DEVICE();
-    backend_ = std::make_unique<CudaBackend>(parse_cuda_spec(GetParam()));
+    std::string spec = GetParam();
+    const size_t plus = spec.find('+');
+    CudaBackendOptions o = parse_cuda_spec(spec.substr(0, plus));
+    if (plus != std::string::npos) o.scratch_elems = 257;
+    backend_ = std::make_unique<CudaBackend>(o);
   }
   Backend& gpu() { return *backend_; }
   std::unique_ptr<CudaBackend> backend_;
@@ -250,7 +261,9 @@ TEST_P(CudaOps, Attention) {
     for (AttentionMask mask : masks) {
       Rng r(uint32_t(600 + s));
       Case cs;
-      const int64_t M = r.i(1, 12), Hk = r.i(1, 3), Hq = Hk * r.i(1, 3), d = s == 0 ? 256 : r.i(1, 80);
+      // Cases 2 and 3: grouped queries (3 and 2 query heads per key head).
+      const int64_t M = r.i(1, 12), Hk = s == 2 ? 2 : s == 3 ? 3 : r.i(1, 3);
+      const int64_t Hq = Hk * (s == 2 ? 3 : s == 3 ? 2 : r.i(1, 3)), d = s == 0 ? 256 : r.i(1, 80);
       const int64_t S = s == 1 ? 0 : r.i(1, 40);
       std::vector<int32_t> qpos(static_cast<size_t>(M)), kpos(static_cast<size_t>(S));
       const int32_t q0 = int32_t(r.i(0, S + 10));
@@ -334,10 +347,11 @@ TEST_P(CudaOps, Elementwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, CudaOps, ::testing::Values("cuda", "cuda:sync", "cuda:debug"),
+INSTANTIATE_TEST_SUITE_P(Modes, CudaOps, ::testing::Values("cuda", "cuda:sync", "cuda:debug", "cuda:debug+chunked"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            std::string n = p.param;
-                           std::replace(n.begin(), n.end(), ':', '_');
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
                          });
 
@@ -389,8 +403,51 @@ TEST(CudaGuards, FreshBuffersAreNaNInDebugMode) {
   Tensor out;
   cs.call.out = {&out};
   prepare_op(cs.call);
-  gpu.run(cs.call);
+  // No kernel ran: the output is the NaN fill, which the sentinel reports.
+  try {
+    gpu.run(cs.call);
+    FAIL() << "an unwritten output was not reported";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("output 0 [77] holds 77 non-finite values (first NaN at element 0)"), std::string::npos) << m;
+  }
   for (float v : out.f) ASSERT_TRUE(std::isnan(v)) << "an unwritten output must read as NaN";
+}
+
+TEST(CudaGuards, NonFiniteOutputsNameTheOpThatMadeThemInDebugMode) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions o;
+  o.debug = true;
+  CudaBackend gpu(o);
+  Rng r(4);
+  Case cs = add_case(r, 64);
+  cs.in[0].f[5] = 3e38f;  // finite, but the sum overflows
+  cs.in[1].f[5] = 3e38f;
+  Tensor out;
+  cs.call.out = {&out};
+  prepare_op(cs.call);
+  try {
+    gpu.run(cs.call);
+    FAIL() << "an overflow to Inf was not reported";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("op add (residual) in layer 2, decoder pass, step 3"), std::string::npos) << m;
+    EXPECT_NE(m.find("holds 1 non-finite values (first +Inf at element 5); its inputs are finite"), std::string::npos)
+        << m;
+  }
+  cs.in[0].f[5] = std::nanf("");  // now it comes in with an input
+  prepare_op(cs.call);
+  try {
+    gpu.run(cs.call);
+    FAIL() << "a NaN from an input was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 0 already holds 1 non-finite values"), std::string::npos) << e.what();
+  }
+  // The plain mode does not scan (it is the fast path).
+  CudaBackend plain;
+  prepare_op(cs.call);
+  EXPECT_NO_THROW(plain.run(cs.call));
+  EXPECT_TRUE(std::isnan(out.f[5]));
 }
 
 TEST(CudaGuards, IndexInputsAreCheckedOnTheHost) {

@@ -25,6 +25,9 @@
 
 #include "backend/cuda/cuda_kernels.h"
 #include "dgemma/error.h"
+#if DGEMMA_CUDA_EMULATION
+#include "backend/cuda/emulation/fake_cublas.h"
+#endif
 
 namespace dgemma {
 namespace {
@@ -41,10 +44,6 @@ constexpr int64_t kCanaryBytes = 256;
 constexpr unsigned char kCanaryByte = 0xA5;
 // Fresh buffers in debug mode: 0xFF bytes read as NaN (fp32) and -1 (int32).
 constexpr unsigned char kFreshByte = 0xFF;
-// Upper bound on one temporary (widened weight chunk, attention scores,
-// softmax probabilities): 64 Mi floats = 256 MiB, so that a full-vocabulary
-// soft embedding or a long prefill never needs gigabytes of scratch.
-constexpr int64_t kScratchElems = int64_t(64) << 20;
 
 std::string hex(const void* p) {
   char b[32];
@@ -158,6 +157,17 @@ struct CublasApi {
 const CublasApi& cublas_api() {
   static const CublasApi api = [] {
     CublasApi a;
+#if DGEMMA_CUDA_EMULATION
+    // The emulated device (DGEMMA_CUDA=EMULATE) has its own cuBLAS subset.
+    a.create = &cuda_emu::cublas_create;
+    a.destroy = &cuda_emu::cublas_destroy;
+    a.set_stream = &cuda_emu::cublas_set_stream;
+    a.set_math_mode = &cuda_emu::cublas_set_math_mode;
+    a.gemm_ex = &cuda_emu::cublas_gemm_ex;
+    a.status_name = &cuda_emu::cublas_status_name;
+    a.status_string = &cuda_emu::cublas_status_string;
+    return a;
+#else
     const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
     std::string tried;
     void* h = nullptr;
@@ -183,6 +193,7 @@ const CublasApi& cublas_api() {
     sym(a.status_name, "cublasGetStatusName");
     sym(a.status_string, "cublasGetStatusString");
     return a;  // the library stays loaded for the life of the process
+#endif
   }();
   return api;
 }
@@ -352,6 +363,7 @@ struct CudaBackend::Impl {
   void download(size_t k, const void* dev);
   void zero(void* p, int64_t bytes);
   void check_canaries();
+  void check_finite(const OpCall& c) const;
   const void* weight(const WeightRef& w, k::WType* wt);
   void launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
                 const std::string& detail = "");
@@ -388,6 +400,15 @@ void CudaBackend::Impl::ensure_ready() {
     return;
   }
   g_cuda_initialized = true;
+#if DGEMMA_CUDA_EMULATION
+  static bool told = false;
+  if (!told) {
+    told = true;
+    std::fprintf(stderr,
+                 "dgemma: CUDA backend on the emulated device of this build (DGEMMA_CUDA=EMULATE): the kernels run "
+                 "on the CPU, for testing\n");
+  }
+#endif
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -705,10 +726,10 @@ void CudaBackend::Impl::soft_embedding(const OpCall& c) {
     if (V == 0) {
       zero(out, M * H * 4);
     } else {
-      const int64_t rows_per = std::max<int64_t>(1, std::min(M, kScratchElems / V));
+      const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / V));
       auto* probs = static_cast<float*>(alloc(rows_per * V * 4, "workspace (probabilities)", true));
       const bool direct = wt == k::WType::kF32;
-      const int64_t vrows = direct ? V : std::max<int64_t>(1, std::min(V, kScratchElems / H));
+      const int64_t vrows = direct ? V : std::max<int64_t>(1, std::min(V, opt.scratch_elems / H));
       auto* wide = direct ? nullptr : static_cast<float*>(alloc(vrows * H * 4, "workspace (widened table)", true));
       for (int64_t r0 = 0; r0 < M; r0 += rows_per) {
         const int64_t rows = std::min(rows_per, M - r0);
@@ -746,7 +767,7 @@ void CudaBackend::Impl::rms_norm(const OpCall& c) {
 // out[M,N] = x[M,K] · W[N,K]ᵀ. Column-major view: outᵀ (N×M, ld N) =
 // W (N×K: the row-major [N,K] buffer read as K×N with ld K, transposed) ·
 // xᵀ (K×M, ld K). cublasGemmEx has no fp32×bf16 combination, so BF16/F16
-// weights are widened to fp32 in chunks of at most kScratchElems (output
+// weights are widened to fp32 in chunks of at most scratch_elems (output
 // features n0..n0+nr write columns n0.. of out, ld N): the product is then the
 // reference's fp32 math, not a bf16 one.
 void CudaBackend::Impl::linear(const OpCall& c) {
@@ -763,7 +784,7 @@ void CudaBackend::Impl::linear(const OpCall& c) {
     } else if (wt == k::WType::kF32) {
       gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, 1.0f, static_cast<const float*>(w), K, d_x, K, 0.0f, out, N);
     } else {
-      const int64_t rows_per = std::max<int64_t>(1, std::min(N, kScratchElems / K));
+      const int64_t rows_per = std::max<int64_t>(1, std::min(N, opt.scratch_elems / K));
       auto* wide = static_cast<float*>(alloc(rows_per * K * 4, "workspace (widened weight)", true));
       for (int64_t n0 = 0; n0 < N; n0 += rows_per) {
         const int64_t nr = std::min(rows_per, N - n0);
@@ -797,7 +818,7 @@ void CudaBackend::Impl::rope(const OpCall& c) {
   download(0, out);
 }
 
-// Scores of up to kScratchElems per chunk of query rows; then softmax and
+// Scores of up to scratch_elems per chunk of query rows; then softmax and
 // p·v per (row, head).
 void CudaBackend::Impl::attention(const OpCall& c) {
   const Tensor &q = *c.in[0], &kt = *c.in[1], &v = *c.in[2], &qpos = *c.in[3], &kpos = *c.in[4];
@@ -809,7 +830,7 @@ void CudaBackend::Impl::attention(const OpCall& c) {
   auto* d_kpos = static_cast<int32_t*>(upload(kpos, "input 4 (key positions)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (M > 0 && Hq > 0 && d > 0) {
-    const int64_t rows_per = std::max<int64_t>(1, std::min(M, kScratchElems / std::max<int64_t>(1, Hq * S)));
+    const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / std::max<int64_t>(1, Hq * S)));
     auto* scores = static_cast<float*>(alloc(rows_per * Hq * S * 4, "workspace (scores)", true));
     const int mask = int(c.attrs.mask);
     for (int64_t m0 = 0; m0 < M; m0 += rows_per) {
@@ -944,7 +965,48 @@ void CudaBackend::Impl::run(const OpCall& c) {
     }
   }
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (end of op)");
-  if (opt.debug) check_canaries();
+  if (opt.debug) {
+    check_canaries();
+    check_finite(c);
+  }
+}
+
+// Debug mode's NaN/Inf sentinel (spec/placement-and-faults.md, requirement 9):
+// no op of the model produces a non-finite value from finite inputs, so the
+// first output that holds one names the op where a NaN is born (or, when an
+// input already held one, says where it came in).
+void CudaBackend::Impl::check_finite(const OpCall& c) const {
+  auto first_bad = [](const Tensor& t, int64_t* count) {
+    int64_t first = -1;
+    *count = 0;
+    if (t.dtype != DType::kF32) return first;
+    for (size_t e = 0; e < t.f.size(); ++e)
+      if (!std::isfinite(t.f[e])) {
+        if (first < 0) first = int64_t(e);
+        ++*count;
+      }
+    return first;
+  };
+  for (size_t k = 0; k < c.out.size(); ++k) {
+    int64_t count = 0;
+    const int64_t e = first_bad(*c.out[k], &count);
+    if (e < 0) continue;
+    std::string inputs = "its inputs are finite: the op produced them";
+    for (size_t j = 0; j < c.in.size(); ++j) {
+      int64_t n = 0;
+      if (first_bad(*c.in[j], &n) >= 0) {
+        inputs = "input " + std::to_string(j) + " already holds " + std::to_string(n) +
+                 " non-finite values: they come from before this op";
+        break;
+      }
+    }
+    const float v = c.out[k]->f[size_t(e)];
+    char first[96];
+    std::snprintf(first, sizeof first, "first %s at element %lld", std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+                  (long long)e);
+    fail("output " + std::to_string(k) + " " + c.out[k]->shape_string() + " holds " + std::to_string(count) +
+         " non-finite values (" + first + "); " + inputs + "\n  op shapes: " + shapes + "\n" + log_text(kLaunchLogSize));
+  }
 }
 
 // ---- public ------------------------------------------------------------------

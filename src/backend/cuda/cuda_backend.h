@@ -16,7 +16,9 @@
 //    region that is checked after the op ("op X wrote past output N"), fresh
 //    buffers are filled with NaN (0xFF bytes; -1 for int32) so that a read of
 //    uninitialized memory shows up as NaN, and the error message carries the
-//    last 64 launches and the live allocation map;
+//    last 64 launches and the live allocation map; and an output holding NaN
+//    or Inf fails the op (it names where a NaN is born, or says that an
+//    input already held one);
 //  - index inputs (embedding ids, expert ids) are bounds-checked on the host
 //    before every launch, in every mode (they are host tensors: it is free).
 //
@@ -44,6 +46,11 @@ struct CudaBackendOptions {
   // (NaN in debug mode).
   enum class TestFault { kNone, kWritePastOutput, kSkipKernels };
   TestFault test_fault = TestFault::kNone;
+  // Upper bound on one temporary in floats (widened weight chunk, attention
+  // scores, softmax probabilities): 64 Mi floats = 256 MiB, so that a
+  // full-vocabulary soft embedding or a long prefill never needs gigabytes of
+  // scratch. Tests make it small to run the chunked paths on small shapes.
+  int64_t scratch_elems = int64_t(64) << 20;
 };
 
 // Parses "cuda", "cuda:sync", "cuda:debug", "cuda:1", "cuda:1,sync,debug"

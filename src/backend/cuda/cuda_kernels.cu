@@ -13,6 +13,12 @@
 
 #include "backend/cuda/cuda_kernels.h"
 
+// `kernel<<<grid, block, 0, stream>>>`; the host emulation of the device
+// (emulation/device_builtins.h, DGEMMA_CUDA=EMULATE) defines its own.
+#ifndef DGEMMA_LAUNCH
+#define DGEMMA_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#endif
+
 namespace dgemma::cuda {
 namespace {
 
@@ -405,34 +411,34 @@ int64_t warp_tiles(int64_t n) { return (n + kWarps - 1) / kWarps; }
 LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M, const void* table, WType wt,
                              int64_t V, int64_t H, float scale, float* out) {
   LaunchShape s;
-  if (plan(s, M)) embedding_kernel<<<s.grid[0], kBlock, 0, stream>>>(ids, table, wt, V, H, scale, out);
+  if (plan(s, M)) DGEMMA_LAUNCH(embedding_kernel, s.grid[0], kBlock, stream)(ids, table, wt, V, H, scale, out);
   return s;
 }
 
 LaunchShape launch_soft_probs(cudaStream_t stream, const float* logits, int64_t rows, int64_t V, bool round_bf16,
                               float* probs) {
   LaunchShape s;
-  if (plan(s, rows)) soft_probs_kernel<<<s.grid[0], kBlock, 0, stream>>>(logits, V, round_bf16, probs);
+  if (plan(s, rows)) DGEMMA_LAUNCH(soft_probs_kernel, s.grid[0], kBlock, stream)(logits, V, round_bf16, probs);
   return s;
 }
 
 LaunchShape launch_widen(cudaStream_t stream, const void* src, WType wt, int64_t offset, int64_t n, float* dst) {
   LaunchShape s;
-  if (plan(s, stride_blocks(n))) widen_kernel<<<s.grid[0], kBlock, 0, stream>>>(src, wt, offset, n, dst);
+  if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(widen_kernel, s.grid[0], kBlock, stream)(src, wt, offset, n, dst);
   return s;
 }
 
 LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, int64_t D, const void* w, WType wt,
                             float eps, float* out) {
   LaunchShape s;
-  if (plan(s, rows)) rms_norm_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, D, w, wt, eps, out);
+  if (plan(s, rows)) DGEMMA_LAUNCH(rms_norm_kernel, s.grid[0], kBlock, stream)(x, D, w, wt, eps, out);
   return s;
 }
 
 LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos, const float* inv_freq, int64_t M,
                         int64_t heads, int64_t d, int pairs, float* out) {
   LaunchShape s;
-  if (plan(s, M)) rope_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, pos, inv_freq, heads, d, pairs, out);
+  if (plan(s, M)) DGEMMA_LAUNCH(rope_kernel, s.grid[0], kBlock, stream)(x, pos, inv_freq, heads, d, pairs, out);
   return s;
 }
 
@@ -441,7 +447,7 @@ LaunchShape launch_attention_scores(cudaStream_t stream, const float* q, const f
                                     int64_t S, int mask, int64_t window, int64_t first_canvas_pos, float* scores) {
   LaunchShape s;
   if (plan(s, rows * Hq))
-    attention_scores_kernel<<<s.grid[0], kBlock, 0, stream>>>(q, k, qpos, kpos, m0, Hq, Hk, d, S, mask, window,
+    DGEMMA_LAUNCH(attention_scores_kernel, s.grid[0], kBlock, stream)(q, k, qpos, kpos, m0, Hq, Hk, d, S, mask, window,
                                                               first_canvas_pos, scores);
   return s;
 }
@@ -449,14 +455,15 @@ LaunchShape launch_attention_scores(cudaStream_t stream, const float* q, const f
 LaunchShape launch_attention_output(cudaStream_t stream, float* scores, const float* v, int64_t m0, int64_t rows,
                                     int64_t Hq, int64_t Hk, int64_t d, int64_t S, float* out) {
   LaunchShape s;
-  if (plan(s, rows * Hq)) attention_output_kernel<<<s.grid[0], kBlock, 0, stream>>>(scores, v, m0, Hq, Hk, d, S, out);
+  if (plan(s, rows * Hq))
+    DGEMMA_LAUNCH(attention_output_kernel, s.grid[0], kBlock, stream)(scores, v, m0, Hq, Hk, d, S, out);
   return s;
 }
 
 LaunchShape launch_router_inv_rms(cudaStream_t stream, const float* x, int64_t M, int64_t H, float eps,
                                   float* inv_rms) {
   LaunchShape s;
-  if (plan(s, M)) router_inv_rms_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, H, eps, inv_rms);
+  if (plan(s, M)) DGEMMA_LAUNCH(router_inv_rms_kernel, s.grid[0], kBlock, stream)(x, H, eps, inv_rms);
   return s;
 }
 
@@ -465,8 +472,8 @@ LaunchShape launch_router_logits(cudaStream_t stream, const float* x, const floa
                                  float root, float* logits) {
   LaunchShape s;
   if (plan(s, M, warp_tiles(E)))
-    router_logits_kernel<<<dim3(s.grid[0], s.grid[1]), kBlock, 0, stream>>>(x, inv_rms, scale, scale_t, proj, proj_t,
-                                                                            H, E, root, logits);
+    DGEMMA_LAUNCH(router_logits_kernel, dim3(s.grid[0], s.grid[1]), kBlock, stream)(x, inv_rms, scale, scale_t, proj,
+                                                                                    proj_t, H, E, root, logits);
   return s;
 }
 
@@ -474,7 +481,8 @@ LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void*
                                  int64_t M, int64_t E, int K, int32_t* idx, float* weights) {
   LaunchShape s;
   if (plan(s, (M + kBlock - 1) / kBlock))
-    router_select_kernel<<<s.grid[0], kBlock, 0, stream>>>(logits, per_expert_scale, pes_t, M, E, K, idx, weights);
+    DGEMMA_LAUNCH(router_select_kernel, s.grid[0], kBlock, stream)(logits, per_expert_scale, pes_t, M, E, K, idx,
+                                                                   weights);
   return s;
 }
 
@@ -482,7 +490,7 @@ LaunchShape launch_moe_act(cudaStream_t stream, const float* x, const int32_t* i
                            int64_t M, int64_t K, int64_t E, int64_t H, int64_t I, float* act) {
   LaunchShape s;
   if (plan(s, M * K, warp_tiles(I)))
-    moe_act_kernel<<<dim3(s.grid[0], s.grid[1]), kBlock, 0, stream>>>(x, idx, gate_up, wt, K, E, H, I, act);
+    DGEMMA_LAUNCH(moe_act_kernel, dim3(s.grid[0], s.grid[1]), kBlock, stream)(x, idx, gate_up, wt, K, E, H, I, act);
   return s;
 }
 
@@ -491,31 +499,32 @@ LaunchShape launch_moe_down(cudaStream_t stream, const float* act, const int32_t
                             float* out) {
   LaunchShape s;
   if (plan(s, M, warp_tiles(H)))
-    moe_down_kernel<<<dim3(s.grid[0], s.grid[1]), kBlock, 0, stream>>>(act, idx, weights, down, wt, K, E, H, I, out);
+    DGEMMA_LAUNCH(moe_down_kernel, dim3(s.grid[0], s.grid[1]), kBlock, stream)(act, idx, weights, down, wt, K, E, H,
+                                                                               I, out);
   return s;
 }
 
 LaunchShape launch_gelu_glu(cudaStream_t stream, const float* gate, const float* up, int64_t n, float* out) {
   LaunchShape s;
-  if (plan(s, stride_blocks(n))) gelu_glu_kernel<<<s.grid[0], kBlock, 0, stream>>>(gate, up, n, out);
+  if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(gelu_glu_kernel, s.grid[0], kBlock, stream)(gate, up, n, out);
   return s;
 }
 
 LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int64_t n, float* out) {
   LaunchShape s;
-  if (plan(s, stride_blocks(n))) add_kernel<<<s.grid[0], kBlock, 0, stream>>>(a, b, n, out);
+  if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(add_kernel, s.grid[0], kBlock, stream)(a, b, n, out);
   return s;
 }
 
 LaunchShape launch_scale(cudaStream_t stream, const float* x, float sc, int64_t n, float* out) {
   LaunchShape s;
-  if (plan(s, stride_blocks(n))) scale_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, sc, n, out);
+  if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(scale_kernel, s.grid[0], kBlock, stream)(x, sc, n, out);
   return s;
 }
 
 LaunchShape launch_softcap(cudaStream_t stream, const float* x, float cap, int64_t n, float* out) {
   LaunchShape s;
-  if (plan(s, stride_blocks(n))) softcap_kernel<<<s.grid[0], kBlock, 0, stream>>>(x, cap, n, out);
+  if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(softcap_kernel, s.grid[0], kBlock, stream)(x, cap, n, out);
   return s;
 }
 
@@ -524,7 +533,7 @@ LaunchShape launch_write_at(cudaStream_t stream, float* p, int64_t index, float 
   s.grid[0] = s.grid[1] = s.grid[2] = 1;
   s.block = 1;
   s.launched = true;
-  write_at_kernel<<<1, 1, 0, stream>>>(p, index, value);
+  DGEMMA_LAUNCH(write_at_kernel, 1, 1, stream)(p, index, value);
   return s;
 }
 

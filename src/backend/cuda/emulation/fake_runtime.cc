@@ -1,0 +1,348 @@
+// The CUDA runtime functions the CUDA backend calls, implemented on the host
+// for the emulated device (DGEMMA_CUDA=EMULATE builds link this instead of
+// libcudart). One device, ordinal 0. Device memory is host memory from the
+// C allocator, so that a sanitizer build checks every kernel access against
+// the exact allocation size; the runtime keeps the allocation map to check
+// copies and frees like the real one does. Streams run their work at once,
+// in order (a synchronize only reports errors). Error semantics follow the
+// runtime: a failed call sets the last error (cudaGetLastError returns and
+// clears it); a device fault is sticky and every later call returns it.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "backend/cuda/emulation/launch_status.h"
+
+struct CUstream_st {
+  unsigned flags = 0;
+};
+struct CUmemPoolHandle_st {
+  uint64_t release_threshold = 0;
+};
+
+namespace dgemma::cuda_emu {
+namespace {
+
+constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
+
+struct Device {
+  std::mutex mu;
+  std::map<uintptr_t, size_t> allocations;  // start -> bytes
+  std::set<CUstream_st*> streams;
+  std::set<CUmemPoolHandle_st*> pools;
+  cudaError_t sticky = cudaSuccess;
+};
+
+Device& device() {
+  static Device* d = new Device;  // lives until exit (objects may be freed by static destructors)
+  return *d;
+}
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t e) {
+  t_last_error = e;
+  return e;
+}
+
+// The sticky error of a broken context, else success.
+cudaError_t broken() {
+  Device& d = device();
+  std::lock_guard lock(d.mu);
+  return d.sticky;
+}
+
+bool range_ok_locked(Device& d, uintptr_t a, size_t bytes) {
+  auto it = d.allocations.upper_bound(a);
+  if (it == d.allocations.begin()) return false;
+  --it;
+  return a >= it->first && a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+
+void break_context(cudaError_t e, const std::string& what) {
+  Device& d = device();
+  {
+    std::lock_guard lock(d.mu);
+    if (d.sticky == cudaSuccess) d.sticky = e;
+  }
+  t_last_error = e;
+  std::fprintf(stderr, "dgemma CUDA emulator: %s: %s\n", cudaGetErrorName(e), what.c_str());
+}
+
+bool stream_ok(cudaStream_t s) {
+  if (!s) return true;  // the legacy default stream
+  Device& d = device();
+  std::lock_guard lock(d.mu);
+  return d.streams.count(s) > 0;
+}
+
+cudaError_t allocate(void** p, size_t bytes) {
+  if (!p) return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = broken()) return fail(e);
+  *p = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  void* mem = nullptr;
+  if (posix_memalign(&mem, kAlignment, bytes) != 0) return fail(cudaErrorMemoryAllocation);
+  Device& d = device();
+  std::lock_guard lock(d.mu);
+  d.allocations[reinterpret_cast<uintptr_t>(mem)] = bytes;
+  *p = mem;
+  return cudaSuccess;
+}
+
+cudaError_t release(void* p) {
+  if (!p) return cudaSuccess;
+  Device& d = device();
+  {
+    std::lock_guard lock(d.mu);
+    auto it = d.allocations.find(reinterpret_cast<uintptr_t>(p));
+    if (it == d.allocations.end()) return fail(cudaErrorInvalidValue);
+    d.allocations.erase(it);
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+
+// Device-side ranges of a copy must be allocated; host-side ones are the
+// caller's memory (as with pageable host memory on a GPU).
+cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  if (cudaError_t e = broken()) return fail(e);
+  if (n == 0) return cudaSuccess;
+  if (!dst || !src) return fail(cudaErrorInvalidValue);
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyDefault;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyDefault;
+  if (kind != cudaMemcpyHostToHost && !dst_dev && !src_dev) return fail(cudaErrorInvalidMemcpyDirection);
+  {
+    Device& d = device();
+    std::lock_guard lock(d.mu);
+    const bool dst_in = range_ok_locked(d, reinterpret_cast<uintptr_t>(dst), n);
+    const bool src_in = range_ok_locked(d, reinterpret_cast<uintptr_t>(src), n);
+    if (kind == cudaMemcpyDefault) {
+      // Unified addressing: each side is device memory when it is allocated.
+    } else if ((dst_dev && !dst_in) || (src_dev && !src_in)) {
+      return fail(cudaErrorInvalidValue);
+    }
+  }
+  std::memmove(dst, src, n);
+  return cudaSuccess;
+}
+
+cudaError_t fill(void* p, int value, size_t n, cudaStream_t s) {
+  if (cudaError_t e = broken()) return fail(e);
+  if (!stream_ok(s)) return fail(cudaErrorInvalidResourceHandle);
+  if (n == 0) return cudaSuccess;
+  if (!device_range_ok(p, n)) return fail(cudaErrorInvalidValue);
+  std::memset(p, value, n);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream) {
+  if (cudaError_t e = broken()) {
+    fail(e);
+    return false;
+  }
+  if (!stream_ok(stream)) {
+    fail(cudaErrorInvalidResourceHandle);
+    return false;
+  }
+  const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  const bool ok = grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= 0x7fffffffu && grid.y <= 65535 &&
+                  grid.z <= 65535 && threads >= 1 && threads <= 1024 && block.x <= 1024 && block.y <= 1024 &&
+                  block.z <= 64;
+  if (!ok) {
+    fail(cudaErrorInvalidConfiguration);
+    std::fprintf(stderr,
+                 "dgemma CUDA emulator: kernel %s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u)\n",
+                 kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    return false;
+  }
+  return true;
+}
+
+void launch_ends(const char* kernel, const std::string& fault) {
+  (void)kernel;  // named in `fault`
+  if (!fault.empty()) break_context(cudaErrorLaunchFailure, fault);
+}
+
+bool device_range_ok(const void* p, size_t bytes) {
+  Device& d = device();
+  std::lock_guard lock(d.mu);
+  return range_ok_locked(d, reinterpret_cast<uintptr_t>(p), bytes);
+}
+
+void illegal_address(const std::string& what) { break_context(cudaErrorIllegalAddress, what); }
+
+}  // namespace dgemma::cuda_emu
+
+namespace emu = dgemma::cuda_emu;
+
+// ---- the runtime API ---------------------------------------------------------
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return emu::fail(cudaErrorInvalidValue);
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int dev) {
+  if (dev != 0) return emu::fail(cudaErrorInvalidDevice);
+  return emu::broken() ? emu::fail(emu::broken()) : cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* dev) {
+  if (!dev) return emu::fail(cudaErrorInvalidValue);
+  *dev = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int dev) {
+  if (!value) return emu::fail(cudaErrorInvalidValue);
+  if (dev != 0) return emu::fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
+    case cudaDevAttrMaxGridDimX: *value = 0x7fffffff; return cudaSuccess;
+    case cudaDevAttrMaxGridDimY:
+    case cudaDevAttrMaxGridDimZ: *value = 65535; return cudaSuccess;
+    default: return emu::fail(cudaErrorInvalidValue);
+  }
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t sticky = emu::broken();
+  const cudaError_t e = emu::t_last_error;
+  emu::t_last_error = cudaSuccess;
+  return sticky ? sticky : e;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  const cudaError_t sticky = emu::broken();
+  return sticky ? sticky : emu::t_last_error;
+}
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    default: return "unknown error";
+  }
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  if (!s) return emu::fail(cudaErrorInvalidValue);
+  if (cudaError_t e = emu::broken()) return emu::fail(e);
+  *s = new CUstream_st{flags};
+  emu::Device& d = emu::device();
+  std::lock_guard lock(d.mu);
+  d.streams.insert(*s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  emu::Device& d = emu::device();
+  {
+    std::lock_guard lock(d.mu);
+    if (!s || !d.streams.erase(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  }
+  delete s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (cudaError_t e = emu::broken()) return emu::fail(e);
+  return emu::stream_ok(s) ? cudaSuccess : emu::fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t e = emu::broken()) return emu::fail(e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) { return emu::allocate(p, bytes); }
+
+cudaError_t cudaFree(void* p) { return emu::release(p); }
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+  if (!pool || !props) return emu::fail(cudaErrorInvalidValue);
+  if (props->location.type != cudaMemLocationTypeDevice || props->location.id != 0)
+    return emu::fail(cudaErrorInvalidValue);
+  *pool = new CUmemPoolHandle_st;
+  emu::Device& d = emu::device();
+  std::lock_guard lock(d.mu);
+  d.pools.insert(*pool);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+  emu::Device& d = emu::device();
+  {
+    std::lock_guard lock(d.mu);
+    if (!pool || !d.pools.erase(pool)) return emu::fail(cudaErrorInvalidValue);
+  }
+  delete pool;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+  if (!pool || !value) return emu::fail(cudaErrorInvalidValue);
+  if (attr == cudaMemPoolAttrReleaseThreshold) std::memcpy(&pool->release_threshold, value, sizeof(uint64_t));
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, cudaStream_t s) {
+  if (!pool) return emu::fail(cudaErrorInvalidValue);
+  if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  return emu::allocate(p, bytes);
+}
+
+cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+  if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  return emu::release(p);
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  return emu::copy(dst, src, n, kind);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+  if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  return emu::copy(dst, src, n, kind);
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) { return emu::fill(p, value, n, s); }
+
+cudaError_t cudaMemset(void* p, int value, size_t n) { return emu::fill(p, value, n, nullptr); }

@@ -1,0 +1,29 @@
+#pragma once
+// Between the emulated kernels/cuBLAS and the emulated CUDA runtime
+// (fake_runtime.cc): launches check and record the runtime's error state the
+// way the real runtime does for a device.
+#include <cstddef>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+namespace dgemma::cuda_emu {
+
+// Before a kernel runs: false (and the runtime's last error set) when the
+// launch cannot start: bad grid or block, unknown stream, or a context
+// already broken by an earlier fault.
+bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream);
+
+// After it ran: a non-empty `fault` breaks the context (sticky
+// cudaErrorLaunchFailure, reported by the next call, as an asynchronous
+// device fault is) and is printed to stderr.
+void launch_ends(const char* kernel, const std::string& fault);
+
+// Whether [p, p + bytes) lies inside one live device allocation.
+bool device_range_ok(const void* p, size_t bytes);
+
+// A device-side access outside every allocation (emulated cuBLAS): breaks
+// the context with cudaErrorIllegalAddress and prints `what`.
+void illegal_address(const std::string& what);
+
+}  // namespace dgemma::cuda_emu

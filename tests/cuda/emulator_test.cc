@@ -1,0 +1,325 @@
+// The emulated CUDA device (DGEMMA_CUDA=EMULATE, src/backend/cuda/emulation)
+// that runs the CUDA backend's tests without a GPU: block barriers, warp
+// shuffles, exited threads, the faults a GPU would hang or misbehave on
+// (deadlocks, shuffles naming exited lanes), sticky errors, the runtime's
+// checks of copies and frees, and the cuBLAS subset (all transpose cases
+// against a plain product, leading-dimension checks, reads outside an
+// allocation). A fault breaks the emulated device for the whole process, as a
+// device fault breaks a CUDA context, so those cases run in a death-test child.
+#include <gtest/gtest.h>
+
+#if DGEMMA_CUDA_EMULATION
+#include "backend/cuda/emulation/device_builtins.h"
+#include "backend/cuda/emulation/fake_cublas.h"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+namespace dgemma {
+namespace {
+
+#if !DGEMMA_CUDA_EMULATION
+
+TEST(CudaEmulator, NotBuilt) { GTEST_SKIP() << "this build does not emulate the CUDA device (DGEMMA_CUDA=EMULATE)"; }
+
+#else
+
+// ---- test kernels ---------------------------------------------------------
+
+// out[b·n + t] = the value thread t+1 (mod n) of the same block wrote.
+__global__ void rotate_through_shared(int* out) {
+  __shared__ int buf[256];
+  const unsigned t = threadIdx.x, n = blockDim.x;
+  buf[t] = int(blockIdx.x * 1000 + t);
+  __syncthreads();
+  out[blockIdx.x * n + t] = buf[(t + 1) % n];
+}
+
+__global__ void shuffle_xor(int lane_mask, int* out) {
+  const unsigned t = threadIdx.x;
+  out[t] = __shfl_xor_sync(0xffffffffu, int(t), lane_mask);
+}
+
+// Tree sum of each warp, as the backend's kernels reduce.
+__global__ void warp_sums(const float* in, float* out) {
+  float v = in[threadIdx.x];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) out[threadIdx.x / 32] = v;
+}
+
+// Threads past `live` exit before the barrier; the others must not wait for them.
+__global__ void early_exit_then_sync(unsigned live, int* out) {
+  __shared__ int count;
+  if (threadIdx.x >= live) return;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  if (threadIdx.x == 1) count = 7;
+  __syncthreads();
+  out[threadIdx.x] = count;
+}
+
+// Lanes 0-15 wait at __syncthreads, lanes 16-31 in a full-warp shuffle.
+__global__ void divergent_barriers(int* out) {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
+  }
+}
+
+// A full-mask shuffle after half the warp exited.
+__global__ void shuffle_with_exited_lanes(int* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
+}
+
+__global__ void write_at(int* p, int64_t index) { p[index] = 1; }
+
+// ---- helpers ----------------------------------------------------------------
+
+template <class T>
+T* device_alloc(size_t n) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+  return static_cast<T*>(p);
+}
+
+template <class T>
+std::vector<T> to_host(const T* dev, size_t n) {
+  std::vector<T> h(n);
+  EXPECT_EQ(cudaMemcpy(h.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+// ---- kernels ---------------------------------------------------------------
+
+TEST(CudaEmulator, SyncthreadsPublishesSharedMemoryPerBlock) {
+  constexpr unsigned kThreads = 256, kBlocks = 3;
+  int* out = device_alloc<int>(kThreads * kBlocks);
+  DGEMMA_LAUNCH(rotate_through_shared, kBlocks, kThreads, nullptr)(out);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> h = to_host(out, kThreads * kBlocks);
+  for (unsigned b = 0; b < kBlocks; ++b)
+    for (unsigned t = 0; t < kThreads; ++t)
+      ASSERT_EQ(h[b * kThreads + t], int(b * 1000 + (t + 1) % kThreads)) << "block " << b << " thread " << t;
+  cudaFree(out);
+}
+
+TEST(CudaEmulator, ShuffleXorExchangesWithinEachWarp) {
+  int* out = device_alloc<int>(96);
+  for (int lane_mask : {1, 5, 16, 31}) {
+    DGEMMA_LAUNCH(shuffle_xor, 1, 96, nullptr)(lane_mask, out);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    const std::vector<int> h = to_host(out, 96);
+    for (int t = 0; t < 96; ++t) ASSERT_EQ(h[size_t(t)], t ^ lane_mask) << "lane mask " << lane_mask << " thread " << t;
+  }
+  cudaFree(out);
+}
+
+TEST(CudaEmulator, WarpTreeSumAddsEveryLane) {
+  std::vector<float> in(128);
+  std::mt19937 g(3);
+  for (float& v : in) v = float(int(g() % 1000)) / 8.0f;  // exact in fp32 in any order
+  float* d_in = device_alloc<float>(128);
+  float* d_out = device_alloc<float>(4);
+  ASSERT_EQ(cudaMemcpy(d_in, in.data(), 128 * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  DGEMMA_LAUNCH(warp_sums, 1, 128, nullptr)(d_in, d_out);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<float> h = to_host(d_out, 4);
+  for (int w = 0; w < 4; ++w) {
+    float want = 0;
+    for (int l = 0; l < 32; ++l) want += in[size_t(w * 32 + l)];
+    EXPECT_EQ(h[size_t(w)], want) << "warp " << w;
+  }
+  cudaFree(d_in);
+  cudaFree(d_out);
+}
+
+TEST(CudaEmulator, ExitedThreadsCountAsArrivedAtSyncthreads) {
+  int* out = device_alloc<int>(64);
+  ASSERT_EQ(cudaMemset(out, 0xff, 64 * 4), cudaSuccess);
+  DGEMMA_LAUNCH(early_exit_then_sync, 1, 64, nullptr)(10u, out);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> h = to_host(out, 64);
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(h[size_t(t)], t < 10 ? 7 : -1) << "thread " << t;
+  cudaFree(out);
+}
+
+TEST(CudaEmulator, BadLaunchConfigurationIsNotSticky) {
+  int* out = device_alloc<int>(4);
+  DGEMMA_LAUNCH(write_at, 1, 2048, nullptr)(out, int64_t(0));  // 2048 threads per block
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // cleared, the device still works
+  DGEMMA_LAUNCH(write_at, 1, 1, nullptr)(out, int64_t(2));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(to_host(out, 4)[2], 1);
+  cudaFree(out);
+}
+
+// Exit status 0 when the deadlock became a sticky launch failure.
+int divergent_barriers_fault() {
+  int* out = device_alloc<int>(32);
+  DGEMMA_LAUNCH(divergent_barriers, 1, 32, nullptr)(out);
+  // Sticky, as a device fault: every later call reports it.
+  const bool sticky = cudaStreamSynchronize(nullptr) == cudaErrorLaunchFailure &&
+                      cudaGetLastError() == cudaErrorLaunchFailure &&
+                      cudaMemcpy(out, out, 4, cudaMemcpyDeviceToDevice) == cudaErrorLaunchFailure;
+  return sticky ? 0 : 1;
+}
+
+TEST(CudaEmulatorDeathTest, DivergentBarriersAreADeadlockFault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(divergent_barriers_fault()), ::testing::ExitedWithCode(0),
+              "divergent_barriers .*deadlock: 16 of 32 live threads wait at __syncthreads, 16 in a warp shuffle");
+}
+
+int shuffle_with_exited_lanes_fault() {
+  int* out = device_alloc<int>(32);
+  DGEMMA_LAUNCH(shuffle_with_exited_lanes, 1, 32, nullptr)(out);
+  return cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 0 : 1;
+}
+
+TEST(CudaEmulatorDeathTest, ShuffleNamingAnExitedLaneIsAFault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(shuffle_with_exited_lanes_fault()), ::testing::ExitedWithCode(0),
+              "shuffle_with_exited_lanes .*mask 0xffffffff names lane 16, which has exited");
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+void write_past_a_buffer() {
+  int* out = device_alloc<int>(16);
+  DGEMMA_LAUNCH(write_at, 1, 1, nullptr)(out, int64_t(16));
+}
+
+// What a device page fault cannot say: the kernel, the access and the buffer.
+TEST(CudaEmulatorDeathTest, OutOfBoundsWriteOfAKernelIsReportedBySanitizer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(write_past_a_buffer(), "heap-buffer-overflow(.|\n)*write_at");
+}
+#endif
+
+// ---- runtime ---------------------------------------------------------------
+
+TEST(CudaEmulator, CopiesAndFreesAreCheckedAgainstAllocations) {
+  char* d = device_alloc<char>(64);
+  std::vector<char> h(128);
+  EXPECT_EQ(cudaMemcpy(d, h.data(), 65, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(h.data(), d + 32, 33, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(h.data(), h.data() + 64, 8, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(d + 32, h.data(), 32, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaFree(d + 1), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaErrorInvalidValue);  // double free
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaSetDevice(1), cudaErrorInvalidDevice);
+  cudaGetLastError();
+}
+
+// ---- cuBLAS ------------------------------------------------------------------
+
+// Column-major reference: C = alpha·op(A)·op(B) + beta·C.
+std::vector<float> reference_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const std::vector<float>& A,
+                                  int lda, const std::vector<float>& B, int ldb, float beta, std::vector<float> C,
+                                  int ldc) {
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      double s = 0;
+      for (int p = 0; p < k; ++p)
+        s += double(ta ? A[size_t(i * lda + p)] : A[size_t(p * lda + i)]) *
+             double(tb ? B[size_t(p * ldb + j)] : B[size_t(j * ldb + p)]);
+      float& c = C[size_t(j * ldc + i)];
+      c = float(alpha * s + (beta == 0.0f ? 0.0 : double(beta) * c));
+    }
+  return C;
+}
+
+TEST(CudaEmulator, GemmMatchesAPlainProductForEveryTransposeCase) {
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cuda_emu::cublas_create(&h), CUBLAS_STATUS_SUCCESS);
+  std::mt19937 g(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int m = 7, n = 5, k = 9;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;
+      std::vector<float> A(size_t(lda * (ta ? m : k))), B(size_t(ldb * (tb ? k : n))), C(size_t(ldc * n));
+      for (float& v : A) v = u(g);
+      for (float& v : B) v = u(g);
+      for (float& v : C) v = u(g);
+      for (float beta : {0.0f, 0.5f}) {
+        float* dA = device_alloc<float>(A.size());
+        float* dB = device_alloc<float>(B.size());
+        float* dC = device_alloc<float>(C.size());
+        cudaMemcpy(dA, A.data(), A.size() * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(dB, B.data(), B.size() * 4, cudaMemcpyHostToDevice);
+        std::vector<float> C0 = C;
+        if (beta == 0.0f) std::fill(C0.begin(), C0.end(), std::nanf(""));  // must not be read
+        cudaMemcpy(dC, C0.data(), C0.size() * 4, cudaMemcpyHostToDevice);
+        const float alpha = 1.5f;
+        ASSERT_EQ(cuda_emu::cublas_gemm_ex(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+                                           &alpha, dA, CUDA_R_32F, lda, dB, CUDA_R_32F, ldb, &beta, dC, CUDA_R_32F,
+                                           ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  CUBLAS_STATUS_SUCCESS);
+        const std::vector<float> got = to_host(dC, C.size());
+        const std::vector<float> want = reference_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < m; ++i)
+            ASSERT_NEAR(got[size_t(j * ldc + i)], want[size_t(j * ldc + i)], 1e-5)
+                << "ta " << ta << " tb " << tb << " beta " << beta << " at (" << i << ", " << j << ")";
+        cudaFree(dA);
+        cudaFree(dB);
+        cudaFree(dC);
+      }
+    }
+  cuda_emu::cublas_destroy(h);
+}
+
+TEST(CudaEmulator, GemmChecksLeadingDimensionsAndTypes) {
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cuda_emu::cublas_create(&h), CUBLAS_STATUS_SUCCESS);
+  float* d = device_alloc<float>(256);
+  const float one = 1, zero = 0;
+  auto gemm = [&](cublasOperation_t ta, int lda, cudaDataType t) {
+    return cuda_emu::cublas_gemm_ex(h, ta, CUBLAS_OP_N, 4, 4, 8, &one, d, t, lda, d, CUDA_R_32F, 8, &zero, d + 128,
+                                    CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  EXPECT_EQ(gemm(CUBLAS_OP_N, 4, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(gemm(CUBLAS_OP_N, 3, CUDA_R_32F), CUBLAS_STATUS_INVALID_VALUE);  // lda < m
+  EXPECT_EQ(gemm(CUBLAS_OP_T, 4, CUDA_R_32F), CUBLAS_STATUS_INVALID_VALUE);  // lda < k when transposed
+  EXPECT_EQ(gemm(CUBLAS_OP_T, 8, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(gemm(CUBLAS_OP_N, 4, CUDA_R_16BF), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaFree(d);
+  cuda_emu::cublas_destroy(h);
+}
+
+// Exit status 0 when the read past the allocation became a sticky illegal address.
+int gemm_reading_past_an_allocation() {
+  cublasHandle_t h = nullptr;
+  cuda_emu::cublas_create(&h);
+  float* a = device_alloc<float>(31);  // 4×8 needs 32
+  float* c = device_alloc<float>(16);
+  const float one = 1, zero = 0;
+  const cublasStatus_t s = cuda_emu::cublas_gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 8, &one, a, CUDA_R_32F, 4, a,
+                                                    CUDA_R_32F, 8, &zero, c, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F,
+                                                    CUBLAS_GEMM_DEFAULT);
+  return s == CUBLAS_STATUS_SUCCESS && cudaStreamSynchronize(nullptr) == cudaErrorIllegalAddress ? 0 : 1;
+}
+
+TEST(CudaEmulatorDeathTest, GemmReadingPastAnAllocationIsAnIllegalAddress) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(gemm_reading_past_an_allocation()), ::testing::ExitedWithCode(0),
+              "cudaErrorIllegalAddress: cublasGemmEx: matrix A .* reaches outside");
+}
+
+#endif  // DGEMMA_CUDA_EMULATION
+
+}  // namespace
+}  // namespace dgemma
