@@ -43,6 +43,16 @@ if out=$("$bin" doctor -m "$data" --backend cuda:debug --steps 2 --json 2>"$err"
   [ "$compared" -gt 100 ] || { echo "only $compared ops compared"; exit 1; }
   where=$(grep -q "emulated device" "$err" && echo "emulated device" || echo "GPU")
   ok "cuda:debug vs cpu on the $where: $compared ops agree"
+  # Quantized checkpoints: the weights stay packed on the device.
+  qdir=/tmp/doctor_quant_$$
+  for format in nf4 nvfp4-experts mlx4; do
+    rm -rf "$qdir"
+    "$bin" quantize "$data" "$qdir" --format $format >/dev/null 2>&1 || { echo "quantize --format $format failed"; exit 1; }
+    out=$("$bin" doctor -m "$qdir" --backend cuda --steps 2 --json 2>"$err") || { cat "$err"; exit 1; }
+    grep -q '"first_failure": null' <<<"$out" || { echo "$out"; exit 1; }
+    ok "cuda vs cpu on a $format checkpoint: all ops agree"
+  done
+  rm -rf "$qdir"
 else
   grep -qE "no CUDA device found|has no CUDA backend" "$err" || { cat "$err"; exit 1; }
   ok "cuda without a device: $(head -c 120 "$err")"

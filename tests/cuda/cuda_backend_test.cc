@@ -28,6 +28,7 @@
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/op.h"
+#include "quantize/quantizers.h"
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -345,6 +346,119 @@ TEST_P(CudaOps, Elementwise) {
       expect_matches_cpu(gpu(), cs, 1);
     }
   }
+}
+
+// Quantized weights stay packed on the device and are dequantized per
+// element by the kernels: every scheme (NF4 with and without double quant,
+// NVFP4 in per-expert slices, MLX affine 4/8 bits with bf16/f16/f32 scales,
+// int8) through the ops that take quantized weights, against the CPU's
+// quantized kernels.
+struct QuantCase {
+  const char* label;
+  QuantScheme scheme;
+  int block, bits;
+  bool double_quant;
+  DType logical;  // also the dtype of affine scales and biases
+};
+
+const WeightRef* add_quant_weight(Case& cs, const QuantCase& q, const std::string& name, std::vector<int64_t> shape,
+                                  Rng& r, int64_t slice_rows = 0) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = r.f(-0.5f, 0.5f);
+  quant::QuantizeParams p;
+  p.block = q.block;
+  p.bits = q.bits;
+  p.double_quant = q.double_quant;
+  p.slice_rows = p.scale_rows = q.scheme == QuantScheme::kNVFP4 ? slice_rows : 0;
+  std::shared_ptr<const QuantizedWeight> qw =
+      quant::quantize_weight(q.scheme, {DType::kF32, v.data(), n}, shape, q.logical, p);
+  WeightRef w;
+  w.name = name;
+  w.dtype = qw->dtype;
+  w.shape = qw->shape;
+  w.data = qw->slices.front().codes;
+  w.quant = qw;
+  cs.weights.push_back(std::move(w));
+  cs.call.w.push_back(&cs.weights.back());
+  return &cs.weights.back();
+}
+
+TEST_P(CudaOps, QuantizedWeights) {
+  const QuantCase cases[] = {
+      {"nf4 double quant", QuantScheme::kNF4, 64, 4, true, DType::kBF16},
+      {"nf4", QuantScheme::kNF4, 32, 4, false, DType::kF32},
+      {"nvfp4", QuantScheme::kNVFP4, 16, 4, false, DType::kBF16},
+      {"affine4 bf16 scales", QuantScheme::kAffine, 32, 4, false, DType::kBF16},
+      {"affine8 f16 scales", QuantScheme::kAffine, 64, 8, false, DType::kF16},
+      {"affine4 f32 scales", QuantScheme::kAffine, 32, 4, false, DType::kF32},
+      {"int8", QuantScheme::kInt8, 64, 8, false, DType::kF32},
+  };
+  for (const QuantCase& q : cases) {
+    SCOPED_TRACE(q.label);
+    Rng r(1000 + uint32_t(q.scheme) * 10 + uint32_t(q.bits));
+    const int64_t M = 5, K = 128, N = 48, V = 40, E = 4, I = 64, H = 64, top_k = 2;
+    {  // linear (the LM head and every projection), NVFP4 in 3 slices
+      Case cs;
+      cs.call.kind = OpKind::kLinear;
+      cs.input_f32({M, K}, r, -1, 1);
+      add_quant_weight(cs, q, "W", {N, K}, r, 16);
+      cs.what = std::string("linear ") + q.label;
+      expect_matches_cpu(gpu(), cs, 1);
+    }
+    {  // embedding rows rounded to the logical dtype, then scaled: exact
+      Case cs;
+      cs.call.kind = OpKind::kEmbedding;
+      cs.input_i32({6}, {0, 39, 7, 7, 12, 3});
+      add_quant_weight(cs, q, "embed_tokens", {V, H}, r, 8);
+      cs.call.attrs.scale = 8.0f;
+      cs.what = std::string("embedding ") + q.label;
+      expect_matches_cpu(gpu(), cs, 1, 0.0, 0.0);
+    }
+    {  // soft embedding over the table in its logical dtype
+      Case cs;
+      cs.call.kind = OpKind::kSoftEmbedding;
+      cs.input_f32({3, V}, r, -4, 4);
+      add_quant_weight(cs, q, "embed_tokens", {V, H}, r, 8);
+      cs.call.attrs.scale = 8.0f;
+      cs.what = std::string("soft_embedding ") + q.label;
+      expect_matches_cpu(gpu(), cs, 1, q.logical == DType::kBF16 ? 1e-2 : 1e-4);
+    }
+    {  // routed experts: gate_up and down quantized (NVFP4: one slice per expert projection)
+      Case cs;
+      cs.call.kind = OpKind::kMoeExperts;
+      cs.input_f32({M, H}, r, -1, 1);
+      std::vector<int32_t> idx;
+      for (int64_t m = 0; m < M; ++m) {
+        idx.push_back(int32_t((m * 3) % E));
+        idx.push_back(int32_t((m * 3 + 1 + m % 2) % E));
+      }
+      cs.input_i32({M, top_k}, idx);
+      cs.input_f32({M, top_k}, r, 0, 1);
+      add_quant_weight(cs, q, "experts.gate_up_proj", {E, 2 * I, H}, r, I);
+      add_quant_weight(cs, q, "experts.down_proj", {E, H, I}, r, H);
+      cs.what = std::string("moe_experts ") + q.label;
+      expect_matches_cpu(gpu(), cs, 1);
+    }
+  }
+}
+
+// What "stays packed" means: the device holds the NF4 codes and scales, not a
+// widened copy (the fault reports name the buffers).
+TEST(CudaGuards, QuantizedWeightsStayPackedOnTheDevice) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu;
+  Rng r(8);
+  Case cs;
+  cs.call.kind = OpKind::kLinear;
+  cs.input_f32({2, 512}, r, -1, 1);
+  const QuantCase nf4{"nf4", QuantScheme::kNF4, 64, 4, true, DType::kBF16};
+  add_quant_weight(cs, nf4, "W", {512, 512}, r);
+  expect_matches_cpu(gpu, cs, 1);
+  const int64_t bf16_bytes = 512 * 512 * 2;
+  EXPECT_GT(gpu.cached_weight_bytes(), 512 * 512 / 2);  // the codes are there
+  EXPECT_LT(gpu.cached_weight_bytes(), bf16_bytes * 3 / 10) << "a quantized weight was widened on the device";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaOps, ::testing::Values("cuda", "cuda:sync", "cuda:debug", "cuda:debug+chunked"),

@@ -24,7 +24,9 @@
 #include <unordered_map>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/quant_upload.h"
 #include "dgemma/error.h"
+#include "quantize/quantized_weight.h"
 #if DGEMMA_CUDA_EMULATION
 #include "backend/cuda/emulation/fake_cublas.h"
 #endif
@@ -322,6 +324,14 @@ struct CudaBackend::Impl {
     DType dtype = DType::kF32;
     uint64_t fingerprint = 0;
   };
+  // A quantized weight on the device: its packed buffers, the slice table and
+  // the QView (quant_upload.h). Keyed by the QuantizedWeight, which the
+  // entry keeps alive, so its address is never reused for other data.
+  struct CachedQuant {
+    std::shared_ptr<const QuantizedWeight> weight;
+    std::vector<void*> buffers;  // the QView last
+    int64_t bytes = 0;
+  };
 
   explicit Impl(const CudaBackendOptions& o) : opt(o) {}
   ~Impl();
@@ -334,6 +344,7 @@ struct CudaBackend::Impl {
   cudaMemPool_t pool = nullptr;  // stream-ordered allocator (fast per-op buffers)
 
   std::unordered_map<const void*, CachedWeight> weights;
+  std::unordered_map<const QuantizedWeight*, CachedQuant> quant_weights;
   int64_t weight_bytes = 0;
   std::map<uintptr_t, Alloc> live;  // device allocation map, by start address
   std::deque<std::pair<uintptr_t, Alloc>> freed;
@@ -365,6 +376,8 @@ struct CudaBackend::Impl {
   void check_canaries();
   void check_finite(const OpCall& c) const;
   const void* weight(const WeightRef& w, k::WType* wt);
+  const void* quant_weight(const WeightRef& w);
+  void* upload_weight_bytes(const void* host, int64_t bytes, const std::string& what, CachedQuant& into);
   void launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
                 const std::string& detail = "");
   void gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t kk, float alpha, const float* A,
@@ -388,6 +401,8 @@ CudaBackend::Impl::~Impl() {
   cudaSetDevice(opt.device);
   if (broken.empty()) cudaStreamSynchronize(stream);
   for (auto& [host, w] : weights) cudaFree(w.dev);
+  for (auto& [q, c] : quant_weights)
+    for (void* p : c.buffers) cudaFree(p);
   if (blas) cublas_api().destroy(blas);
   if (pool) cudaMemPoolDestroy(pool);
   if (stream) cudaStreamDestroy(stream);
@@ -615,8 +630,12 @@ void CudaBackend::Impl::check_canaries() {
 }
 
 const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
-  // A quantized weight's `data` is not an array of its logical dtype.
-  if (w.quant) fail("weight " + w.name + " is quantized, which the CUDA backend cannot read yet (F32, BF16, F16)");
+  // A quantized weight's `data` is not an array of its logical dtype (unless
+  // the binder gave it a dense copy: quantize/resolve.h).
+  if (w.quant && !w.quant->bound_dense) {
+    *wt = k::WType::kQuant;
+    return quant_weight(w);
+  }
   *wt = wtype_of(w, where);
   const int64_t bytes = w.numel() * dtype_bits(w.dtype) / 8;
   const uint64_t fp = fingerprint(w.data, bytes);
@@ -645,6 +664,47 @@ const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
   weight_bytes += bytes;
   weights.emplace(w.data, c);
   return c.dev;
+}
+
+void* CudaBackend::Impl::upload_weight_bytes(const void* host, int64_t bytes, const std::string& what,
+                                              CachedQuant& into) {
+  if (bytes <= 0) return nullptr;
+  void* dev = nullptr;
+  check(cudaMalloc(&dev, size_t(bytes)), "cudaMalloc (quantized weight)");
+  into.buffers.push_back(dev);  // freed with the entry, also when the copy fails
+  check(cudaMemcpy(dev, host, size_t(bytes), cudaMemcpyHostToDevice), "cudaMemcpy (quantized weight upload)");
+  live[reinterpret_cast<uintptr_t>(dev)] = Alloc{bytes, bytes, what, ""};
+  into.bytes += bytes;
+  weight_bytes += bytes;
+  return dev;
+}
+
+// Uploads the packed buffers of a quantized weight once (they stay quantized
+// on the device), then its slice table and view; returns the device QView.
+const void* CudaBackend::Impl::quant_weight(const WeightRef& w) {
+  auto it = quant_weights.find(w.quant.get());
+  if (it != quant_weights.end()) return it->second.buffers.back();
+  k::QuantUpload up = k::plan_quant_upload(*w.quant, w.name);
+  CachedQuant& c = quant_weights[w.quant.get()];
+  c.weight = w.quant;
+  try {
+    std::vector<void*> dev;
+    for (const k::QuantUpload::Buffer& b : up.buffers)
+      dev.push_back(upload_weight_bytes(b.host, b.bytes, "weight " + w.name + " (" + b.what + ")", c));
+    up.bind(dev);
+    up.view.slices = static_cast<const k::QSlice*>(upload_weight_bytes(
+        up.slices.data(), int64_t(up.slices.size() * sizeof(k::QSlice)), "weight " + w.name + " (slice table)", c));
+    upload_weight_bytes(&up.view, sizeof(k::QView), "weight " + w.name + " (quantized view)", c);
+  } catch (...) {
+    for (void* p : c.buffers) {
+      live.erase(reinterpret_cast<uintptr_t>(p));
+      cudaFree(p);
+    }
+    weight_bytes -= c.bytes;
+    quant_weights.erase(w.quant.get());
+    throw;
+  }
+  return c.buffers.back();
 }
 
 void CudaBackend::Impl::launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
@@ -706,7 +766,9 @@ void CudaBackend::Impl::embedding(const OpCall& c) {
   auto* d_ids = static_cast<int32_t*>(upload(ids, "input 0 (ids)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (H > 0)
-    launched("embedding", k::launch_embedding(stream, d_ids, M, w, wt, V, H, c.attrs.scale, out), {d_ids, w, out});
+    launched("embedding",
+             k::launch_embedding(stream, d_ids, M, w, wt, wtype_of(table, where), V, H, c.attrs.scale, out),
+             {d_ids, w, out});
   download(0, out);
 }
 
@@ -743,7 +805,8 @@ void CudaBackend::Impl::soft_embedding(const OpCall& c) {
         }
         for (int64_t v0 = 0; v0 < V; v0 += vrows) {
           const int64_t vr = std::min(vrows, V - v0);
-          launched("soft_embedding.widen", k::launch_widen(stream, w, wt, v0 * H, vr * H, wide), {w, wide});
+          launched("soft_embedding.widen",
+                   k::launch_widen(stream, w, wt, wtype_of(table, where), v0 * H, vr * H, wide), {w, wide});
           gemm(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, vr, c.attrs.scale, wide, H, probs + v0, V, v0 == 0 ? 0.0f : 1.0f,
                out + r0 * H, H);
         }
@@ -788,7 +851,7 @@ void CudaBackend::Impl::linear(const OpCall& c) {
       auto* wide = static_cast<float*>(alloc(rows_per * K * 4, "workspace (widened weight)", true));
       for (int64_t n0 = 0; n0 < N; n0 += rows_per) {
         const int64_t nr = std::min(rows_per, N - n0);
-        launched("linear.widen", k::launch_widen(stream, w, wt, n0 * K, nr * K, wide), {w, wide},
+        launched("linear.widen", k::launch_widen(stream, w, wt, k::WType::kF32, n0 * K, nr * K, wide), {w, wide},
                  "rows " + std::to_string(n0) + ".." + std::to_string(n0 + nr));
         gemm(CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, 1.0f, wide, K, d_x, K, 0.0f, out + n0, N);
       }

@@ -3,6 +3,9 @@
 // GPU with simple kernels (cuda_kernels.cu) and cuBLAS for the two matrix
 // products. Activations travel per op (host Tensor -> device -> host Tensor);
 // weights are uploaded once, in their stored dtype, and cached on the device.
+// Quantized weights (NF4, NVFP4, MLX affine, int8) stay packed there
+// (quant_upload.h); the kernels dequantize per element with the CPU's
+// formulas, and the matrix products widen chunks to fp32 for cuBLAS.
 //
 // Fault guards (spec/placement-and-faults.md, Requirements 5-7):
 //  - every CUDA and cuBLAS call is checked; errors become dgemma::Error naming

@@ -28,13 +28,74 @@ constexpr int64_t kMaxStrideBlocks = int64_t(1) << 20;
 
 __device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }
 
-__device__ __forceinline__ float load_w(const void* p, WType t, int64_t i) {
+__device__ __forceinline__ float load_plain(const void* p, WType t, int64_t i) {
   switch (t) {
     case WType::kF32: return static_cast<const float*>(p)[i];
     case WType::kBF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
     case WType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case WType::kQuant: break;
   }
   return nan_f32();
+}
+
+// The slice holding logical row r (binary search; slices cover every row).
+__device__ const QSlice& slice_for(const QView& q, int64_t r) {
+  int lo = 0, hi = q.nslices - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (q.slices[mid].row_begin <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  return q.slices[lo];
+}
+
+// Element i of the logical matrix, as quantize/quantized_weight.cc
+// dequantize_reference() computes it (same operations in the same order).
+__device__ float load_quant(const QView& q, int64_t i) {
+  const int64_t row = i / q.cols, c = i % q.cols;
+  switch (q.scheme) {
+    case QScheme::kNF4: {  // blocks over the flattened tensor; element 2k in the high nibble
+      const QSlice& s = q.slices[0];
+      const uint8_t byte = s.codes[i / 2];
+      const int nib = (i % 2 == 0) ? byte >> 4 : byte & 0xF;
+      const int64_t b = i / q.block;
+      const float absmax = q.double_quant
+                               ? q.nested_map[s.scales[b]] * q.nested_scales[b / q.nested_block] + q.nested_offset
+                               : reinterpret_cast<const float*>(s.scales)[b];
+      return q.code_map[nib] * absmax;
+    }
+    case QScheme::kNVFP4: {  // E2M1 · e4m3(block scale) · global; column 2k in the low nibble
+      const QSlice& s = slice_for(q, row);
+      const int64_t lr = row - s.row_begin;
+      const uint8_t byte = s.codes[lr * (q.cols / 2) + c / 2];
+      const int nib = (c % 2 == 0) ? byte & 0xF : byte >> 4;
+      const float scale = q.e4m3[s.scales[lr * (q.cols / q.block) + c / q.block]];
+      return (q.code_map[nib] * scale) * s.global_scale;
+    }
+    case QScheme::kAffine: {  // fma(scale, q, bias), one rounding
+      const QSlice& s = slice_for(q, row);
+      const int64_t lr = row - s.row_begin, g = lr * (q.cols / q.block) + c / q.block;
+      int v;
+      if (q.bits == 4) {
+        const uint8_t byte = s.codes[lr * (q.cols / 2) + c / 2];
+        v = (c % 2 == 0) ? byte & 0xF : byte >> 4;
+      } else {
+        v = s.codes[lr * q.cols + c];
+      }
+      return fmaf(load_plain(s.scales, q.scale_type, g), float(v), load_plain(s.biases, q.scale_type, g));
+    }
+    case QScheme::kInt8: {
+      const QSlice& s = slice_for(q, row);
+      const int64_t lr = row - s.row_begin;
+      const int v = int(int8_t(s.codes[lr * q.cols + c]));
+      return reinterpret_cast<const float*>(s.scales)[lr * (q.cols / q.block) + c / q.block] * float(v);
+    }
+  }
+  return nan_f32();
+}
+
+__device__ __forceinline__ float load_w(const void* p, WType t, int64_t i) {
+  return t == WType::kQuant ? load_quant(*static_cast<const QView*>(p), i) : load_plain(p, t, i);
 }
 
 // Same bit manipulation as dgemma::f32_to_bf16 (core/dtype.h): round to
@@ -44,6 +105,16 @@ __device__ __forceinline__ float round_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((u >> 16) | 0x40u) << 16);
   u += 0x7fffu + ((u >> 16) & 1u);
   return __uint_as_float((u >> 16) << 16);
+}
+
+// A weight value rounded to a table's logical dtype (embeddings of quantized
+// tables, quantize/quantized_weight.h round_to_dtype).
+__device__ __forceinline__ float round_to(float f, WType t) {
+  switch (t) {
+    case WType::kBF16: return round_bf16(f);
+    case WType::kF16: return __half2float(__float2half_rn(f));
+    default: return f;
+  }
 }
 
 // gelu_pytorch_tanh, same expression as cpu::gelu_tanh.
@@ -102,13 +173,14 @@ __device__ float block_max(float v) {
 
 // ---- kernels ---------------------------------------------------------------
 
-__global__ void embedding_kernel(const int32_t* ids, const void* table, WType wt, int64_t V, int64_t H, float scale,
-                                 float* out) {
+__global__ void embedding_kernel(const int32_t* ids, const void* table, WType wt, WType rt, int64_t V, int64_t H,
+                                 float scale, float* out) {
   const int64_t m = blockIdx.x;
   const int32_t id = ids[m];
   const bool ok = id >= 0 && id < V;
   float* o = out + m * H;
-  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) o[h] = ok ? load_w(table, wt, int64_t(id) * H + h) * scale : nan_f32();
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x)
+    o[h] = ok ? round_to(load_w(table, wt, int64_t(id) * H + h), rt) * scale : nan_f32();
 }
 
 // One block per row; each thread revisits only its own elements between the
@@ -136,9 +208,9 @@ __global__ void soft_probs_kernel(const float* logits, int64_t V, bool rb, float
   }
 }
 
-__global__ void widen_kernel(const void* src, WType wt, int64_t offset, int64_t n, float* dst) {
+__global__ void widen_kernel(const void* src, WType wt, WType rt, int64_t offset, int64_t n, float* dst) {
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
-    dst[t] = load_w(src, wt, offset + t);
+    dst[t] = round_to(load_w(src, wt, offset + t), rt);
 }
 
 __global__ void rms_norm_kernel(const float* x, int64_t D, const void* w, WType wt, float eps, float* out) {
@@ -409,9 +481,10 @@ int64_t warp_tiles(int64_t n) { return (n + kWarps - 1) / kWarps; }
 }  // namespace
 
 LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M, const void* table, WType wt,
-                             int64_t V, int64_t H, float scale, float* out) {
+                             WType round_to, int64_t V, int64_t H, float scale, float* out) {
   LaunchShape s;
-  if (plan(s, M)) DGEMMA_LAUNCH(embedding_kernel, s.grid[0], kBlock, stream)(ids, table, wt, V, H, scale, out);
+  if (plan(s, M))
+    DGEMMA_LAUNCH(embedding_kernel, s.grid[0], kBlock, stream)(ids, table, wt, round_to, V, H, scale, out);
   return s;
 }
 
@@ -422,9 +495,11 @@ LaunchShape launch_soft_probs(cudaStream_t stream, const float* logits, int64_t 
   return s;
 }
 
-LaunchShape launch_widen(cudaStream_t stream, const void* src, WType wt, int64_t offset, int64_t n, float* dst) {
+LaunchShape launch_widen(cudaStream_t stream, const void* src, WType wt, WType round_to, int64_t offset, int64_t n,
+                         float* dst) {
   LaunchShape s;
-  if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(widen_kernel, s.grid[0], kBlock, stream)(src, wt, offset, n, dst);
+  if (plan(s, stride_blocks(n)))
+    DGEMMA_LAUNCH(widen_kernel, s.grid[0], kBlock, stream)(src, wt, round_to, offset, n, dst);
   return s;
 }
 

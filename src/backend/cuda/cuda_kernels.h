@@ -18,7 +18,37 @@
 namespace dgemma::cuda {
 
 // Weight element types as the kernels read them (widened to fp32 on load).
-enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+// kQuant: the weight pointer is a device QView (below), dequantized per
+// element.
+enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2, kQuant = 3 };
+
+// A quantized weight on the device (quantize/quantized_weight.h, whose
+// dequantize_reference() the kernels follow formula for formula): the packed
+// bytes of each stored slice, uploaded as they are, and the small tables.
+// Element i of the logical [rows, cols] matrix dequantizes to fp32 exactly as
+// on the CPU; rounding to the logical dtype is the caller's (embeddings).
+enum class QScheme : int { kNF4 = 0, kNVFP4 = 1, kAffine = 2, kInt8 = 3 };
+struct QSlice {
+  int64_t row_begin = 0, rows = 0;
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  const uint8_t* biases = nullptr;
+  float global_scale = 1.0f;
+};
+struct QView {
+  QScheme scheme = QScheme::kNF4;
+  int block = 64, bits = 4;
+  WType scale_type = WType::kF32;  // affine scales and biases
+  int64_t rows = 0, cols = 0;
+  int nslices = 0;
+  const QSlice* slices = nullptr;  // device array, ascending row_begin
+  float code_map[16] = {};         // NF4 code book, or the E2M1 values (NVFP4)
+  int double_quant = 0, nested_block = 256;
+  float nested_offset = 0.0f;
+  const float* nested_scales = nullptr;  // NF4 double quant
+  float nested_map[256] = {};            // NF4 double quant
+  float e4m3[256] = {};                  // NVFP4 block scales
+};
 
 // Threads per block of every kernel (8 warps).
 inline constexpr unsigned kBlock = 256;
@@ -32,18 +62,22 @@ struct LaunchShape {
 // Attention masks, numbered as ops/op.h AttentionMask.
 inline constexpr int kMaskNone = 0, kMaskCausalWindow = 1, kMaskCommittedWindow = 2;
 
-// out[m, :] = table[ids[m], :] · scale. Ids out of [0, V) give NaN rows (the
-// host checks them first; this is the second line of defence).
+// out[m, :] = round(table[ids[m], :]) · scale, where round goes to the
+// table's logical dtype `round_to` (an identity for a plain table; a
+// quantized one dequantizes to fp32 first). Ids out of [0, V) give NaN rows
+// (the host checks them first; this is the second line of defence).
 LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M, const void* table, WType wt,
-                             int64_t V, int64_t H, float scale, float* out);
+                             WType round_to, int64_t V, int64_t H, float scale, float* out);
 
 // probs[r, :] = softmax(logits[r, :]) over V, for rows [0, rows); logits and
 // probabilities rounded to bf16 when round_bf16 (spec §3.3).
 LaunchShape launch_soft_probs(cudaStream_t stream, const float* logits, int64_t rows, int64_t V, bool round_bf16,
                               float* probs);
 
-// dst[i] = (float) src[offset + i] for i < n.
-LaunchShape launch_widen(cudaStream_t stream, const void* src, WType wt, int64_t offset, int64_t n, float* dst);
+// dst[i] = round((float) src[offset + i]) for i < n, rounding to `round_to`
+// (kF32: none).
+LaunchShape launch_widen(cudaStream_t stream, const void* src, WType wt, WType round_to, int64_t offset, int64_t n,
+                         float* dst);
 
 // Row-wise RMSNorm over D; w may be null (no scale).
 LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, int64_t D, const void* w, WType wt,

@@ -1,0 +1,103 @@
+// Buffer sizes follow the layouts of quantize/quantized_weight.h QuantSlice
+// (formats.md §2.2, §3.3, §4.2 and our int8 format).
+#include "backend/cuda/quant_upload.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "dgemma/error.h"
+#include "quantize/format_tables.h"
+
+namespace dgemma::cuda {
+
+void QuantUpload::bind(const std::vector<void*>& dev) {
+  auto at = [&dev](int b) { return b < 0 ? nullptr : static_cast<const uint8_t*>(dev[size_t(b)]); };
+  for (size_t k = 0; k < slices.size(); ++k) {
+    slices[k].codes = at(slice_buffers_[k].codes);
+    slices[k].scales = at(slice_buffers_[k].scales);
+    slices[k].biases = at(slice_buffers_[k].biases);
+  }
+  view.nested_scales = reinterpret_cast<const float*>(at(nested_scales_));
+}
+
+QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name) {
+  QuantUpload up;
+  QView& v = up.view;
+  v.block = q.block;
+  v.bits = q.bits;
+  v.rows = q.rows;
+  v.cols = q.cols;
+  auto add = [&up](const void* host, int64_t bytes, std::string what) {
+    up.buffers.push_back({host, bytes, std::move(what)});
+    return int(up.buffers.size()) - 1;
+  };
+  const int64_t n = q.rows * q.cols, groups = q.block > 0 ? q.cols / q.block : 0;
+  switch (q.scheme) {
+    case QuantScheme::kNF4: {
+      v.scheme = QScheme::kNF4;
+      std::copy(std::begin(q.code_map), std::end(q.code_map), v.code_map);
+      const int64_t blocks = (n + q.block - 1) / q.block;
+      const QuantSlice& s = q.slices.front();
+      QuantUpload::SliceBuffers b;
+      b.codes = add(s.codes, (n + 1) / 2, "codes");
+      b.scales = add(s.scales, blocks * (q.double_quant ? 1 : 4), q.double_quant ? "absmax codes" : "absmax");
+      up.slice_buffers_.push_back(b);
+      up.slices.push_back(QSlice{0, q.rows, nullptr, nullptr, nullptr, 1.0f});
+      v.nslices = 1;
+      if (q.double_quant) {
+        v.double_quant = 1;
+        v.nested_block = q.nested_block;
+        v.nested_offset = q.nested_offset;
+        std::copy(std::begin(q.nested_map), std::end(q.nested_map), v.nested_map);
+        up.nested_scales_ = add(q.nested_scales, (blocks + q.nested_block - 1) / q.nested_block * 4, "nested absmax");
+      }
+      return up;
+    }
+    case QuantScheme::kNVFP4:
+      v.scheme = QScheme::kNVFP4;
+      std::copy(std::begin(quant::kE2m1Values), std::end(quant::kE2m1Values), v.code_map);
+      std::memcpy(v.e4m3, quant::e4m3_table(), sizeof v.e4m3);
+      break;
+    case QuantScheme::kAffine:
+      v.scheme = QScheme::kAffine;
+      switch (q.scale_dtype) {
+        case DType::kF32: v.scale_type = WType::kF32; break;
+        case DType::kBF16: v.scale_type = WType::kBF16; break;
+        case DType::kF16: v.scale_type = WType::kF16; break;
+        default:
+          throw Error("cuda backend: quantized weight " + name + " has affine scales of dtype " +
+                      std::string(dtype_name(q.scale_dtype)) + ", which the CUDA kernels cannot read (F32, BF16, F16)");
+      }
+      break;
+    case QuantScheme::kInt8: v.scheme = QScheme::kInt8; break;
+  }
+  // Row-sliced formats: each slice's buffers hold its rows only.
+  const int64_t scale_size = q.scheme == QuantScheme::kAffine ? dtype_bits(q.scale_dtype) / 8 : 0;
+  for (size_t k = 0; k < q.slices.size(); ++k) {
+    const QuantSlice& s = q.slices[k];
+    const std::string of = " of slice " + std::to_string(k);
+    QuantUpload::SliceBuffers b;
+    switch (q.scheme) {
+      case QuantScheme::kNVFP4:
+        b.codes = add(s.codes, s.rows * (q.cols / 2), "codes" + of);
+        b.scales = add(s.scales, s.rows * groups, "e4m3 scales" + of);
+        break;
+      case QuantScheme::kAffine:
+        b.codes = add(s.codes, s.rows * q.cols * q.bits / 8, "codes" + of);
+        b.scales = add(s.scales, s.rows * groups * scale_size, "scales" + of);
+        b.biases = add(s.biases, s.rows * groups * scale_size, "biases" + of);
+        break;
+      case QuantScheme::kInt8:
+        b.codes = add(s.codes, s.rows * q.cols, "codes" + of);
+        b.scales = add(s.scales, s.rows * groups * 4, "scales" + of);
+        break;
+      case QuantScheme::kNF4: break;  // returned above
+    }
+    up.slice_buffers_.push_back(b);
+    up.slices.push_back(QSlice{s.row_begin, s.rows, nullptr, nullptr, nullptr, s.global_scale});
+  }
+  v.nslices = int(up.slices.size());
+  return up;
+}
+
+}  // namespace dgemma::cuda
