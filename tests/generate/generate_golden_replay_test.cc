@@ -6,13 +6,12 @@
 // generate()", "Other generate() facts").
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "generate/generate.h"
 #include "golden_case.h"
+#include "step_recorder.h"
 #include "tape_model.h"
 
 namespace dgemma {
@@ -20,62 +19,21 @@ namespace {
 
 using testing::GoldenCase;
 using testing::TapeModel;
-
-struct RecordedStep {
-  int64_t canvas, step, cur_step;
-  float temperature, mean_entropy;
-  std::vector<int32_t> canvas_in, sampled, argmax, canvas_out;
-  std::vector<int64_t> accepted;
-  std::vector<float> entropy;
-  int64_t n_accepted;
-  bool stop;
-};
-
-struct RecordedCanvas {
-  int64_t canvas, steps;
-  std::vector<int32_t> argmax, committed;
-  bool eos;
-};
-
-class Recorder : public GenerationObserver {
- public:
-  void on_step(const StepEvent& e) override {
-    steps.push_back({e.canvas, e.step, e.cur_step, e.temperature, e.mean_entropy,
-                     {e.canvas_in.begin(), e.canvas_in.end()},
-                     {e.sampled.begin(), e.sampled.end()},
-                     {e.argmax.begin(), e.argmax.end()},
-                     {e.canvas_out.begin(), e.canvas_out.end()},
-                     {e.accepted.begin(), e.accepted.end()},
-                     {e.entropy.begin(), e.entropy.end()},
-                     e.n_accepted,
-                     e.stop});
-  }
-  void on_canvas(const CanvasEvent& e) override {
-    canvases.push_back({e.canvas, e.steps, {e.argmax.begin(), e.argmax.end()},
-                        {e.committed.begin(), e.committed.end()}, e.eos});
-  }
-  std::vector<RecordedStep> steps;
-  std::vector<RecordedCanvas> canvases;
-};
-
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using testing::bits;
+using testing::effective_config;
+using testing::StepRecorder;
 
 class GenerateGoldenReplay : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GenerateGoldenReplay, MatchesReference) {
   const GoldenCase golden(GetParam());
   const json::Value& meta = golden.meta();
-  const GenerationConfig config =
-      parse_generation_config(json::dump(*meta.find("effective_generation_config")), "effective_generation_config");
+  const GenerationConfig config = effective_config(golden);
   const std::vector<int32_t> prompt = golden.ints32("input_ids");
 
   TapeModel model(golden);
   ReplayDraws draws(golden.tensors_path());
-  Recorder recorder;
+  StepRecorder recorder;
   const GenerationResult result = generate(model, prompt, config, draws, &recorder);
   EXPECT_NO_THROW(draws.expect_exhausted());
 
@@ -96,7 +54,7 @@ TEST_P(GenerateGoldenReplay, MatchesReference) {
     total_steps += steps;
     EXPECT_EQ(result.steps_per_canvas[c], steps) << "canvas " << c;
     const std::string prefix = "canvas." + std::to_string(c) + ".";
-    const RecordedCanvas& rc = recorder.canvases[c];
+    const testing::RecordedCanvas& rc = recorder.canvases[c];
     EXPECT_EQ(rc.canvas, int64_t(c));
     EXPECT_EQ(rc.steps, steps);
     EXPECT_EQ(rc.argmax, golden.ints32(prefix + "appended_argmax")) << prefix;
@@ -116,27 +74,7 @@ TEST_P(GenerateGoldenReplay, MatchesReference) {
   size_t k = 0;
   for (size_t c = 0; c < canvases.size(); ++c) {
     const json::Array& steps = canvases[c].find("steps")->as_array();
-    for (size_t s = 0; s < steps.size(); ++s, ++k) {
-      const RecordedStep& r = recorder.steps[k];
-      const std::string p = "step." + std::to_string(c) + "." + std::to_string(s) + ".";
-      SCOPED_TRACE(golden.name() + " " + p);
-      EXPECT_EQ(r.canvas, int64_t(c));
-      EXPECT_EQ(r.step, int64_t(s));
-      EXPECT_EQ(r.cur_step, steps[s].find("cur_step")->as_int());
-      EXPECT_EQ(bits(r.temperature), bits(golden.floats(p + "temperature").at(0)))
-          << r.temperature << " vs " << golden.floats(p + "temperature").at(0);
-      EXPECT_EQ(r.canvas_in, golden.ints32(p + "canvas_in"));
-      EXPECT_EQ(r.sampled, golden.ints32(p + "denoiser_canvas"));
-      EXPECT_EQ(r.argmax, golden.ints32(p + "argmax_canvas"));
-      EXPECT_EQ(r.accepted, golden.ints(p + "accepted_mask"));
-      EXPECT_EQ(r.canvas_out, golden.ints32(p + "renoised_canvas"));
-      EXPECT_EQ(r.n_accepted, steps[s].find("n_accepted")->as_int());
-      EXPECT_EQ(r.stop, golden.ints(p + "stop_flag").at(0) != 0);
-      const std::vector<float> entropy = golden.floats(p + "entropy");
-      ASSERT_EQ(r.entropy.size(), entropy.size());
-      for (size_t i = 0; i < entropy.size(); ++i) EXPECT_NEAR(r.entropy[i], entropy[i], 1e-5) << "position " << i;
-      EXPECT_NEAR(r.mean_entropy, golden.floats(p + "mean_entropy").at(0), 1e-5);
-    }
+    for (size_t s = 0; s < steps.size(); ++s, ++k) expect_step_matches(recorder.steps[k], golden, c, s, steps[s], 1e-5);
   }
 }
 
@@ -148,8 +86,7 @@ INSTANTIATE_TEST_SUITE_P(GoldenA, GenerateGoldenReplay,
 // a message naming the draw and what was expected.
 TEST(GenerateGoldenReplay, TruncatedRunLeavesDrawsUnused) {
   const GoldenCase golden("generate_short");
-  GenerationConfig config =
-      parse_generation_config(json::dump(*golden.meta().find("effective_generation_config")), "effective");
+  GenerationConfig config = effective_config(golden);
   config.max_new_tokens = 16;  // one canvas instead of two
   TapeModel model(golden);
   ReplayDraws draws(golden.tensors_path());

@@ -17,7 +17,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,53 +24,23 @@
 #include "generate/recorded_self_conditioning.h"
 #include "golden_case.h"
 #include "model/diffusion_gemma.h"
+#include "step_recorder.h"
 
 namespace dgemma {
 namespace {
 
 using testing::GoldenCase;
-
-struct Step {
-  int64_t canvas, step, cur_step, n_accepted;
-  float temperature, mean_entropy;
-  std::vector<int32_t> canvas_in, sampled, argmax, canvas_out;
-  std::vector<int64_t> accepted;
-  std::vector<float> entropy;
-  bool stop;
-};
-
-class Recorder : public GenerationObserver {
- public:
-  void on_step(const StepEvent& e) override {
-    steps.push_back({e.canvas, e.step, e.cur_step, e.n_accepted, e.temperature, e.mean_entropy,
-                     {e.canvas_in.begin(), e.canvas_in.end()},
-                     {e.sampled.begin(), e.sampled.end()},
-                     {e.argmax.begin(), e.argmax.end()},
-                     {e.canvas_out.begin(), e.canvas_out.end()},
-                     {e.accepted.begin(), e.accepted.end()},
-                     {e.entropy.begin(), e.entropy.end()},
-                     e.stop});
-  }
-  void on_canvas(const CanvasEvent& e) override {
-    committed.emplace_back(e.committed.begin(), e.committed.end());
-  }
-  std::vector<Step> steps;
-  std::vector<std::vector<int32_t>> committed;
-};
-
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using testing::bits;
+using testing::effective_config;
+using testing::RecordedStep;
+using testing::StepRecorder;
 
 class RealModelReplay : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RealModelReplay, MatchesReference) {
   const GoldenCase golden(GetParam());
   const json::Value& meta = golden.meta();
-  const GenerationConfig config =
-      parse_generation_config(json::dump(*meta.find("effective_generation_config")), "effective_generation_config");
+  const GenerationConfig config = effective_config(golden);
   const std::vector<int32_t> prompt = golden.ints32("input_ids");
 
   ModelOptions options;
@@ -79,7 +48,7 @@ TEST_P(RealModelReplay, MatchesReference) {
   auto model = DiffusionGemma::load(testing::golden_a_dir(), options);
   RecordedSelfConditioning anchored(*model, golden.tensors_path());
   ReplayDraws draws(golden.tensors_path());
-  Recorder recorder;
+  StepRecorder recorder;
   const GenerationResult result = generate(anchored, prompt, config, draws, &recorder);
   EXPECT_NO_THROW(draws.expect_exhausted());
 
@@ -92,29 +61,12 @@ TEST_P(RealModelReplay, MatchesReference) {
   for (size_t c = 0; c < canvases.size(); ++c) {
     const json::Array& steps = canvases[c].find("steps")->as_array();
     EXPECT_EQ(result.steps_per_canvas[c], int64_t(steps.size())) << "canvas " << c;
-    ASSERT_LT(c, recorder.committed.size());
-    EXPECT_EQ(recorder.committed[c], golden.ints32("canvas." + std::to_string(c) + ".finalized")) << "canvas " << c;
-    for (size_t s = 0; s < steps.size() && k < recorder.steps.size(); ++s, ++k) {
-      const Step& r = recorder.steps[k];
-      const std::string p = "step." + std::to_string(c) + "." + std::to_string(s) + ".";
-      SCOPED_TRACE(golden.name() + " " + p);
-      EXPECT_EQ(r.canvas, int64_t(c));
-      EXPECT_EQ(r.step, int64_t(s));
-      EXPECT_EQ(r.cur_step, steps[s].find("cur_step")->as_int());
-      EXPECT_EQ(bits(r.temperature), bits(golden.floats(p + "temperature").at(0)));
-      EXPECT_EQ(r.canvas_in, golden.ints32(p + "canvas_in"));
-      EXPECT_EQ(r.sampled, golden.ints32(p + "denoiser_canvas"));
-      EXPECT_EQ(r.accepted, golden.ints(p + "accepted_mask"));
-      EXPECT_EQ(r.argmax, golden.ints32(p + "argmax_canvas"));
-      EXPECT_EQ(r.canvas_out, golden.ints32(p + "renoised_canvas"));
-      EXPECT_EQ(r.n_accepted, steps[s].find("n_accepted")->as_int());
-      EXPECT_EQ(r.stop, golden.ints(p + "stop_flag").at(0) != 0);
-      // fp32 model parity (golden README "Tolerances observed": logits ~1e-5).
-      const std::vector<float> entropy = golden.floats(p + "entropy");
-      ASSERT_EQ(r.entropy.size(), entropy.size());
-      for (size_t i = 0; i < entropy.size(); ++i) EXPECT_NEAR(r.entropy[i], entropy[i], 1e-3) << "position " << i;
-      EXPECT_NEAR(r.mean_entropy, golden.floats(p + "mean_entropy").at(0), 1e-3);
-    }
+    ASSERT_LT(c, recorder.canvases.size());
+    EXPECT_EQ(recorder.canvases[c].committed, golden.ints32("canvas." + std::to_string(c) + ".finalized"))
+        << "canvas " << c;
+    // fp32 model parity (golden README "Tolerances observed": logits ~1e-5).
+    for (size_t s = 0; s < steps.size() && k < recorder.steps.size(); ++s, ++k)
+      expect_step_matches(recorder.steps[k], golden, c, s, steps[s], 1e-3);
   }
   EXPECT_EQ(k, recorder.steps.size()) << "more steps executed than recorded";
 }
@@ -124,13 +76,12 @@ TEST_P(RealModelReplay, MatchesReference) {
 // kernels' summation order).
 TEST_P(RealModelReplay, FreeRunningFirstStepMatches) {
   const GoldenCase golden(GetParam());
-  const GenerationConfig config = parse_generation_config(
-      json::dump(*golden.meta().find("effective_generation_config")), "effective_generation_config");
+  const GenerationConfig config = effective_config(golden);
   ModelOptions options;
   options.threads = 2;
   auto model = DiffusionGemma::load(testing::golden_a_dir(), options);
   ReplayDraws draws(golden.tensors_path());
-  Recorder recorder;
+  StepRecorder recorder;
   GenerationResult result;
   try {
     result = generate(*model, golden.ints32("input_ids"), config, draws, &recorder);
@@ -139,14 +90,14 @@ TEST_P(RealModelReplay, FreeRunningFirstStepMatches) {
     EXPECT_NE(std::string(e.what()).find("draw"), std::string::npos) << e.what();
   }
   ASSERT_FALSE(recorder.steps.empty());
-  const Step& first = recorder.steps[0];
+  const RecordedStep& first = recorder.steps[0];
   EXPECT_EQ(first.canvas_in, golden.ints32("step.0.0.canvas_in"));
   EXPECT_EQ(first.sampled, golden.ints32("step.0.0.denoiser_canvas"));
   EXPECT_EQ(first.accepted, golden.ints("step.0.0.accepted_mask"));
   EXPECT_EQ(first.argmax, golden.ints32("step.0.0.argmax_canvas"));
   EXPECT_EQ(first.canvas_out, golden.ints32("step.0.0.renoised_canvas"));
   size_t same = 0;
-  for (const Step& r : recorder.steps) {
+  for (const RecordedStep& r : recorder.steps) {
     const std::string p = "step." + std::to_string(r.canvas) + "." + std::to_string(r.step) + ".";
     if (!golden.has(p + "argmax_canvas") || r.argmax != golden.ints32(p + "argmax_canvas") ||
         r.accepted != golden.ints(p + "accepted_mask"))
