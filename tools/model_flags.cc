@@ -1,5 +1,6 @@
 #include "model_flags.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -35,8 +36,10 @@ void ModelFlags::add_to(FlagParser& p) {
              "device fault guards in a normal run (CUDA): synchronize after every launch, canary-padded and "
              "NaN-filled buffers, index bounds checks, and the last launches printed on a fault");
   p.add_string("--plan", &plan,
-               "run the stages of a `dgemma plan --json` file: under mpirun one rank per device (bit-identical "
-               "to one process), otherwise one virtual CPU device per stage",
+               "run the stages of a `dgemma plan --json` file on its devices: a device named cuda:N is CUDA "
+               "device N, any other a virtual CPU device; the LM head, embedding and sampler inputs run on the "
+               "device the plan gives the LM head. Under mpirun one rank per device (bit-identical to one "
+               "process)",
                "FILE");
 }
 
@@ -55,39 +58,62 @@ ModelOptions ModelFlags::options() const {
   return o;
 }
 
+namespace {
+
+bool is_cuda_device(const std::string& name) { return name == "cuda" || name.rfind("cuda:", 0) == 0; }
+
+}  // namespace
+
 std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   if (model_dir.empty()) throw Error("no model given: use -m DIR");
   auto model = config.empty() ? DiffusionGemma::load(model_dir, options())
                               : DiffusionGemma::load(model_dir, config, options());
-  if (backend != "cpu" || debug_device) {
-    if (!plan.empty()) throw Error("--backend/--debug-device: not combinable with --plan (a plan names its devices)");
-    const std::string spec = debug_device ? with_device_option(backend, "debug") : backend;
-    if (debug_device && spec == backend)
-      throw Error("--debug-device: backend '" + backend + "' has no device buffers to guard (use --backend cuda)");
-    backend_ = make_backend(spec, int(threads));
-    model->set_backend(*backend_);
+  if (!plan.empty() && backend != "cpu")
+    throw Error("--backend: not combinable with --plan (a plan names its devices)");
+  if (plan.empty()) {
+    if (backend != "cpu" || debug_device) {
+      const std::string spec = debug_device ? with_device_option(backend, "debug") : backend;
+      if (debug_device && spec == backend)
+        throw Error("--debug-device: backend '" + backend + "' has no device buffers to guard (use --backend cuda)");
+      backend_ = make_backend(spec, int(threads));
+      model->set_backend(*backend_);
+    }
+    return model;
   }
-  if (plan.empty()) return model;
-  const std::vector<int> owners = layer_owners_from_plan(plan, model->config().num_layers);
-  if (launched_under_mpi()) {
-    transport_ = make_mpi_transport(owners);
-    model->set_stage_transport(transport_.get());
-    output_rank_ = transport_->rank() == 0;
-    // Every rank runs the same program; only rank 0 prints results.
-    if (!output_rank_ && !std::freopen("/dev/null", "w", stdout))
-      throw Error("cannot silence stdout on rank " + std::to_string(transport_->rank()));
-  } else {
-    // One virtual CPU device (own backend and thread pool) per stage.
-    int stages = 0;
-    for (int o : owners) stages = std::max(stages, o + 1);
+  const PlanLayout layout = read_plan_layout(plan, model->config().num_layers);
+  if (debug_device && std::none_of(layout.devices.begin(), layout.devices.end(), is_cuda_device))
+    throw Error("--debug-device: the plan " + plan + " has no CUDA device whose buffers could be guarded");
+  // The backend of one device of the plan.
+  auto device_backend = [&](const std::string& name) -> std::unique_ptr<Backend> {
+    if (is_cuda_device(name)) return make_backend(debug_device ? with_device_option(name, "debug") : name, int(threads));
     CpuBackendOptions co;
     co.threads = int(threads);
     co.bf16_dot = model->options().bf16_dot;
-    for (int s = 0; s < stages; ++s) stage_backends_.push_back(std::make_unique<CpuBackend>(co));
-    std::vector<Backend*> per_layer;
-    for (int o : owners) per_layer.push_back(stage_backends_[size_t(o)].get());
-    model->set_layer_backends(per_layer);
+    return std::make_unique<CpuBackend>(co);
+  };
+  if (launched_under_mpi()) {
+    transport_ = make_mpi_transport(layout.owners);
+    model->set_stage_transport(transport_.get());
+    output_rank_ = transport_->rank() == 0;
+    // This rank's layers (and its share of the model-level work) run on its device.
+    const std::string& mine = layout.devices.at(size_t(transport_->rank()));
+    if (is_cuda_device(mine)) {
+      backend_ = device_backend(mine);
+      model->set_backend(*backend_);
+    }
+    // Every rank runs the same program; only rank 0 prints results.
+    if (!output_rank_ && !std::freopen("/dev/null", "w", stdout))
+      throw Error("cannot silence stdout on rank " + std::to_string(transport_->rank()));
+    return model;
   }
+  // One process: one backend per device of the plan (a virtual CPU device
+  // has its own backend and thread pool).
+  for (const std::string& name : layout.devices) stage_backends_.push_back(device_backend(name));
+  std::vector<Backend*> per_layer;
+  for (int o : layout.owners) per_layer.push_back(stage_backends_[size_t(o)].get());
+  model->set_layer_backends(per_layer);
+  const auto head = std::find(layout.devices.begin(), layout.devices.end(), layout.model_device);
+  if (head != layout.devices.end()) model->set_backend(*stage_backends_[size_t(head - layout.devices.begin())]);
   return model;
 }
 

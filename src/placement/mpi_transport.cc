@@ -1,5 +1,6 @@
 #include "placement/mpi_transport.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/json.h"
@@ -20,15 +21,20 @@ bool launched_under_mpi() {
          std::getenv("PMIX_RANK") != nullptr;
 }
 
-std::vector<int> layer_owners_from_plan(const std::string& path, int num_layers) {
+PlanLayout read_plan_layout(const std::string& path, int num_layers) {
   json::ParseOptions po;
   po.source = path;
   json::Value plan = json::parse(read_text_file(path), po);
   const json::Value* devices = plan.find("devices");
   if (!devices) throw Error(path + ": not a plan (no \"devices\"; write one with `dgemma plan --json`)");
-  std::vector<int> owners(size_t(num_layers), -1);
+  PlanLayout layout;
+  std::vector<int>& owners = layout.owners;
+  owners.assign(size_t(num_layers), -1);
   int rank = 0;
   for (const json::Value& d : devices->as_array(path + ": devices")) {
+    const json::Value* name = d.find("name");
+    if (!name) throw Error(path + ": device " + std::to_string(rank) + " without \"name\"");
+    layout.devices.push_back(name->as_string(path + ": devices[].name"));
     const auto& layers = d.find("layers") ? d.find("layers")->as_array(path + ": devices[].layers")
                                           : throw Error(path + ": device without \"layers\"");
     if (layers.size() != 2) throw Error(path + ": devices[].layers must be [first, last]");
@@ -49,7 +55,14 @@ std::vector<int> layer_owners_from_plan(const std::string& path, int num_layers)
   for (int i = 1; i < num_layers; ++i)
     if (owners[size_t(i)] < owners[size_t(i - 1)])
       throw Error(path + ": layers are not in contiguous ranges in device order");
-  return owners;
+  if (const json::Value* tensors = plan.find("tensors")) {
+    if (const json::Value* head = tensors->find("lm_head.weight")) {
+      layout.model_device = head->as_string(path + ": tensors[\"lm_head.weight\"]");
+      if (std::find(layout.devices.begin(), layout.devices.end(), layout.model_device) == layout.devices.end())
+        throw Error(path + ": lm_head.weight is placed on '" + layout.model_device + "', which is not a device of the plan");
+    }
+  }
+  return layout;
 }
 
 #ifdef DGEMMA_HAVE_MPI

@@ -18,8 +18,15 @@ bool launched_under_mpi();
 // `owners` must not exceed the MPI world size.
 std::unique_ptr<StageTransport> make_mpi_transport(const std::vector<int>& owners);
 
-// Reads a `dgemma plan --json` file and returns the owner index per layer
-// (device order = rank order).
-std::vector<int> layer_owners_from_plan(const std::string& plan_path, int num_layers);
+// The layer placement of a `dgemma plan --json` file: the owner device index
+// per layer (device order = rank order), the device names in that order
+// ("cuda:0", "cpu:1", ...) and the device holding the LM head with its tied
+// embedding (where the model-level ops run; "" if the plan does not say).
+struct PlanLayout {
+  std::vector<int> owners;
+  std::vector<std::string> devices;
+  std::string model_device;
+};
+PlanLayout read_plan_layout(const std::string& plan_path, int num_layers);
 
 }  // namespace dgemma

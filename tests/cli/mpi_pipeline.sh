@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pipeline stages of a placement plan: one process with virtual CPU devices,
-# and `mpirun -np 2` with one rank per stage (loopback), both bit-identical to
-# a single-device run.
+# one process with two CUDA devices, and `mpirun -np 2` with one rank per
+# stage (loopback), each bit-identical to a single-device run.
 set -euo pipefail
 bin=$1
 src=$2
@@ -23,6 +23,28 @@ args=(generate -m "$data" --prompt-ids 2,40,41,42,43,44,45,46,47,48,49,50,51,52,
 cmp "$tmp/single.json" "$tmp/virtual.json"
 ok "virtual CPU devices: identical output"
 
+# The same split over two CUDA devices (a machine with two GPUs, or the
+# emulated devices of a DGEMMA_CUDA=EMULATE build): each stage on its device,
+# identical to one CUDA device. Without CUDA, --backend cuda must say why.
+"$bin" plan -m "$data" --devices cuda:0=1000000,cuda:1=1000000 --margin 0 --utilization 1 --context 64 \
+  --strategy balanced --json >"$tmp/cuda_plan.json"
+[ "$(grep -c '"name": "cuda:' "$tmp/cuda_plan.json")" -eq 2 ] || { cat "$tmp/cuda_plan.json"; exit 1; }
+export DGEMMA_CUDA_EMULATED_DEVICES=2
+cuda_two=0
+if "$bin" "${args[@]}" --backend cuda >"$tmp/cuda_single.json" 2>"$tmp/cuda.err"; then
+  if "$bin" "${args[@]}" --plan "$tmp/cuda_plan.json" >"$tmp/cuda_two.json" 2>"$tmp/cuda.err"; then
+    cmp "$tmp/cuda_single.json" "$tmp/cuda_two.json" || { cat "$tmp/cuda_two.json"; exit 1; }
+    ok "two CUDA devices: identical output to one"
+    cuda_two=1
+  else
+    grep -q "CUDA device 1 does not exist" "$tmp/cuda.err" || { cat "$tmp/cuda.err"; exit 1; }
+    ok "one CUDA device only: the plan's cuda:1 is a clear error"
+  fi
+else
+  grep -qE "no CUDA device found|has no CUDA backend" "$tmp/cuda.err" || { cat "$tmp/cuda.err"; exit 1; }
+  ok "no CUDA device here, and --backend cuda says so"
+fi
+
 # OpenMPI keeps allocations alive past MPI_Finalize; LeakSanitizer (ASan flavour) would flag them.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -31,6 +53,13 @@ mpirun -np 2 "$bin" "${args[@]}" --plan "$tmp/plan.json" >"$tmp/mpi.json" 2>"$tm
   { cat "$tmp/mpi.err"; exit 1; }
 cmp "$tmp/single.json" "$tmp/mpi.json" || { cat "$tmp/mpi.json" "$tmp/mpi.err"; exit 1; }
 ok "mpirun -np 2: identical output"
+if [ "$cuda_two" = 1 ]; then  # one rank per CUDA device of the plan
+  mpirun -np 2 -x DGEMMA_CUDA_EMULATED_DEVICES "$bin" "${args[@]}" --plan "$tmp/cuda_plan.json" >"$tmp/mpi_cuda.json" \
+    2>"$tmp/mpi.err" || { cat "$tmp/mpi.err"; exit 1; }
+  cmp "$tmp/cuda_single.json" "$tmp/mpi_cuda.json" || { cat "$tmp/mpi_cuda.json" "$tmp/mpi.err"; exit 1; }
+  ok "mpirun -np 2 over two CUDA devices: identical output to one"
+fi
+unset DGEMMA_CUDA_EMULATED_DEVICES
 
 if mpirun -np 1 "$bin" "${args[@]}" --plan "$tmp/plan.json" >/dev/null 2>"$tmp/err1"; then
   echo "a 2-stage plan ran on 1 rank"; exit 1

@@ -190,6 +190,31 @@ TEST(CudaEmulatorDeathTest, ShuffleNamingAnExitedLaneIsAFault) {
               "shuffle_with_exited_lanes .*mask 0xffffffff names lane 16, which has exited");
 }
 
+// Exit status 0 when work for device 1 is refused while device 0 is current
+// (a backend that forgot cudaSetDevice), and accepted once device 1 is.
+int stream_of_another_device() {
+  setenv("DGEMMA_CUDA_EMULATED_DEVICES", "2", 1);  // read once, at the first call of this child
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n != 2) return 1;
+  cudaStream_t s1 = nullptr;
+  if (cudaSetDevice(1) != cudaSuccess || cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) != cudaSuccess) return 2;
+  int* p = device_alloc<int>(4);
+  cudaSetDevice(0);
+  DGEMMA_LAUNCH(write_at, 1, 1, s1)(p, int64_t(0));
+  if (cudaGetLastError() != cudaErrorInvalidResourceHandle) return 3;
+  if (cudaMemsetAsync(p, 0, 16, s1) != cudaErrorInvalidResourceHandle) return 4;
+  cudaGetLastError();
+  cudaSetDevice(1);
+  DGEMMA_LAUNCH(write_at, 1, 1, s1)(p, int64_t(0));
+  return cudaGetLastError() == cudaSuccess ? 0 : 5;
+}
+
+TEST(CudaEmulatorDeathTest, WorkForAnotherDeviceIsRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(stream_of_another_device()), ::testing::ExitedWithCode(0),
+              "write_at launched into a stream that is not of the current device 0");
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 void write_past_a_buffer() {
   int* out = device_alloc<int>(16);

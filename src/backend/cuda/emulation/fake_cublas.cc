@@ -1,7 +1,7 @@
 // cuBLAS on the emulated device (fake_cublas.h): a plain fp32 GEMM with the
-// argument checks of the real library, so that the backend's column-major
-// mapping of its row-major products (transposes, leading dimensions, chunk
-// offsets) is exercised without a GPU.
+// argument checks of the real library (and the device a handle belongs to),
+// so that the backend's column-major mapping of its row-major products
+// (transposes, leading dimensions, chunk offsets) is exercised without a GPU.
 #include "backend/cuda/emulation/fake_cublas.h"
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 struct cublasContext {
   cudaStream_t stream = nullptr;
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
+  int device = 0;  // current when it was created
 };
 
 namespace dgemma::cuda_emu {
@@ -27,6 +28,7 @@ int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 || cols 
 cublasStatus_t cublas_create(cublasHandle_t* handle) {
   if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
   *handle = new cublasContext;
+  (*handle)->device = current_device();
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -64,6 +66,11 @@ cublasStatus_t cublas_gemm_ex(cublasHandle_t handle, cublasOperation_t transa, c
       ldc < std::max(1, m) || !alpha || !beta)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  if (handle->device != current_device()) {  // its work would go to another device's memory
+    illegal_address("cublasGemmEx: handle of device " + std::to_string(handle->device) + " used while device " +
+                    std::to_string(current_device()) + " is current");
+    return CUBLAS_STATUS_SUCCESS;
+  }
   if (!launch_begins("cublasGemmEx", dim3(1), dim3(1), handle->stream)) return CUBLAS_STATUS_EXECUTION_FAILED;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   const bool reads_ab = k > 0 && al != 0.0f;

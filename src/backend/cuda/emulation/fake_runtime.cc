@@ -1,6 +1,7 @@
 // The CUDA runtime functions the CUDA backend calls, implemented on the host
 // for the emulated device (DGEMMA_CUDA=EMULATE builds link this instead of
-// libcudart). One device, ordinal 0. Device memory is host memory from the
+// libcudart). One device by default (DGEMMA_CUDA_EMULATED_DEVICES sets how
+// many), the current one per thread. Device memory is host memory from the
 // C allocator, so that a sanitizer build checks every kernel access against
 // the exact allocation size; the runtime keeps the allocation map to check
 // copies and frees like the real one does. Streams run their work at once,
@@ -22,6 +23,7 @@
 
 struct CUstream_st {
   unsigned flags = 0;
+  int device = 0;  // the device current when it was created
 };
 struct CUmemPoolHandle_st {
   uint64_t release_threshold = 0;
@@ -31,10 +33,18 @@ namespace dgemma::cuda_emu {
 namespace {
 
 constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
+constexpr int kMaxDevices = 16;
 
+struct Allocation {
+  size_t bytes = 0;
+  int device = 0;
+};
+
+// All emulated devices share one host memory; allocations, streams and
+// pools remember the device they belong to.
 struct Device {
   std::mutex mu;
-  std::map<uintptr_t, size_t> allocations;  // start -> bytes
+  std::map<uintptr_t, Allocation> allocations;  // by start address
   std::set<CUstream_st*> streams;
   std::set<CUmemPoolHandle_st*> pools;
   cudaError_t sticky = cudaSuccess;
@@ -46,6 +56,25 @@ Device& device() {
 }
 
 thread_local cudaError_t t_last_error = cudaSuccess;
+thread_local int t_device = 0;  // cudaSetDevice
+
+// DGEMMA_CUDA_EMULATED_DEVICES (1 to 16, default 1): how many devices the
+// emulator reports, e.g. to run a placement plan over cuda:0 and cuda:1.
+int device_count() {
+  static const int n = [] {
+    const char* e = std::getenv("DGEMMA_CUDA_EMULATED_DEVICES");
+    if (!e || !*e) return 1;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end != '\0' || v < 1 || v > kMaxDevices) {
+      std::fprintf(stderr, "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_DEVICES='%s' is not a count in [1, %d]; using 1\n",
+                   e, kMaxDevices);
+      return 1;
+    }
+    return int(v);
+  }();
+  return n;
+}
 
 cudaError_t fail(cudaError_t e) {
   t_last_error = e;
@@ -59,12 +88,17 @@ cudaError_t broken() {
   return d.sticky;
 }
 
-bool range_ok_locked(Device& d, uintptr_t a, size_t bytes) {
+// The allocation holding [a, a + bytes), or null.
+const Allocation* find_locked(Device& d, uintptr_t a, size_t bytes) {
   auto it = d.allocations.upper_bound(a);
-  if (it == d.allocations.begin()) return false;
+  if (it == d.allocations.begin()) return nullptr;
   --it;
-  return a >= it->first && a - it->first <= it->second && bytes <= it->second - (a - it->first);
+  const size_t size = it->second.bytes;
+  const bool inside = a >= it->first && a - it->first <= size && bytes <= size - (a - it->first);
+  return inside ? &it->second : nullptr;
 }
+
+bool range_ok_locked(Device& d, uintptr_t a, size_t bytes) { return find_locked(d, a, bytes) != nullptr; }
 
 void break_context(cudaError_t e, const std::string& what) {
   Device& d = device();
@@ -83,6 +117,10 @@ bool stream_ok(cudaStream_t s) {
   return d.streams.count(s) > 0;
 }
 
+// Work goes to a stream of the current device (else the runtime reports an
+// invalid handle: a backend that forgot cudaSetDevice).
+bool stream_on_current_device(cudaStream_t s) { return stream_ok(s) && (!s || s->device == t_device); }
+
 cudaError_t allocate(void** p, size_t bytes) {
   if (!p) return fail(cudaErrorInvalidValue);
   if (cudaError_t e = broken()) return fail(e);
@@ -92,7 +130,7 @@ cudaError_t allocate(void** p, size_t bytes) {
   if (posix_memalign(&mem, kAlignment, bytes) != 0) return fail(cudaErrorMemoryAllocation);
   Device& d = device();
   std::lock_guard lock(d.mu);
-  d.allocations[reinterpret_cast<uintptr_t>(mem)] = bytes;
+  d.allocations[reinterpret_cast<uintptr_t>(mem)] = Allocation{bytes, t_device};
   *p = mem;
   return cudaSuccess;
 }
@@ -136,7 +174,7 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
 
 cudaError_t fill(void* p, int value, size_t n, cudaStream_t s) {
   if (cudaError_t e = broken()) return fail(e);
-  if (!stream_ok(s)) return fail(cudaErrorInvalidResourceHandle);
+  if (!stream_on_current_device(s)) return fail(cudaErrorInvalidResourceHandle);
   if (n == 0) return cudaSuccess;
   if (!device_range_ok(p, n)) return fail(cudaErrorInvalidValue);
   std::memset(p, value, n);
@@ -150,8 +188,10 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
     fail(e);
     return false;
   }
-  if (!stream_ok(stream)) {
+  if (!stream_on_current_device(stream)) {
     fail(cudaErrorInvalidResourceHandle);
+    std::fprintf(stderr, "dgemma CUDA emulator: kernel %s launched into a stream that is not of the current device %d\n",
+                 kernel, t_device);
     return false;
   }
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
@@ -176,10 +216,13 @@ void launch_ends(const char* kernel, const std::string& fault) {
 bool device_range_ok(const void* p, size_t bytes) {
   Device& d = device();
   std::lock_guard lock(d.mu);
-  return range_ok_locked(d, reinterpret_cast<uintptr_t>(p), bytes);
+  const Allocation* a = find_locked(d, reinterpret_cast<uintptr_t>(p), bytes);
+  return a && a->device == t_device;
 }
 
 void illegal_address(const std::string& what) { break_context(cudaErrorIllegalAddress, what); }
+
+int current_device() { return t_device; }
 
 }  // namespace dgemma::cuda_emu
 
@@ -189,24 +232,25 @@ namespace emu = dgemma::cuda_emu;
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return emu::fail(cudaErrorInvalidValue);
-  *count = 1;
+  *count = emu::device_count();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int dev) {
-  if (dev != 0) return emu::fail(cudaErrorInvalidDevice);
+  if (dev < 0 || dev >= emu::device_count()) return emu::fail(cudaErrorInvalidDevice);
+  emu::t_device = dev;
   return emu::broken() ? emu::fail(emu::broken()) : cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* dev) {
   if (!dev) return emu::fail(cudaErrorInvalidValue);
-  *dev = 0;
+  *dev = emu::t_device;
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int dev) {
   if (!value) return emu::fail(cudaErrorInvalidValue);
-  if (dev != 0) return emu::fail(cudaErrorInvalidDevice);
+  if (dev < 0 || dev >= emu::device_count()) return emu::fail(cudaErrorInvalidDevice);
   switch (attr) {
     case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
@@ -265,7 +309,7 @@ const char* cudaGetErrorString(cudaError_t e) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   if (!s) return emu::fail(cudaErrorInvalidValue);
   if (cudaError_t e = emu::broken()) return emu::fail(e);
-  *s = new CUstream_st{flags};
+  *s = new CUstream_st{flags, emu::t_device};
   emu::Device& d = emu::device();
   std::lock_guard lock(d.mu);
   d.streams.insert(*s);
@@ -284,7 +328,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (cudaError_t e = emu::broken()) return emu::fail(e);
-  return emu::stream_ok(s) ? cudaSuccess : emu::fail(cudaErrorInvalidResourceHandle);
+  return emu::stream_ok(s) ? cudaSuccess : emu::fail(cudaErrorInvalidResourceHandle);  // any device's stream
 }
 
 cudaError_t cudaDeviceSynchronize() {
@@ -298,7 +342,8 @@ cudaError_t cudaFree(void* p) { return emu::release(p); }
 
 cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
   if (!pool || !props) return emu::fail(cudaErrorInvalidValue);
-  if (props->location.type != cudaMemLocationTypeDevice || props->location.id != 0)
+  if (props->location.type != cudaMemLocationTypeDevice || props->location.id < 0 ||
+      props->location.id >= emu::device_count())
     return emu::fail(cudaErrorInvalidValue);
   *pool = new CUmemPoolHandle_st;
   emu::Device& d = emu::device();
@@ -325,7 +370,7 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
 
 cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, cudaStream_t s) {
   if (!pool) return emu::fail(cudaErrorInvalidValue);
-  if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (!emu::stream_on_current_device(s)) return emu::fail(cudaErrorInvalidResourceHandle);
   return emu::allocate(p, bytes);
 }
 

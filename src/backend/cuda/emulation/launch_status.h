@@ -19,8 +19,12 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
 // device fault is) and is printed to stderr.
 void launch_ends(const char* kernel, const std::string& fault);
 
-// Whether [p, p + bytes) lies inside one live device allocation.
+// Whether [p, p + bytes) lies inside one live allocation of the current
+// device.
 bool device_range_ok(const void* p, size_t bytes);
+
+// The calling thread's current device (cudaSetDevice).
+int current_device();
 
 // A device-side access outside every allocation (emulated cuBLAS): breaks
 // the context with cudaErrorIllegalAddress and prints `what`.
