@@ -108,6 +108,8 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
     stability.reset();
     const float* self_conditioning = nullptr;  // no signal on a canvas's first step
     int64_t steps = 0;
+    float last_mean = 0.0f;  // mean entropy of the last step
+    bool last_stop = false;
     for (int64_t cur_step = N; cur_step >= 1; --cur_step) {
       if (observer != nullptr && observer->cancelled()) {
         result.cancelled = true;
@@ -164,10 +166,14 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
       canvas.swap(next);
       self_conditioning = out;  // the processed logits z (spec §3.3)
       std::swap(out, prev);
+      last_mean = mean;
+      last_stop = stop;
       if (stop) break;
     }
     if (result.cancelled) break;
     result.steps_per_canvas.push_back(steps);
+    result.halt_entropy.push_back(last_mean);
+    result.converged.push_back(last_stop);
 
     // Commit the last step's argmax, not the renoised canvas (spec §3.2).
     std::vector<int32_t> committed = argmax;

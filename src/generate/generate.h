@@ -61,6 +61,13 @@ struct GenerationResult {
   std::vector<int32_t> sequences;
   int64_t prompt_length = 0;
   std::vector<int64_t> steps_per_canvas;  // executed denoising steps per canvas
+  // Per canvas: the mean entropy at its last step ("halt entropy"), and
+  // whether it stopped by the stop condition (argmax stable and confident)
+  // rather than by running out of steps. A trajectory that never converges
+  // while the CPU's does is the signature of wrong numerics on a device
+  // (spec/placement-and-faults.md, requirement 9).
+  std::vector<float> halt_entropy;
+  std::vector<bool> converged;
   int64_t decoder_forwards = 0;           // total decoder passes
   // Reference `_compute_tokens_per_forward`: generated tokens that are not
   // pad, divided by decoder passes, in float32 (0 if no pass ran).

@@ -29,6 +29,8 @@ GenerationStats collect_stats(const GenerationResult& result, int64_t canvas_len
   s.canvas_length = canvas_length;
   s.canvases = int64_t(result.steps_per_canvas.size());
   s.steps_per_canvas = result.steps_per_canvas;
+  s.halt_entropy = result.halt_entropy;
+  s.converged = result.converged;
   s.decoder_forwards = result.decoder_forwards;
   s.emitted_tokens = emitted_tokens;
   s.seconds = clock.elapsed();
@@ -65,7 +67,27 @@ std::string format_summary(const GenerationStats& s) {
                 (long long)s.decoder_forwards, s.positions_per_second(), (long long)s.emitted_tokens,
                 s.tokens_per_second(), s.stop_reason.c_str(), first.c_str(), s.seconds,
                 double(s.peak_rss_bytes) / (1024.0 * 1024.0));
-  return buf;
+  std::string text = buf;
+  if (!s.halt_entropy.empty()) {
+    text += "\nhalt entropy     ";
+    for (float h : s.halt_entropy) {
+      char b[32];
+      std::snprintf(b, sizeof b, " %.4g", double(h));
+      text += b;
+    }
+    text += " (mean entropy per canvas at its last step)";
+  }
+  std::string unconverged;
+  size_t count = 0;
+  for (size_t i = 0; i < s.converged.size(); ++i) {
+    if (s.converged[i]) continue;
+    unconverged += (count++ ? ", " : "") + std::to_string(i);
+  }
+  if (count > 0)
+    text += "\nnot converged     canvas" + std::string(count > 1 ? "es " : " ") + unconverged +
+            " ran out of denoising steps before the stop condition (argmax stable, low entropy): expected of "
+            "random weights; with a real model a sign of wrong numerics (compare backends with `dgemma doctor`)";
+  return text;
 }
 
 }  // namespace dgemma

@@ -18,6 +18,8 @@ struct GenerationStats {
   int64_t canvas_length = 0;
   int64_t canvases = 0;
   std::vector<int64_t> steps_per_canvas;
+  std::vector<float> halt_entropy;  // GenerationResult::halt_entropy
+  std::vector<bool> converged;      // GenerationResult::converged
   int64_t decoder_forwards = 0;
   int64_t emitted_tokens = 0;      // tokens shown (before EOS, within -n)
   double seconds = 0;              // whole generate() call, prefill included
@@ -32,7 +34,9 @@ struct GenerationStats {
 // Peak resident set size of this process so far (0 if unknown).
 int64_t peak_rss_bytes();
 
-// A few aligned "name  value" lines (no trailing newline).
+// A few aligned "name  value" lines (no trailing newline). When a canvas ran
+// out of steps without converging, a "not converged" line says so (the
+// trajectory alarm of spec/placement-and-faults.md, requirement 9).
 std::string format_summary(const GenerationStats& stats);
 
 // Measures a run: call start() right before generate(); forwards nothing.

@@ -77,9 +77,10 @@ void Metrics::add_tokens(int64_t prompt, int64_t completion) {
   completion_tokens_ += uint64_t(completion);
 }
 
-void Metrics::add_canvas() {
+void Metrics::add_canvas(bool converged) {
   std::lock_guard<std::mutex> lock(mu_);
   ++canvases_;
+  unconverged_canvases_ += !converged;
 }
 
 void Metrics::add_step(double seconds) {
@@ -152,6 +153,9 @@ std::string Metrics::render() const {
   sample(out, "dgemma_completion_tokens_total", double(completion_tokens_));
   header(out, "dgemma_canvases_total", "counter", "Committed canvases.");
   sample(out, "dgemma_canvases_total", double(canvases_));
+  header(out, "dgemma_canvases_not_converged_total", "counter",
+         "Committed canvases that ran out of denoising steps before the stop condition.");
+  sample(out, "dgemma_canvases_not_converged_total", double(unconverged_canvases_));
   header(out, "dgemma_denoising_steps_total", "counter", "Executed denoising steps (decoder passes).");
   sample(out, "dgemma_denoising_steps_total", double(steps_));
   header(out, "dgemma_queue_depth", "gauge", "Requests waiting for a sequence slot.");

@@ -39,7 +39,10 @@ class Metrics {
   void count_request(const std::string& endpoint, int status);
   void count_generation(const std::string& outcome);  // "stop", "length", "cancelled", "error"
   void add_tokens(int64_t prompt, int64_t completion);
-  void add_canvas();
+  // A committed canvas; `converged`: it stopped by the stop condition, not by
+  // running out of denoising steps (the trajectory alarm: a rising count of
+  // unconverged canvases on a real model means wrong numerics).
+  void add_canvas(bool converged);
   void add_step(double seconds);
   void observe_ttft(double seconds);
   void observe_latency(double seconds);
@@ -58,7 +61,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, uint64_t> generations_;
-  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, canvases_ = 0, steps_ = 0;
+  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, canvases_ = 0, unconverged_canvases_ = 0, steps_ = 0;
   int64_t queued_ = 0, in_flight_ = 0, slots_ = 0;
   Histogram ttft_, latency_, queue_wait_, step_;
 };

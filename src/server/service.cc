@@ -72,6 +72,7 @@ void ActiveRequest::run(DiffusionModel& sequence) {
     int64_t& canvases;
     int64_t& steps;
     Clock::time_point last;
+    bool last_stop = false;  // the stop flag of the last step (the canvas converged)
 
     Observer(ActiveRequest& s, CompletionText& t, std::optional<Clock::time_point>& f, int64_t& c, int64_t& st)
         : self(s), text(t), first_text(f), canvases(c), steps(st), last(Clock::now()) {}
@@ -81,6 +82,7 @@ void ActiveRequest::run(DiffusionModel& sequence) {
       self.metrics_.add_step(seconds_between(last, now));
       last = now;
       ++steps;
+      last_stop = e.stop;
       if (!self.setup_.drafts) return;
       StreamEvent d;
       d.kind = StreamEvent::Kind::kDraft;
@@ -96,7 +98,7 @@ void ActiveRequest::run(DiffusionModel& sequence) {
       self.push(std::move(d));
     }
     void on_canvas(const CanvasEvent& e) override {
-      self.metrics_.add_canvas();
+      self.metrics_.add_canvas(last_stop);
       ++canvases;
       std::string delta = text.push(e.committed);
       if (delta.empty()) return;

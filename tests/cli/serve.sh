@@ -181,9 +181,12 @@ cat "$TMP/load.out" | grep -v ' passed, '
 pass=$((pass + $(grep -c '^ok ' "$TMP/load.out")))
 fail=$((fail + $(grep -c '^FAIL ' "$TMP/load.out")))
 grep -q ' passed, 0 failed$' "$TMP/load.out" || bad "load.mjs did not finish cleanly: $(tail -5 "$TMP/load.out")"
-curl -s "$BASE/metrics" | grep -E '^dgemma_(requests_total|generations_total|sequences_in_flight|queue_depth|canvases_total|denoising_steps_total)' >"$TMP/metrics"
+curl -s "$BASE/metrics" | grep -E '^dgemma_(requests_total|generations_total|sequences_in_flight|queue_depth|canvases_total|canvases_not_converged_total|denoising_steps_total)' >"$TMP/metrics"
+canvases=$(sed -n 's/^dgemma_canvases_total //p' "$TMP/metrics")
+unconverged=$(sed -n 's/^dgemma_canvases_not_converged_total //p' "$TMP/metrics")
 if grep -q "^dgemma_requests_total{endpoint=\"other\",code=\"404\"}" "$TMP/metrics" &&
-    [ "$(sed -n 's/^dgemma_sequences_in_flight //p' "$TMP/metrics")" = 0 ]; then
+    [ "$(sed -n 's/^dgemma_sequences_in_flight //p' "$TMP/metrics")" = 0 ] &&
+    [ -n "$unconverged" ] && [ "${canvases:-0}" -gt 0 ] && [ "$unconverged" -le "$canvases" ]; then
   ok "metrics after the load: $(tr '\n' ' ' <"$TMP/metrics" | cut -c1-400)"
 else
   bad "metrics after the load: $(cat "$TMP/metrics")"

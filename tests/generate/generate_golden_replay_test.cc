@@ -61,7 +61,14 @@ TEST_P(GenerateGoldenReplay, MatchesReference) {
     EXPECT_EQ(rc.committed, golden.ints32(prefix + "finalized")) << prefix;
     EXPECT_EQ(rc.eos, golden.ints(prefix + "finished_sequences").at(0) != 0) << prefix;
     EXPECT_EQ(rc.eos, canvases[c].find("finished_after_canvas")->as_bool()) << prefix;
+    // The trajectory figures: the last step's mean entropy and stop flag.
+    const std::string last = "step." + std::to_string(c) + "." + std::to_string(steps - 1) + ".";
+    ASSERT_LT(c, result.halt_entropy.size());
+    EXPECT_NEAR(result.halt_entropy[c], golden.floats(last + "mean_entropy").at(0), 1e-5) << prefix;
+    EXPECT_EQ(result.converged[c], golden.ints(last + "stop_flag").at(0) != 0) << prefix;
   }
+  EXPECT_EQ(result.halt_entropy.size(), canvases.size());
+  EXPECT_EQ(result.converged.size(), canvases.size());
   EXPECT_EQ(result.stopped_at_eos, recorder.canvases.back().eos);
   EXPECT_EQ(result.decoder_forwards, total_steps);
   EXPECT_EQ(model.decodes(), total_steps);

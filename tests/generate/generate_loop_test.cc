@@ -136,6 +136,10 @@ TEST(GenerateLoop, StableAndConfidentStopsAfterTwoSteps) {
   EXPECT_EQ(model.encodes[1], expected_targets(model, 3, 4));
   EXPECT_EQ(model.encode_positions, (std::vector<int64_t>{0, 3}));
   EXPECT_EQ(model.sc_null, (std::vector<bool>{true, false, true, false}));
+  // Both canvases converged, at a mean entropy below the confidence threshold.
+  EXPECT_EQ(r.converged, (std::vector<bool>{true, true}));
+  ASSERT_EQ(r.halt_entropy.size(), 2u);
+  for (float h : r.halt_entropy) EXPECT_LT(h, small_config().confidence_threshold);
 }
 
 TEST(GenerateLoop, StabilityThresholdSetsTheMinimumStepCount) {
@@ -157,6 +161,10 @@ TEST(GenerateLoop, NeverConfidentRunsAllSteps) {
   const GenerationResult r = generate(model, kPrompt, small_config(), draws, &feed);
   EXPECT_EQ(r.steps_per_canvas, (std::vector<int64_t>{10, 10}));
   EXPECT_EQ(feed.steps.back(), 9);
+  // The trajectory alarm's inputs: not converged, high entropy at the end.
+  EXPECT_EQ(r.converged, (std::vector<bool>{false, false}));
+  ASSERT_EQ(r.halt_entropy.size(), 2u);
+  for (float h : r.halt_entropy) EXPECT_GT(h, small_config().confidence_threshold);
 }
 
 TEST(GenerateLoop, EosEndsGenerationAndPadsTheRestOfTheCanvas) {

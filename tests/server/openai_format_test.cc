@@ -92,7 +92,8 @@ TEST(Metrics, PrometheusText) {
   m.count_request("other", 404);
   m.count_generation("length");
   m.add_tokens(10, 4);
-  m.add_canvas();
+  m.add_canvas(true);
+  m.add_canvas(false);
   m.add_step(0.02);
   m.observe_ttft(0.3);
   m.observe_ttft(7);
@@ -103,6 +104,8 @@ TEST(Metrics, PrometheusText) {
   EXPECT_NE(t.find("dgemma_generations_total{outcome=\"length\"} 1\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_generations_total{outcome=\"cancelled\"} 0\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_completion_tokens_total 4\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_canvases_total 2\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_canvases_not_converged_total 1\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_queue_depth 3\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_sequences_in_flight 2\n"), std::string::npos);
   // Cumulative buckets: 0.3 is in le=0.5 and above, 7 only from le=10.
