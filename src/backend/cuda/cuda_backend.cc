@@ -387,6 +387,11 @@ struct CudaBackend::Impl {
   void soft_embedding(const OpCall& c);
   void rms_norm(const OpCall& c);
   void linear(const OpCall& c);
+  int64_t chunk_rows(int64_t rows, int64_t K) const {
+    return std::max<int64_t>(1, std::min(rows, opt.scratch_elems / std::max<int64_t>(K, 1)));
+  }
+  void weight_product(const char* widen_name, const void* w, k::WType wt, int64_t row0, int64_t nrows, int64_t K,
+                      const float* x, int64_t M, float* out, int64_t ldo, float* wide);
   void rope(const OpCall& c);
   void attention(const OpCall& c);
   void router_topk(const OpCall& c);
@@ -827,12 +832,30 @@ void CudaBackend::Impl::rms_norm(const OpCall& c) {
   download(0, out);
 }
 
-// out[M,N] = x[M,K] · W[N,K]ᵀ. Column-major view: outᵀ (N×M, ld N) =
-// W (N×K: the row-major [N,K] buffer read as K×N with ld K, transposed) ·
-// xᵀ (K×M, ld K). cublasGemmEx has no fp32×bf16 combination, so BF16/F16
-// weights are widened to fp32 in chunks of at most scratch_elems (output
-// features n0..n0+nr write columns n0.. of out, ld N): the product is then the
-// reference's fp32 math, not a bf16 one.
+// out[M, nrows] (row stride ldo) = x[M, K] · W[row0 .. row0 + nrows, K]ᵀ.
+// Column-major view: outᵀ (nrows×M, ld ldo) = W rows (the row-major [nrows,
+// K] block read as K×nrows with ld K, transposed) · xᵀ (K×M, ld K).
+// cublasGemmEx has no fp32×bf16 combination, so BF16/F16/quantized weights
+// are widened to fp32 in chunks of rows into `wide` (chunk_rows(nrows, K)
+// rows; output features n0..n0+nr write columns n0.. of out): the product is
+// then the reference's fp32 math, not a bf16 one.
+void CudaBackend::Impl::weight_product(const char* widen_name, const void* w, k::WType wt, int64_t row0,
+                                       int64_t nrows, int64_t K, const float* x, int64_t M, float* out, int64_t ldo,
+                                       float* wide) {
+  if (wt == k::WType::kF32) {
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, nrows, M, K, 1.0f, static_cast<const float*>(w) + row0 * K, K, x, K, 0.0f, out,
+         ldo);
+    return;
+  }
+  const int64_t per = chunk_rows(nrows, K);
+  for (int64_t n0 = 0; n0 < nrows; n0 += per) {
+    const int64_t nr = std::min(per, nrows - n0);
+    launched(widen_name, k::launch_widen(stream, w, wt, k::WType::kF32, (row0 + n0) * K, nr * K, wide), {w, wide},
+             "rows " + std::to_string(row0 + n0) + ".." + std::to_string(row0 + n0 + nr));
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, 1.0f, wide, K, x, K, 0.0f, out + n0, ldo);
+  }
+}
+
 void CudaBackend::Impl::linear(const OpCall& c) {
   const Tensor& x = *c.in[0];
   const WeightRef& W = *c.w[0];
@@ -844,17 +867,11 @@ void CudaBackend::Impl::linear(const OpCall& c) {
   if (M > 0 && N > 0) {
     if (K == 0) {
       zero(out, M * N * 4);
-    } else if (wt == k::WType::kF32) {
-      gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, 1.0f, static_cast<const float*>(w), K, d_x, K, 0.0f, out, N);
     } else {
-      const int64_t rows_per = std::max<int64_t>(1, std::min(N, opt.scratch_elems / K));
-      auto* wide = static_cast<float*>(alloc(rows_per * K * 4, "workspace (widened weight)", true));
-      for (int64_t n0 = 0; n0 < N; n0 += rows_per) {
-        const int64_t nr = std::min(rows_per, N - n0);
-        launched("linear.widen", k::launch_widen(stream, w, wt, k::WType::kF32, n0 * K, nr * K, wide), {w, wide},
-                 "rows " + std::to_string(n0) + ".." + std::to_string(n0 + nr));
-        gemm(CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, 1.0f, wide, K, d_x, K, 0.0f, out + n0, N);
-      }
+      float* wide = wt == k::WType::kF32
+                        ? nullptr
+                        : static_cast<float*>(alloc(chunk_rows(N, K) * K * 4, "workspace (widened weight)", true));
+      weight_product("linear.widen", w, wt, 0, N, K, d_x, M, out, N, wide);
     }
   }
   download(0, out);
@@ -933,6 +950,13 @@ void CudaBackend::Impl::router_topk(const OpCall& c) {
   download(1, wts);
 }
 
+// Grouped by expert, as the CPU does: the (token, k) pairs are ordered by
+// expert on the host (tokens ascending within an expert); for each used
+// expert its tokens are gathered, gate_up and down run in cuBLAS on that
+// expert's rows of the fused weights (widened chunk by chunk unless fp32), and
+// each token adds weight · output. Experts go in ascending order, so every
+// token sums its expert outputs in the reference's order. Each expert's
+// weights are read once per op, whatever the number of tokens routed to it.
 void CudaBackend::Impl::moe_experts(const OpCall& c) {
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
@@ -941,18 +965,55 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
     if (idx.i[size_t(t)] < 0 || idx.i[size_t(t)] >= E)
       fail("expert index " + std::to_string(idx.i[size_t(t)]) + " at (" + std::to_string(t / std::max<int64_t>(K, 1)) +
            ", " + std::to_string(t % std::max<int64_t>(K, 1)) + ") is out of range [0, " + std::to_string(E) + ")");
+  std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
+  for (int32_t e : idx.i) ++count[size_t(e)];
+  for (int64_t e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
+  Tensor tokens = Tensor::i32({M * K});
+  Tensor weights = Tensor::f32({M * K});
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) {
+      const size_t e = size_t(idx.i[size_t(m * K + k)]);
+      tokens.i[size_t(fill[e])] = int32_t(m);
+      weights.f[size_t(fill[e]++)] = wts.f[size_t(m * K + k)];
+    }
+  const int64_t most = count.empty() ? 0 : *std::max_element(count.begin(), count.end());
+
   k::WType gt, dt;
   const void* d_gu = weight(gu, &gt);
   const void* d_down = weight(down, &dt);
   auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
-  auto* d_idx = static_cast<int32_t*>(upload(idx, "input 1 (expert indices)"));
-  auto* d_w = static_cast<float*>(upload(wts, "input 2 (expert weights)"));
-  auto* act = static_cast<float*>(alloc(M * K * I * 4, "workspace (expert activations)", true));
+  auto* d_tok = static_cast<int32_t*>(upload(tokens, "workspace (tokens by expert)"));
+  auto* d_w = static_cast<float*>(upload(weights, "workspace (expert weights by expert)"));
   auto* out = static_cast<float*>(alloc_output(0));
-  launched("moe_experts.act", k::launch_moe_act(stream, d_x, d_idx, d_gu, gt, M, K, E, H, I, act),
-           {d_x, d_idx, d_gu, act});
-  launched("moe_experts.down", k::launch_moe_down(stream, act, d_idx, d_w, d_down, dt, M, K, E, H, I, out),
-           {act, d_idx, d_w, d_down, out});
+  zero(out, M * H * 4);
+  if (most > 0 && H > 0) {
+    auto* xe = static_cast<float*>(alloc(most * H * 4, "workspace (expert inputs)", true));
+    auto* g = static_cast<float*>(alloc(most * 2 * I * 4, "workspace (gate and up)", true));
+    auto* act = static_cast<float*>(alloc(most * I * 4, "workspace (expert activations)", true));
+    auto* y = static_cast<float*>(alloc(most * H * 4, "workspace (expert outputs)", true));
+    const bool widen = gt != k::WType::kF32 || dt != k::WType::kF32;
+    const int64_t wide_elems = std::max(chunk_rows(2 * I, H) * H, chunk_rows(H, std::max<int64_t>(I, 1)) * I);
+    float* wide = widen && wide_elems > 0
+                      ? static_cast<float*>(alloc(wide_elems * 4, "workspace (widened expert weights)", true))
+                      : nullptr;
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = count[size_t(e)], s0 = start[size_t(e)];
+      if (n == 0) continue;
+      const std::string detail = "expert " + std::to_string(e) + ", " + std::to_string(n) + " tokens";
+      launched("moe_experts.gather", k::launch_gather_rows(stream, d_x, d_tok + s0, n, H, xe), {d_x, d_tok, xe},
+               detail);
+      if (I > 0) {
+        weight_product("moe_experts.widen_gate_up", d_gu, gt, e * 2 * I, 2 * I, H, xe, n, g, 2 * I, wide);
+        launched("moe_experts.glu", k::launch_glu_split(stream, g, n, I, act), {g, act}, detail);
+        weight_product("moe_experts.widen_down", d_down, dt, e * H, H, I, act, n, y, H, wide);
+      } else {
+        zero(y, n * H * 4);  // no intermediate units: every expert outputs zeros
+      }
+      launched("moe_experts.scatter_add", k::launch_scatter_add_rows(stream, y, d_tok + s0, d_w + s0, n, H, out),
+               {y, d_tok, d_w, out}, detail);
+    }
+  }
   download(0, out);
 }
 

@@ -377,62 +377,33 @@ __global__ void router_select_kernel(float* logits, const void* pes, WType pes_t
   }
 }
 
-// grid (M·K, ceil(I / warps)); one warp per intermediate unit i.
-__global__ void moe_act_kernel(const float* x, const int32_t* idx, const void* gu, WType wt, int64_t K, int64_t E,
-                               int64_t H, int64_t I, float* act) {
-  const int64_t mk = blockIdx.x, m = mk / K, i = int64_t(blockIdx.y) * kWarps + (threadIdx.x >> 5);
-  const unsigned lane = threadIdx.x & 31;
-  if (i >= I) return;
-  const int64_t e = idx[mk];
-  if (e < 0 || e >= E) {  // checked on the host; never read out of bounds
-    if (lane == 0) act[mk * I + i] = nan_f32();
-    return;
-  }
-  const float* xr = x + m * H;
-  const int64_t g_row = (e * 2 * I + i) * H, u_row = (e * 2 * I + I + i) * H;
-  float g = 0.0f, u = 0.0f;
-  for (int64_t h = lane; h < H; h += 32) {
-    g += xr[h] * load_w(gu, wt, g_row + h);
-    u += xr[h] * load_w(gu, wt, u_row + h);
-  }
-  g = warp_sum(g);
-  u = warp_sum(u);
-  if (lane == 0) act[mk * I + i] = gelu_tanh(g) * u;
+// Routed experts, grouped by expert (the host orders the (token, k) pairs by
+// expert): gather the tokens of one expert, its two products run in cuBLAS,
+// the gated activation in between, then each token adds its weighted output.
+
+// out[t, :] = x[rows[t], :]; one block per t.
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t H, float* out) {
+  const int64_t t = blockIdx.x;
+  const float* src = x + int64_t(rows[t]) * H;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) out[t * H + h] = src[h];
 }
 
-// grid (M, ceil(H / warps)); one warp per output feature h. Contributions are
-// added in ascending (expert id, k) order, as the reference does.
-__global__ void moe_down_kernel(const float* act, const int32_t* idx, const float* weights, const void* down,
-                                WType wt, int64_t K, int64_t E, int64_t H, int64_t I, float* out) {
-  const int64_t m = blockIdx.x, h = int64_t(blockIdx.y) * kWarps + (threadIdx.x >> 5);
-  const unsigned lane = threadIdx.x & 31;
-  if (h >= H) return;
-  const int32_t* ix = idx + m * K;
-  float acc = 0.0f;
-  int64_t prev_e = 0, prev_k = -1;
-  for (int64_t r = 0; r < K; ++r) {
-    int64_t best = -1;
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t ek = ix[k];
-      const bool after = r == 0 || ek > prev_e || (ek == prev_e && k > prev_k);
-      if (after && (best < 0 || ek < ix[best])) best = k;
-    }
-    prev_e = ix[best];
-    prev_k = best;
-    const int64_t e = prev_e;
-    float y;
-    if (e < 0 || e >= E) {  // uniform across the warp
-      y = nan_f32();
-    } else {
-      const float* a = act + (m * K + best) * I;
-      const int64_t row = (e * H + h) * I;
-      float s = 0.0f;
-      for (int64_t i = lane; i < I; i += 32) s += a[i] * load_w(down, wt, row + i);
-      y = warp_sum(s);
-    }
-    acc += weights[m * K + best] * y;
+// act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] for the [n, 2I] gate/up rows.
+__global__ void glu_split_kernel(const float* g, int64_t n, int64_t I, float* act) {
+  for (int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < n * I; q += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = q / I, i = q % I;
+    act[q] = gelu_tanh(g[t * 2 * I + i]) * g[t * 2 * I + I + i];
   }
-  if (lane == 0) out[m * H + h] = acc;
+}
+
+// out[rows[t], :] += w[t] · y[t, :]; one block per t. The rows of one launch
+// are distinct (a token picks an expert once), so no two blocks write the same
+// element; launches run in ascending expert order, as the reference sums.
+__global__ void scatter_add_rows_kernel(const float* y, const int32_t* rows, const float* w, int64_t H, float* out) {
+  const int64_t t = blockIdx.x;
+  float* dst = out + int64_t(rows[t]) * H;
+  const float wt = w[t];
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) dst[h] += wt * y[t * H + h];
 }
 
 __global__ void gelu_glu_kernel(const float* g, const float* u, int64_t n, float* out) {
@@ -561,21 +532,23 @@ LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void*
   return s;
 }
 
-LaunchShape launch_moe_act(cudaStream_t stream, const float* x, const int32_t* idx, const void* gate_up, WType wt,
-                           int64_t M, int64_t K, int64_t E, int64_t H, int64_t I, float* act) {
+LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
+                               float* out) {
   LaunchShape s;
-  if (plan(s, M * K, warp_tiles(I)))
-    DGEMMA_LAUNCH(moe_act_kernel, dim3(s.grid[0], s.grid[1]), kBlock, stream)(x, idx, gate_up, wt, K, E, H, I, act);
+  if (H > 0 && plan(s, n)) DGEMMA_LAUNCH(gather_rows_kernel, s.grid[0], kBlock, stream)(x, rows, H, out);
   return s;
 }
 
-LaunchShape launch_moe_down(cudaStream_t stream, const float* act, const int32_t* idx, const float* weights,
-                            const void* down, WType wt, int64_t M, int64_t K, int64_t E, int64_t H, int64_t I,
-                            float* out) {
+LaunchShape launch_glu_split(cudaStream_t stream, const float* g, int64_t n, int64_t I, float* act) {
   LaunchShape s;
-  if (plan(s, M, warp_tiles(H)))
-    DGEMMA_LAUNCH(moe_down_kernel, dim3(s.grid[0], s.grid[1]), kBlock, stream)(act, idx, weights, down, wt, K, E, H,
-                                                                               I, out);
+  if (plan(s, stride_blocks(n * I))) DGEMMA_LAUNCH(glu_split_kernel, s.grid[0], kBlock, stream)(g, n, I, act);
+  return s;
+}
+
+LaunchShape launch_scatter_add_rows(cudaStream_t stream, const float* y, const int32_t* rows, const float* w,
+                                    int64_t n, int64_t H, float* out) {
+  LaunchShape s;
+  if (H > 0 && plan(s, n)) DGEMMA_LAUNCH(scatter_add_rows_kernel, s.grid[0], kBlock, stream)(y, rows, w, H, out);
   return s;
 }
 

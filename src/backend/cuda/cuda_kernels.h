@@ -107,13 +107,15 @@ LaunchShape launch_router_logits(cudaStream_t stream, const float* x, const floa
 LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void* per_expert_scale, WType pes_t,
                                  int64_t M, int64_t E, int K, int32_t* idx, float* weights);
 
-// Experts: act[(m·K + k)·I + i] = gelu_tanh(gate_e·x_m) · (up_e·x_m), e =
-// idx[m, k]; out[m, h] = Σ_k (ascending expert id) weight[m, k] · down_e[h]·act.
-LaunchShape launch_moe_act(cudaStream_t stream, const float* x, const int32_t* idx, const void* gate_up, WType wt,
-                           int64_t M, int64_t K, int64_t E, int64_t H, int64_t I, float* act);
-LaunchShape launch_moe_down(cudaStream_t stream, const float* act, const int32_t* idx, const float* weights,
-                            const void* down, WType wt, int64_t M, int64_t K, int64_t E, int64_t H, int64_t I,
-                            float* out);
+// Experts, one expert at a time (the products run in cuBLAS):
+// out[t, :] = x[rows[t], :] for t < n;
+LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
+                               float* out);
+// act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] over [n, 2I] gate/up rows;
+LaunchShape launch_glu_split(cudaStream_t stream, const float* g, int64_t n, int64_t I, float* act);
+// out[rows[t], :] += w[t] · y[t, :] (rows distinct within one call).
+LaunchShape launch_scatter_add_rows(cudaStream_t stream, const float* y, const int32_t* rows, const float* w,
+                                    int64_t n, int64_t H, float* out);
 
 LaunchShape launch_gelu_glu(cudaStream_t stream, const float* gate, const float* up, int64_t n, float* out);
 LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int64_t n, float* out);
