@@ -92,11 +92,21 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     return std::make_unique<CpuBackend>(co);
   };
   if (launched_under_mpi()) {
+    // Every rank computes the model-level ops (embedding, LM head, sampler
+    // inputs) itself, so all ranks must compute them alike: one device kind.
+    const bool any_cuda = std::any_of(layout.devices.begin(), layout.devices.end(), is_cuda_device);
+    const bool all_cuda = std::all_of(layout.devices.begin(), layout.devices.end(), is_cuda_device);
+    if (any_cuda && !all_cuda)
+      throw Error("--plan " + plan + ": under mpirun the devices must be all CUDA or all CPU (every rank computes "
+                  "the LM head and sampler inputs itself); run a mixed plan in one process instead");
     transport_ = make_mpi_transport(layout.owners);
     model->set_stage_transport(transport_.get());
     output_rank_ = transport_->rank() == 0;
-    // This rank's layers (and its share of the model-level work) run on its device.
-    const std::string& mine = layout.devices.at(size_t(transport_->rank()));
+    if (size_t(transport_->rank()) >= layout.devices.size())
+      throw Error("--plan " + plan + ": MPI rank " + std::to_string(transport_->rank()) + " has no device (the plan has " +
+                  std::to_string(layout.devices.size()) + "): run mpirun -np " + std::to_string(layout.devices.size()));
+    // This rank's layers (and its copy of the model-level work) run on its device.
+    const std::string& mine = layout.devices[size_t(transport_->rank())];
     if (is_cuda_device(mine)) {
       backend_ = device_backend(mine);
       model->set_backend(*backend_);

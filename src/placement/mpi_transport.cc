@@ -99,7 +99,9 @@ class MpiTransport : public StageTransport {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     int needed = 0;
     for (int o : owners_) needed = std::max(needed, o + 1);
-    if (needed > size_)
+    // Exactly one rank per stage, checked alike on every rank, so that all of
+    // them stop (an extra rank would leave the others waiting in a broadcast).
+    if (needed != size_)
       throw Error("the plan has " + std::to_string(needed) + " stages but mpirun started " + std::to_string(size_) +
                   " ranks (use mpirun -np " + std::to_string(needed) + ")");
   }

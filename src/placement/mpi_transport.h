@@ -14,8 +14,8 @@ namespace dgemma {
 bool launched_under_mpi();
 
 // Initializes MPI (once per process) and builds a transport whose layer
-// owners are `owners` (one rank per layer). The number of distinct ranks in
-// `owners` must not exceed the MPI world size.
+// owners are `owners` (one rank per layer). The number of stages in `owners`
+// must equal the MPI world size (every rank throws otherwise).
 std::unique_ptr<StageTransport> make_mpi_transport(const std::vector<int>& owners);
 
 // The layer placement of a `dgemma plan --json` file: the owner device index

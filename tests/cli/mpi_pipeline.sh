@@ -66,4 +66,19 @@ if mpirun -np 1 "$bin" "${args[@]}" --plan "$tmp/plan.json" >/dev/null 2>"$tmp/e
 fi
 grep -q "mpirun -np 2" "$tmp/err1" || { cat "$tmp/err1"; exit 1; }
 ok "too few ranks is an error"
+# Too many: every rank stops with the error (none waits for the extra one).
+if timeout 120 mpirun -np 3 "$bin" "${args[@]}" --plan "$tmp/plan.json" >/dev/null 2>"$tmp/err3"; then
+  echo "a 2-stage plan ran on 3 ranks"; exit 1
+fi
+grep -q "started 3 ranks (use mpirun -np 2)" "$tmp/err3" || { cat "$tmp/err3"; exit 1; }
+ok "too many ranks is an error"
+# A mixed CPU/CUDA plan runs in one process only (every rank computes the LM
+# head itself, so all ranks must be the same kind of device).
+"$bin" plan -m "$data" --devices cpu:0=1000000,cuda:0=1000000 --margin 0 --utilization 1 --context 64 \
+  --strategy balanced --json >"$tmp/mixed_plan.json"
+if timeout 120 mpirun -np 2 "$bin" "${args[@]}" --plan "$tmp/mixed_plan.json" >/dev/null 2>"$tmp/errm"; then
+  echo "a mixed CPU/CUDA plan ran under mpirun"; exit 1
+fi
+grep -q "under mpirun the devices must be all CUDA or all CPU" "$tmp/errm" || { cat "$tmp/errm"; exit 1; }
+ok "a mixed CPU/CUDA plan under mpirun is an error"
 echo "$passed passed, 0 failed"

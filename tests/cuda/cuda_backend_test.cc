@@ -588,6 +588,30 @@ TEST(CudaGuards, IndexInputsAreCheckedOnTheHost) {
   // The backend stays usable after a host-side rejection.
   cs.in[0].i[1] = 3;
   EXPECT_NO_THROW(gpu.run(cs.call));
+
+  // Expert indices must be distinct per token (each expert's scatter-add
+  // writes a token's row from one block).
+  Case moe;
+  moe.call.kind = OpKind::kMoeExperts;
+  moe.input_f32({2, 8}, r, -1, 1);
+  moe.input_i32({2, 2}, {0, 1, 2, 2});
+  moe.input_f32({2, 2}, r, 0, 1);
+  moe.weight("experts.gate_up_proj", {3, 8, 8}, DType::kF32, r, -1, 1);
+  moe.weight("experts.down_proj", {3, 8, 4}, DType::kF32, r, -1, 1);
+  Tensor moe_out;
+  moe.call.out = {&moe_out};
+  prepare_op(moe.call);
+  try {
+    gpu.run(moe.call);
+    FAIL() << "a token routed twice to one expert was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token 1 routes to expert 2 twice (top-k 0 and 1)"), std::string::npos)
+        << e.what();
+  }
+  // (Out-of-range expert ids are rejected by prepare_op, before any backend.)
+  moe.in[1].i = {0, 1, 2, 0};
+  prepare_op(moe.call);
+  EXPECT_NO_THROW(gpu.run(moe.call));
 }
 
 TEST(CudaGuards, LaunchLogAndAddressMap) {

@@ -78,6 +78,14 @@ __global__ void shuffle_with_exited_lanes(int* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
 }
 
+// A shuffle among the upper half-warp, then one among the whole warp: the
+// lower lanes wait at the second while the upper ones are in the first.
+__global__ void partial_then_full_shuffle(int* out) {
+  int v = int(threadIdx.x);
+  if (threadIdx.x % 32 >= 16) v = __shfl_xor_sync(0xffff0000u, v, 1);
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, v, 16);
+}
+
 __global__ void write_at(int* p, int64_t index) { p[index] = 1; }
 
 // ---- helpers ----------------------------------------------------------------
@@ -117,6 +125,19 @@ TEST(CudaEmulator, ShuffleXorExchangesWithinEachWarp) {
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     const std::vector<int> h = to_host(out, 96);
     for (int t = 0; t < 96; ++t) ASSERT_EQ(h[size_t(t)], t ^ lane_mask) << "lane mask " << lane_mask << " thread " << t;
+  }
+  cudaFree(out);
+}
+
+TEST(CudaEmulator, ShufflesWithDifferentMasksDoNotMeet) {
+  int* out = device_alloc<int>(64);
+  DGEMMA_LAUNCH(partial_then_full_shuffle, 1, 64, nullptr)(out);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> h = to_host(out, 64);
+  for (int t = 0; t < 64; ++t) {
+    const int partner = t ^ 16;  // the value the partner lane held after the first shuffle
+    const int want = partner % 32 >= 16 ? partner ^ 1 : partner;
+    ASSERT_EQ(h[size_t(t)], want) << "thread " << t;
   }
   cudaFree(out);
 }

@@ -659,10 +659,14 @@ const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
   CachedWeight c{nullptr, bytes, w.dtype, fp};
   if (bytes > 0) {
     check(cudaMalloc(&c.dev, size_t(bytes)), "cudaMalloc (weight)");
-    const cudaError_t e = cudaMemcpy(c.dev, w.data, size_t(bytes), cudaMemcpyHostToDevice);
+    // On the op stream and waited for: a plain cudaMemcpy from pageable memory
+    // may return before its DMA lands, and this non-blocking stream is not
+    // ordered after the legacy stream it would use.
+    cudaError_t e = cudaMemcpyAsync(c.dev, w.data, size_t(bytes), cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) {
       cudaFree(c.dev);
-      check(e, "cudaMemcpy (weight upload)");
+      check(e, "cudaMemcpyAsync (weight upload)");
     }
     live[reinterpret_cast<uintptr_t>(c.dev)] = Alloc{bytes, bytes, "weight " + w.name, ""};
   }
@@ -677,7 +681,8 @@ void* CudaBackend::Impl::upload_weight_bytes(const void* host, int64_t bytes, co
   void* dev = nullptr;
   check(cudaMalloc(&dev, size_t(bytes)), "cudaMalloc (quantized weight)");
   into.buffers.push_back(dev);  // freed with the entry, also when the copy fails
-  check(cudaMemcpy(dev, host, size_t(bytes), cudaMemcpyHostToDevice), "cudaMemcpy (quantized weight upload)");
+  check(cudaMemcpyAsync(dev, host, size_t(bytes), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync (quantized weight upload)");
   live[reinterpret_cast<uintptr_t>(dev)] = Alloc{bytes, bytes, what, ""};
   into.bytes += bytes;
   weight_bytes += bytes;
@@ -700,6 +705,9 @@ const void* CudaBackend::Impl::quant_weight(const WeightRef& w) {
     up.view.slices = static_cast<const k::QSlice*>(upload_weight_bytes(
         up.slices.data(), int64_t(up.slices.size() * sizeof(k::QSlice)), "weight " + w.name + " (slice table)", c));
     upload_weight_bytes(&up.view, sizeof(k::QView), "weight " + w.name + " (quantized view)", c);
+    // The view and slice table are locals: wait for their copies (and the
+    // codes', see weight()) before they go.
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (quantized weight upload)");
   } catch (...) {
     for (void* p : c.buffers) {
       live.erase(reinterpret_cast<uintptr_t>(p));
@@ -965,8 +973,18 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
     if (idx.i[size_t(t)] < 0 || idx.i[size_t(t)] >= E)
       fail("expert index " + std::to_string(idx.i[size_t(t)]) + " at (" + std::to_string(t / std::max<int64_t>(K, 1)) +
            ", " + std::to_string(t % std::max<int64_t>(K, 1)) + ") is out of range [0, " + std::to_string(E) + ")");
+  // The scatter-add of one expert writes each of its tokens' rows from its
+  // own block, so a token may route to an expert once (the router's top-k
+  // are distinct; a duplicate would be a write race on the device).
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t a = 0; a < K; ++a)
+      for (int64_t b = a + 1; b < K; ++b)
+        if (idx.i[size_t(m * K + a)] == idx.i[size_t(m * K + b)])
+          fail("token " + std::to_string(m) + " routes to expert " + std::to_string(idx.i[size_t(m * K + a)]) +
+               " twice (top-k " + std::to_string(a) + " and " + std::to_string(b) + "): expert indices of a token "
+               "must be distinct");
   std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
-  for (int32_t e : idx.i) ++count[size_t(e)];
+  for (int64_t t = 0; t < M * K; ++t) ++count[size_t(idx.i[size_t(t)])];
   for (int64_t e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
   Tensor tokens = Tensor::i32({M * K});
   Tensor weights = Tensor::f32({M * K});
@@ -1104,7 +1122,7 @@ void CudaBackend::Impl::check_finite(const OpCall& c) const {
     int64_t first = -1;
     *count = 0;
     if (t.dtype != DType::kF32) return first;
-    for (size_t e = 0; e < t.f.size(); ++e)
+    for (size_t e = 0; e < size_t(t.numel()); ++e)
       if (!std::isfinite(t.f[e])) {
         if (first < 0) first = int64_t(e);
         ++*count;

@@ -47,7 +47,9 @@ struct Device {
   std::map<uintptr_t, Allocation> allocations;  // by start address
   std::set<CUstream_st*> streams;
   std::set<CUmemPoolHandle_st*> pools;
-  cudaError_t sticky = cudaSuccess;
+  // A device fault breaks that device's context only (as each device has its
+  // own primary context).
+  cudaError_t sticky[kMaxDevices] = {};
 };
 
 Device& device() {
@@ -81,11 +83,11 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
-// The sticky error of a broken context, else success.
+// The sticky error of the current device's broken context, else success.
 cudaError_t broken() {
   Device& d = device();
   std::lock_guard lock(d.mu);
-  return d.sticky;
+  return d.sticky[t_device];
 }
 
 // The allocation holding [a, a + bytes), or null.
@@ -104,10 +106,10 @@ void break_context(cudaError_t e, const std::string& what) {
   Device& d = device();
   {
     std::lock_guard lock(d.mu);
-    if (d.sticky == cudaSuccess) d.sticky = e;
+    if (d.sticky[t_device] == cudaSuccess) d.sticky[t_device] = e;
   }
   t_last_error = e;
-  std::fprintf(stderr, "dgemma CUDA emulator: %s: %s\n", cudaGetErrorName(e), what.c_str());
+  std::fprintf(stderr, "dgemma CUDA emulator: device %d: %s: %s\n", t_device, cudaGetErrorName(e), what.c_str());
 }
 
 bool stream_ok(cudaStream_t s) {

@@ -177,8 +177,11 @@ void to_runner(EmuThread& t, bool exiting) {
   t_context = &t.ctx;
 }
 
+std::string thread_text(const EmuThread& t);
+
 // Thrown by thread_fault and caught at the bottom of the fiber, so that the
-// kernel's frames are unwound (nothing of them is left on an abandoned stack).
+// faulting thread's frames are unwound. (The other threads of a faulted block
+// are abandoned where they wait: their frames hold no heap objects.)
 struct ThreadFault {};
 
 [[noreturn]] void fiber_entry() {
@@ -190,6 +193,9 @@ struct ThreadFault {};
     (*r.body)();
     t.state = State::kDone;
   } catch (const ThreadFault&) {
+    t.state = State::kFaulted;
+  } catch (...) {  // nothing may unwind past this frame (it has no caller)
+    r.fault = thread_text(t) + ": an exception escaped the kernel";
     t.state = State::kFaulted;
   }
   to_runner(t, true);
@@ -266,8 +272,8 @@ bool release_barriers(std::vector<EmuThread>& threads, std::string* why) {
     for (size_t i = w0; i < w1; ++i) {
       const EmuThread& t = threads[i];
       if (t.state != State::kAtWarpBarrier) continue;
-      // Every lane of its mask must be waiting at the warp barrier too; a
-      // lane that has exited never will.
+      // Every lane of its mask must be waiting at a warp barrier with the same
+      // mask (not in another shuffle); a lane that has exited never will.
       bool ready = true;
       for (unsigned l = 0; l < kWarpSize && ready; ++l) {
         if (!(t.wait_mask >> l & 1u)) continue;
@@ -279,7 +285,7 @@ bool release_barriers(std::vector<EmuThread>& threads, std::string* why) {
                  (j >= w1 ? ", which the block does not have" : ", which has exited");
           return false;
         }
-        ready = threads[j].state == State::kAtWarpBarrier;
+        ready = threads[j].state == State::kAtWarpBarrier && threads[j].wait_mask == t.wait_mask;
       }
       if (!ready) continue;
       for (unsigned l = 0; l < kWarpSize; ++l)
