@@ -30,6 +30,7 @@
 #endif
 #endif
 #if DGEMMA_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -209,6 +210,11 @@ void fiber_entry_uc() { fiber_entry(); }
 // Sets up a fresh fiber on its stack, to start in fiber_entry.
 void prepare(EmuThread& t) {
   t.asan_fake_stack = nullptr;
+#if DGEMMA_EMU_ASAN
+  // The stack is reused: the frames of its last fiber never returned (a fiber
+  // ends by switching away), so their redzones are still poisoned.
+  ASAN_UNPOISON_MEMORY_REGION(t.stack->bottom(), kStackBytes);
+#endif
 #if defined(__x86_64__)
   // From the top (16-byte aligned): a null return address for fiber_entry
   // (so that it starts with the stack alignment of a called function), the
