@@ -70,9 +70,13 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
                               : DiffusionGemma::load(model_dir, config, options());
   if (!plan.empty() && backend != "cpu")
     throw Error("--backend: not combinable with --plan (a plan names its devices)");
+  // A device backend's spec with the fault guards of --debug-device.
+  auto device_spec = [this](const std::string& name) {
+    return debug_device ? with_device_option(name, "debug") : name;
+  };
   if (plan.empty()) {
     if (backend != "cpu" || debug_device) {
-      const std::string spec = debug_device ? with_device_option(backend, "debug") : backend;
+      const std::string spec = device_spec(backend);
       if (debug_device && spec == backend)
         throw Error("--debug-device: backend '" + backend + "' has no device buffers to guard (use --backend cuda)");
       backend_ = make_backend(spec, int(threads));
@@ -85,7 +89,7 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     throw Error("--debug-device: the plan " + plan + " has no CUDA device whose buffers could be guarded");
   // The backend of one device of the plan.
   auto device_backend = [&](const std::string& name) -> std::unique_ptr<Backend> {
-    if (is_cuda_device(name)) return make_backend(debug_device ? with_device_option(name, "debug") : name, int(threads));
+    if (is_cuda_device(name)) return make_backend(device_spec(name), int(threads));
     CpuBackendOptions co;
     co.threads = int(threads);
     co.bf16_dot = model->options().bf16_dot;

@@ -126,14 +126,11 @@ uint64_t fingerprint(const void* data, int64_t bytes) {
 }
 
 k::WType wtype_of(const WeightRef& w, const std::string& where) {
-  switch (w.dtype) {
-    case DType::kF32: return k::WType::kF32;
-    case DType::kBF16: return k::WType::kBF16;
-    case DType::kF16: return k::WType::kF16;
-    default:
-      throw Error("cuda backend: op " + where + ": weight " + w.name + " has dtype " + std::string(dtype_name(w.dtype)) +
-                  ", which the CUDA backend cannot read (F32, BF16, F16)");
-  }
+  k::WType t;
+  if (!k::float_wtype(w.dtype, &t))
+    throw Error("cuda backend: op " + where + ": weight " + w.name + " has dtype " + std::string(dtype_name(w.dtype)) +
+                ", which the CUDA backend cannot read (F32, BF16, F16)");
+  return t;
 }
 
 // ---- cuBLAS, loaded on first use --------------------------------------------

@@ -10,6 +10,15 @@
 
 namespace dgemma::cuda {
 
+bool float_wtype(DType dtype, WType* out) {
+  switch (dtype) {
+    case DType::kF32: *out = WType::kF32; return true;
+    case DType::kBF16: *out = WType::kBF16; return true;
+    case DType::kF16: *out = WType::kF16; return true;
+    default: return false;
+  }
+}
+
 void QuantUpload::bind(const std::vector<void*>& dev) {
   auto at = [&dev](int b) { return b < 0 ? nullptr : static_cast<const uint8_t*>(dev[size_t(b)]); };
   for (size_t k = 0; k < slices.size(); ++k) {
@@ -60,14 +69,9 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
       break;
     case QuantScheme::kAffine:
       v.scheme = QScheme::kAffine;
-      switch (q.scale_dtype) {
-        case DType::kF32: v.scale_type = WType::kF32; break;
-        case DType::kBF16: v.scale_type = WType::kBF16; break;
-        case DType::kF16: v.scale_type = WType::kF16; break;
-        default:
-          throw Error("cuda backend: quantized weight " + name + " has affine scales of dtype " +
-                      std::string(dtype_name(q.scale_dtype)) + ", which the CUDA kernels cannot read (F32, BF16, F16)");
-      }
+      if (!float_wtype(q.scale_dtype, &v.scale_type))
+        throw Error("cuda backend: quantized weight " + name + " has affine scales of dtype " +
+                    std::string(dtype_name(q.scale_dtype)) + ", which the CUDA kernels cannot read (F32, BF16, F16)");
       break;
     case QuantScheme::kInt8: v.scheme = QScheme::kInt8; break;
   }

@@ -13,6 +13,10 @@
 
 namespace dgemma::cuda {
 
+// The kernels' element type of a float dtype (F32, BF16, F16); false for
+// any other dtype.
+bool float_wtype(DType dtype, WType* out);
+
 struct QuantUpload {
   struct Buffer {
     const void* host = nullptr;
