@@ -7,7 +7,9 @@
 //   valid text must encode, agree with the reference algorithm (no word
 //   cutting, no cache), get exactly one <bos> with add_special, and decode
 //   back to the input with "▁" read as a space (Gemma: every character is
-//   covered by a piece or by byte fallback; literal "▁" decodes as " ").
+//   covered by a piece or by byte fallback; literal "▁" decodes as " ");
+//   encode_plain must give no special id and decode back the same way, and
+//   encode_pieces of the two halves must equal encode.
 // * decode mode: the payload is read as ids (3 bytes each, spread over a bit
 //   more than the vocabulary). In-range ids must decode to valid UTF-8,
 //   out-of-range ids must throw dgemma::Error.
@@ -71,6 +73,16 @@ void fuzz_encode(const dgemma::Tokenizer& tok, std::string_view text, uint8_t mo
             std::equal(ids.begin(), ids.end(), with_bos.begin() + 1),
         "add_special is not <bos> + ids");
   check(tok.decode(ids) == spaces_for_meta(text), "decode(encode(text)) != text");
+  // Special-token text as plain text: no special id, same characters.
+  const std::vector<int32_t> plain = tok.encode_plain(text, false);
+  check(std::none_of(plain.begin(), plain.end(), [&](int32_t id) { return tok.is_special(id); }),
+        "encode_plain produced a special token");
+  check(tok.decode(plain) == spaces_for_meta(text), "decode(encode_plain(text)) != text");
+  // Pieces that all allow special tokens encode like the joined text.
+  size_t cut = text.size() / 2;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  const dgemma::Tokenizer::TextPiece pieces[] = {{text.substr(0, cut), true}, {text.substr(cut), true}};
+  check(tok.encode_pieces(pieces, false) == ids, "encode_pieces of two halves != encode");
 }
 
 void fuzz_decode(const dgemma::Tokenizer& tok, std::string_view data, uint8_t mode) {

@@ -224,13 +224,15 @@ int run_step(const Args& args) {
                 mf.backend);
   CpuBackendOptions o;
   o.threads = int(mf.threads);
-  o.bf16_dot = dot;
+  o.bf16_dot = dot || mf.precision == "bf16-dot";  // the same switch as on run
   if (!isa_text.empty()) {
     auto l = parse_isa(isa_text);
     if (!l) throw Error("--isa: expected scalar, avx2, avx512 or avx512bf16, got '" + isa_text + "'");
     o.isa = *l;
   }
+  const double t_start = now_s();
   auto model = mf.load();
+  const double t_load = now_s() - t_start;  // mapping, conversion, quantization at load
   std::unique_ptr<CpuBackend> cpu_backend;  // set on the CPU only
   if (on_cpu) {
     cpu_backend = std::make_unique<CpuBackend>(o);
@@ -326,6 +328,9 @@ int run_step(const Args& args) {
     v.set("isa", std::string(isa_name(cpu_backend->isa())));
     v.set("mode", cpu_backend->bf16_dot() ? "dot" : "fma");
   }
+  v.set("precision", mf.precision);
+  v.set("quantize", mf.quantize.empty() ? std::string("none") : mf.quantize);
+  v.set("load_s", t_load);
   v.set("context", P);
   v.set("canvas", L);
   v.set("prefill_s_incl_packing", t_prefill);
@@ -353,6 +358,16 @@ int run_step(const Args& args) {
     split.set(std::string(op_name(kind)), e);
   }
   v.set("step_sc_by_op", split);
+  if (cpu_backend) {
+    // What the sparse self-conditioning did over every pass above.
+    const SoftEmbeddingStats st = cpu_backend->soft_embedding_stats();
+    json::Value se = json::Object{};
+    se.set("rows_sparse", st.rows_sparse);
+    se.set("rows_dense", st.rows_dense);
+    se.set("kept_per_sparse_row", st.rows_sparse ? double(st.kept_entries) / double(st.rows_sparse) : 0.0);
+    se.set("kept_max", st.kept_max);
+    v.set("soft_embedding", se);
+  }
   if (layers != estimate_layers) {
     json::Value e = json::Object{};
     e.set("layers", estimate_layers);
@@ -376,6 +391,8 @@ int run_step(const Args& args) {
   else
     std::printf("model %s: %lld layers, canvas %lld, context %lld; backend %s\n", mf.model_dir.c_str(),
                 (long long)layers, (long long)L, (long long)P, backend_name.c_str());
+  std::printf("load: %.2f s (precision %s, quantize %s)\n", t_load, mf.precision.c_str(),
+              mf.quantize.empty() ? "none" : mf.quantize.c_str());
   std::printf("prefill of %lld tokens (incl. weight %s): %.2f s\n", (long long)context,
               cpu_backend ? "packing" : "preparation", t_prefill);
   std::printf("step (first, no self-conditioning): %.3f s, %.1f GFLOP, %.1f GFLOP/s\n", t_first, flop_first / 1e9,

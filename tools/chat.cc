@@ -1,7 +1,6 @@
 // dgemma chat [-m DIR] — multi-turn REPL on stdin lines, reusing the KV cache
 // of earlier turns (spec §3.6 "Multi-turn with cache reuse").
 #include <cstdio>
-#include <iostream>
 #include <string>
 
 #include "cli.h"
@@ -9,6 +8,8 @@
 #include "generate/chat_session.h"
 #include "generate/generate.h"
 #include "generation_flags.h"
+#include "interrupt.h"
+#include "line_reader.h"
 #include "model_flags.h"
 #include "model_source.h"
 #include "stream_printer.h"
@@ -39,7 +40,15 @@ int run_chat(const Args& args) {
                            "does not hold yet (the previous reply's last canvas, which generation never encodes,\n"
                            "plus the new user turn). The conversation keeps each reply as generated (up to its\n"
                            "EOS, at most -n tokens), closed with the template's end-of-turn. Turn t uses seed\n"
-                           "--seed + t. --verbose prints the cache reuse and a summary per turn on stderr.\n\n") +
+                           "--seed + t. --verbose prints the cache reuse and a summary per turn on stderr.\n"
+                           "Context: when the conversation plus the next reply (whole canvases for -n) would exceed\n"
+                           "the context size (-c, default the model's max_position_embeddings), the oldest turns are\n"
+                           "dropped (the system prompt stays) and a note on stderr says so.\n"
+                           "Ctrl-C during a reply stops it: the part already shown stays in the conversation (closed\n"
+                           "as a finished reply) and the session goes on. Ctrl-C at the prompt abandons the line; a\n"
+                           "second one there (or two in quick succession during a reply) exits with status 130.\n"
+                           "On a terminal the input line can be edited (arrows, Home/End, Ctrl-A/E/K/U/W, Up/Down\n"
+                           "for this session's history); from a pipe, lines are read as they are.\n\n") +
                    kDefaultModelHelp);
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
@@ -51,11 +60,11 @@ int run_chat(const Args& args) {
   p.add_bool("-v,--verbose", &verbose, "per-turn cache reuse and summary on stderr");
   p.add_bool("-q,--quiet", &quiet, "no notes on stderr");
   if (!p.parse(args)) return 0;
-  if (!p.positional().empty()) throw Error("chat: unexpected argument '" + p.positional()[0] + "'");
+  if (!p.positional().empty()) throw UsageError("chat: unexpected argument '" + p.positional()[0] + "'");
 
   mf.model_dir = resolve_model_dir(mf, quiet);
   const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
-  const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
+  const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
   const uint64_t seed = gf.resolve_seed();
   auto model = mf.load();
   if (!mf.is_output_rank()) {  // under MPI only rank 0 reports
@@ -63,18 +72,32 @@ int run_chat(const Args& args) {
     verbose = false;
   }
   ChatSession session(*model, tokenizer, parse_chat_template_kind(template_name), system, thinking);
+  session.set_context_limit(config.context_size, reply_positions(config, model->canvas_length()));
 
   const bool interactive = is_tty(stdin);
+  const TerminalCaps out_caps = terminal_caps(stdout);
   if (interactive && !quiet)
     std::fprintf(stderr, "dgemma chat: type a message; /reset starts over, /quit exits.\n");
+  const InterruptHandler interrupts;
+  LineReader reader(interactive && out_caps.cursor && is_tty(stdin));
   std::string line;
   int64_t turn = 0;
+  int status = 0;
+  bool interrupted_at_prompt = false;
   while (true) {
-    if (interactive) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
+    const LineReader::Status got = reader.read(interactive ? "> " : "", line);
+    if (got == LineReader::Status::kInterrupted) {
+      take_interrupt();
+      if (interrupted_at_prompt) {
+        std::fprintf(stderr, "dgemma: interrupted twice at the prompt: exiting\n");
+        return kInterruptedExitCode;
+      }
+      interrupted_at_prompt = true;
+      std::fprintf(stderr, "\ndgemma: (Ctrl-C again to exit, or /quit)\n");
+      continue;
     }
-    if (!std::getline(std::cin, line)) break;
+    interrupted_at_prompt = false;
+    if (got == LineReader::Status::kEof) break;
     const std::string text = trim(line);
     if (text.empty()) continue;
     if (text == "/quit" || text == "/exit") break;
@@ -88,14 +111,25 @@ int run_chat(const Args& args) {
       continue;
     }
 
-    const ChatSession::TurnInput in = session.begin_turn(text);
+    ChatSession::TurnInput in;
+    try {
+      in = session.begin_turn(text);
+    } catch (const Error& e) {  // does not fit in the context size: skip this message
+      std::fprintf(stderr, "error: %s\n", e.what());
+      status = 1;
+      continue;
+    }
+    if (in.dropped_turns > 0)
+      std::fprintf(stderr, "dgemma: context size %lld (-c/--ctx-size) reached: dropped the %lld oldest turn%s\n",
+                   (long long)config.context_size, (long long)in.dropped_turns, in.dropped_turns == 1 ? "" : "s");
     if (verbose)
       std::fprintf(stderr, "dgemma: turn %lld: encoded %lld new tokens, reused %lld cached%s\n", (long long)turn,
                    (long long)in.new_ids.size(), (long long)in.reused, in.cache_reset ? " (cache rebuilt)" : "");
     RandomDraws draws(seed + uint64_t(turn));
     StreamOptions so;
     so.mode = StreamMode::kText;
-    so.tty = is_tty(stdout);
+    so.terminal = out_caps;
+    so.interruptible = true;
     so.special = special;
     so.max_tokens = config.max_new_tokens;
     so.eos_token_ids = config.eos_token_ids;
@@ -104,7 +138,11 @@ int run_chat(const Args& args) {
     printer.start();
     const GenerationResult result = generate(*model, in.new_ids, config, draws, &printer);
     GenerationStats stats = printer.finish(result, model->canvas_length());
-    session.end_turn(result, printer.tokens());
+    session.end_turn(result, printer.tokens());  // a cancelled reply is kept as far as it was shown
+    if (result.cancelled) {
+      take_interrupt();
+      std::fprintf(stderr, "dgemma: reply interrupted (Ctrl-C); the session goes on\n");
+    }
     if (verbose) {
       stats.reused_tokens = in.reused;
       std::fprintf(stderr, "%s\n", format_summary(stats).c_str());
@@ -112,7 +150,7 @@ int run_chat(const Args& args) {
     ++turn;
   }
   if (verbose) std::fprintf(stderr, "seed              %llu\n", (unsigned long long)seed);
-  return 0;
+  return status;
 }
 
 const Subcommand kChat("chat", "multi-turn chat on stdin, reusing the KV cache between turns", run_chat);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "dgemma/error.h"
 #include "flags.h"
+#include "model_flags.h"
 #include "ops/op.h"
 
 namespace dgemma::cli {
@@ -23,11 +24,12 @@ int run_doctor_cmd(const Args& args) {
       "the CPU reference and, teacher-forced (same inputs), on the target backend, and names the first\n"
       "op whose output diverges, is NaN, writes out of bounds (canary), throws or crashes — with its\n"
       "layer, pass, step and shapes. The checked run happens in a child process: a crash is reported,\n"
-      "not suffered. Backends: cpu, inject:OP:LAYER:PASS:STEP:KIND (KIND value|nan|oob|crash; LAYER\n"
+      "not suffered. Backends: cpu; cuda, cuda:N (CUDA device N), with ,sync or ,debug options (a CUDA\n"
+      "GPU; built when CMake finds nvcc); inject:OP:LAYER:PASS:STEP:KIND (KIND value|nan|oob|crash; LAYER\n"
       "may be 'model' for once-per-pass ops) for testing the checker itself.");
   p.add_string("-m,--model", &o.model_dir, "checkpoint folder", "DIR");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
-  p.add_string("--backend", &o.backend, "target backend", "NAME");
+  p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, cpu or inject:...", "NAME");
   p.add_int("--steps", &steps, "denoising steps after the prefill");
   p.add_string("--prompt-ids", &prompt_ids, "prompt token ids (default: a fixed 12-token prompt)", "IDS");
   p.add_string("--precision", &precision, "fp32 or bf16 weights", "MODE");
@@ -48,8 +50,8 @@ int run_doctor_cmd(const Args& args) {
       std::printf("%s %s\n", std::string(op_name(OpKind(k))).c_str(), std::string(op_scope(OpKind(k))).c_str());
     return 0;
   }
-  if (o.model_dir.empty()) throw Error("doctor: give -m DIR");
-  if (!p.positional().empty()) throw Error("doctor: unexpected argument '" + p.positional()[0] + "'");
+  if (o.model_dir.empty()) throw UsageError("doctor: give -m DIR");
+  if (!p.positional().empty()) throw UsageError("doctor: unexpected argument '" + p.positional()[0] + "'");
   if (steps < 1 || steps > 1000) throw Error("--steps must be in [1, 1000], got " + std::to_string(steps));
   o.steps = int(steps);
   o.threads = int(threads);
@@ -61,6 +63,9 @@ int run_doctor_cmd(const Args& args) {
       if (v < 0 || v > INT32_MAX) throw Error("--prompt-ids: id " + std::to_string(v) + " is out of range");
       o.prompt.push_back(int32_t(v));
     }
+  // The checked run makes its backend in a child process; making it here
+  // first (which leaves CUDA uninitialized) turns "no GPU" into a plain error.
+  make_cli_backend(o.backend, 1);
   if (sync) o.backend = with_device_option(o.backend, "sync");
   DoctorReport r = run_doctor(o);
   if (as_json) std::printf("%s\n", json::dump(doctor_report_json(r), 2).c_str());

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "dgemma/error.h"
+#include "output.h"
+#include "suggest.h"
 
 namespace dgemma::cli {
 namespace {
@@ -19,14 +21,14 @@ int64_t to_int(const std::string& s, const std::string& flag) {
   int64_t v = 0;
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw Error("flag " + flag + ": expected an integer, got '" + s + "'");
+    throw UsageError("option " + flag + ": expected an integer, got '" + s + "'");
   return v;
 }
 double to_double(const std::string& s, const std::string& flag) {
   double v = 0;
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw Error("flag " + flag + ": expected a number, got '" + s + "'");
+    throw UsageError("option " + flag + ": expected a number, got '" + s + "'");
   return v;
 }
 std::string fmt_double(double d) {
@@ -98,6 +100,7 @@ bool FlagParser::parse(const Args& args) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
       std::fputs(help_text().c_str(), stdout);
+      check_output(stdout);
       return false;
     }
     if (a.size() < 2 || a[0] != '-' || a == "-" || (a[1] >= '0' && a[1] <= '9')) {
@@ -116,20 +119,26 @@ bool FlagParser::parse(const Args& args) {
       has_value = true;
     }
     Flag* f = lookup(name);
-    if (!f) throw Error("unknown option '" + name + "' (see --help)");
+    if (!f) {
+      std::vector<std::string> names;
+      for (const auto& known : flags_) names.insert(names.end(), known.names.begin(), known.names.end());
+      names.push_back("--help");
+      const std::string hint = did_you_mean(name, names);
+      throw UsageError("unknown option '" + name + "'" + (hint.empty() ? " (see --help)" : hint));
+    }
     f->seen = true;
     if (f->kind == Kind::kBool) {
       if (has_value) {
         if (value == "true" || value == "1") *static_cast<bool*>(f->target) = true;
         else if (value == "false" || value == "0") *static_cast<bool*>(f->target) = false;
-        else throw Error("option " + name + ": expected true/false, got '" + value + "'");
+        else throw UsageError("option " + name + ": expected true/false, got '" + value + "'");
       } else {
         *static_cast<bool*>(f->target) = true;
       }
       continue;
     }
     if (!has_value) {
-      if (i + 1 >= args.size()) throw Error("option " + name + " needs a value");
+      if (i + 1 >= args.size()) throw UsageError("option " + name + " needs a value");
       value = args[++i];
     }
     switch (f->kind) {
@@ -149,7 +158,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   std::string item;
   while (std::getline(ss, item, ',')) {
     size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b == std::string::npos) throw Error(what + ": empty element in list '" + text + "'");
+    if (b == std::string::npos) throw UsageError(what + ": empty element in list '" + text + "'");
     out.push_back(to_int(item.substr(b, e - b + 1), what));
   }
   return out;

@@ -7,8 +7,17 @@
 #include <vector>
 
 #include "cli.h"
+#include "dgemma/error.h"
 
 namespace dgemma::cli {
+
+// A command-line mistake (unknown option or command, missing or malformed
+// value): main() prints it and exits with 2, like getopt-based tools; other
+// errors exit with 1.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
 
 class FlagParser {
  public:
@@ -52,7 +61,7 @@ class FlagParser {
   std::vector<std::string> positional_;
 };
 
-// Parses "1,2,3" into integers; `what` names the flag in errors.
+// Parses "1,2,3" into integers; `what` names the flag in errors (UsageError).
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
 
 }  // namespace dgemma::cli

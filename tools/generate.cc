@@ -2,6 +2,8 @@
 // Ids in, ids out: the reference generate() (spec §3.2) with no tokenizer,
 // for replaying recorded Transformers runs and for scripts.
 #include <cstdio>
+#include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -13,6 +15,7 @@
 #include "generate/recorded_self_conditioning.h"
 #include "generation_flags.h"
 #include "model_flags.h"
+#include "output.h"
 
 namespace dgemma::cli {
 namespace {
@@ -53,7 +56,10 @@ int run_generate(const Args& args) {
       "the recording (recorded logits / temperature), which keeps the replay exact while the model\n"
       "still computes every pass. A summary goes to stderr.");
   mf.add_to(p);
-  p.add_string("--prompt-ids", &prompt_ids, "prompt token ids, comma-separated (include BOS yourself)", "IDS");
+  p.add_string("--prompt-ids", &prompt_ids,
+               "prompt token ids separated by commas or spaces, or a JSON list: what `dgemma tokenize` prints "
+               "(include BOS yourself; '-' reads them from stdin)",
+               "IDS");
   p.add_string("--replay", &replay, "replay recorded random draws from this safetensors file", "FILE");
   p.add_bool("--replay-self-conditioning", &replay_sc,
              "with --replay: self-conditioning inputs from the recording too (parity check)");
@@ -61,12 +67,16 @@ int run_generate(const Args& args) {
   p.add_bool("--json", &as_json, "print one JSON object instead of the id list");
   p.add_bool("-q,--quiet", &quiet, "no summary on stderr");
   if (!p.parse(args)) return 0;
-  if (!p.positional().empty()) throw Error("generate: unexpected argument '" + p.positional()[0] + "'");
-  if (prompt_ids.empty()) throw Error("generate: give --prompt-ids (e.g. --prompt-ids 2,427,158)");
-  if (!replay.empty() && p.given("--seed")) throw Error("generate: --replay and --seed exclude each other");
-  if (replay_sc && replay.empty()) throw Error("generate: --replay-self-conditioning needs --replay FILE");
+  if (!p.positional().empty()) throw UsageError("generate: unexpected argument '" + p.positional()[0] + "'");
+  if (prompt_ids.empty()) throw UsageError("generate: give --prompt-ids (e.g. --prompt-ids 2,427,158)");
+  if (!replay.empty() && p.given("--seed")) throw UsageError("generate: --replay and --seed exclude each other");
+  if (replay_sc && replay.empty()) throw UsageError("generate: --replay-self-conditioning needs --replay FILE");
+  if (prompt_ids == "-") prompt_ids.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   const std::vector<int32_t> prompt = parse_token_ids(prompt_ids, "--prompt-ids");
-  if (mf.model_dir.empty()) throw Error("generate: no model given: use -m DIR");
+  if (mf.model_dir.empty()) throw UsageError("generate: no model given: use -m DIR");
+  // Refuse a request that cannot fit before loading the model.
+  check_context_fits(gf.resolve(mf.model_dir, true, mf.config), int64_t(prompt.size()), 0,
+                     model_canvas_length(mf.model_dir, mf.config));
 
   auto model = mf.load();
   quiet = quiet || !mf.is_output_rank();  // under MPI only rank 0 reports
@@ -74,7 +84,7 @@ int run_generate(const Args& args) {
     if (prompt[i] >= model->vocab_size())
       throw Error("--prompt-ids: token id " + std::to_string(prompt[i]) + " at position " + std::to_string(i) +
                   " is outside the vocabulary [0, " + std::to_string(model->vocab_size()) + ")");
-  const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
+  const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
 
   std::unique_ptr<DrawSource> draws;
   ReplayDraws* tape = nullptr;
@@ -121,7 +131,7 @@ int run_generate(const Args& args) {
     }
     std::printf("%s\n", line.c_str());
   }
-  std::fflush(stdout);
+  check_output(stdout);  // the ids before the summary, and a failed write is an error
   if (!quiet) {
     int64_t valid = 0;
     for (const int32_t t : result.generated()) valid += t != config.pad_token_id ? 1 : 0;

@@ -4,16 +4,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <random>
 
 #include "dgemma/error.h"
+#include "generate/rng.h"
+#include "model/config.h"
 
 namespace dgemma::cli {
 namespace {
 
 int64_t to_int(const std::string& s, const std::string& flag) {
   const std::vector<int64_t> v = parse_int_list(s, flag);
-  if (v.size() != 1) throw Error("option " + flag + ": expected one integer, got '" + s + "'");
+  if (v.size() != 1) throw UsageError("option " + flag + ": expected one integer, got '" + s + "'");
   return v[0];
 }
 
@@ -21,21 +22,82 @@ double to_double(const std::string& s, const std::string& flag) {
   double v = 0;
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw Error("option " + flag + ": expected a number, got '" + s + "'");
+    throw UsageError("option " + flag + ": expected a number, got '" + s + "'");
   return v;
+}
+
+std::string config_path(const std::string& model_dir, const std::string& model_config) {
+  return model_config.empty() ? (std::filesystem::path(model_dir) / "config.json").string() : model_config;
 }
 
 }  // namespace
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what) {
-  if (text.empty()) throw Error(what + ": empty list");
+  // Commas separate fields; inside a field, whitespace and the brackets of a
+  // JSON list separate ids. "1,,2" (an empty field) is an error.
   std::vector<int32_t> out;
-  for (const int64_t v : parse_int_list(text, what)) {
-    if (v < 0 || v > std::numeric_limits<int32_t>::max())
-      throw Error(what + ": token id " + std::to_string(v) + " is out of range");
-    out.push_back(int32_t(v));
+  const auto is_space = [](char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '[' || ch == ']';
+  };
+  size_t field_start = 0;
+  const bool has_comma = text.find(',') != std::string::npos;
+  while (field_start <= text.size()) {
+    size_t field_end = text.find(',', field_start);
+    if (field_end == std::string::npos) field_end = text.size();
+    size_t items = 0;
+    for (size_t i = field_start; i < field_end;) {
+      if (is_space(text[i])) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < field_end && !is_space(text[j])) ++j;
+      const std::string item = text.substr(i, j - i);
+      int64_t v = 0;
+      const auto r = std::from_chars(item.data(), item.data() + item.size(), v);
+      if (r.ec != std::errc() || r.ptr != item.data() + item.size())
+        throw UsageError(what + ": '" + item + "' is not a token id: expected an integer (ids separated by commas or "
+                         "spaces, or a JSON list)");
+      if (v < 0 || v > std::numeric_limits<int32_t>::max())
+        throw UsageError(what + ": token id " + std::to_string(v) + " is out of range");
+      out.push_back(int32_t(v));
+      ++items;
+      i = j;
+    }
+    if (items == 0 && has_comma) throw UsageError(what + ": empty element in list '" + text + "'");
+    field_start = field_end + 1;
   }
+  if (out.empty()) throw UsageError(what + ": empty list");
   return out;
+}
+
+int64_t model_canvas_length(const std::string& model_dir, const std::string& model_config) {
+  return load_model_config(config_path(model_dir, model_config)).canvas_length;
+}
+
+int64_t reply_positions(const GenerationConfig& config, int64_t canvas_length) {
+  const int64_t n = config.max_new_tokens;
+  if (n <= 0 || canvas_length <= 0) return 0;
+  const int64_t canvases = n / canvas_length + (n % canvas_length != 0 ? 1 : 0);
+  if (canvases > std::numeric_limits<int64_t>::max() / canvas_length) return std::numeric_limits<int64_t>::max();
+  return canvases * canvas_length;
+}
+
+void check_context_fits(const GenerationConfig& config, int64_t prompt_tokens, int64_t cached, int64_t canvas_length) {
+  if (config.context_size <= 0) return;
+  const int64_t limit = config.context_size;
+  const std::string what = "the context size " + std::to_string(limit) + " (-c/--ctx-size)";
+  if (prompt_tokens + cached > limit)
+    throw Error("the prompt (" + std::to_string(prompt_tokens) + " tokens" +
+                (cached ? " + " + std::to_string(cached) + " cached" : std::string()) + ") exceeds " + what);
+  const int64_t need = reply_positions(config, canvas_length);
+  if (need > limit - prompt_tokens - cached) {
+    const int64_t room = (limit - prompt_tokens - cached) / canvas_length * canvas_length;
+    throw Error("-n " + std::to_string(config.max_new_tokens) + " needs " + std::to_string(need) +
+                " positions (whole canvases of " + std::to_string(canvas_length) + ") after a prompt of " +
+                std::to_string(prompt_tokens + cached) + " tokens, more than " + what + " allows; at most -n " +
+                std::to_string(room) + " fits (or raise -c)");
+  }
 }
 
 void GenerationFlags::add_to(FlagParser& p) {
@@ -53,10 +115,17 @@ void GenerationFlags::add_to(FlagParser& p) {
   p.add_string("--t-max", &t_max, "temperature at the first step" + from, "X");
   p.add_string("--eos-token-id", &eos_token_id, "comma-separated EOS ids" + from, "IDS");
   p.add_string("--pad-token-id", &pad_token_id, "id written after the first EOS of a canvas" + from, "ID");
+  p.add_string("--temp", &temperature,
+               "sampling temperature of the first denoising step (the schedule keeps its t_min/t_max shape); "
+               "0 = greedy (argmax; seed 0 unless --seed)" + from, "T");
+  p.add_string("-c,--ctx-size", &ctx_size,
+               "context size in tokens: prompt + conversation + generated canvases must fit; 0 = no limit "
+               "(default: the model's max_position_embeddings)", "N");
   p.add_int("-s,--seed", &seed, "random seed (-1: a random one, printed in the summary)");
 }
 
-GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool quiet) const {
+GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool quiet,
+                                          const std::string& model_config) const {
   const std::string path = generation_config.empty() ? model_dir : generation_config;
   if (!generation_config.empty() && !std::filesystem::exists(generation_config))
     throw Error("--generation-config: " + generation_config + " does not exist");
@@ -83,14 +152,27 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
   // (spec §3.4); an explicit -n must win.
   if (!max_new_tokens.empty()) c.max_length = 0;
   validate_generation_config(c, "generation parameters (" + loaded.path + " + flags)");
+  if (!temperature.empty()) {
+    const double t = to_double(temperature, "--temp");
+    if (!(t >= 0.0) || t > 1e6)
+      throw UsageError("option --temp: expected a temperature >= 0 (0 = greedy), got '" + temperature + "'");
+    apply_temperature_override(c, t, "--temp");
+  }
+  if (!ctx_size.empty()) {
+    c.context_size = to_int(ctx_size, "--ctx-size");
+    if (c.context_size < 0)
+      throw UsageError("option --ctx-size: expected a size >= 0 (0 = no limit), got " + ctx_size);
+  } else if (const std::string cfg = config_path(model_dir, model_config); std::filesystem::exists(cfg)) {
+    c.context_size = load_model_config(cfg).max_position_embeddings;
+  }
   return c;
 }
 
 uint64_t GenerationFlags::resolve_seed() const {
   if (seed >= 0) return uint64_t(seed);
-  if (seed != -1) throw Error("--seed must be >= 0 or -1 (random), got " + std::to_string(seed));
-  std::random_device rd;
-  return (uint64_t(rd()) << 32 | rd()) & 0x7fffffffffffffffULL;
+  if (seed != -1) throw UsageError("--seed must be >= 0 or -1 (random), got " + std::to_string(seed));
+  if (!temperature.empty() && to_double(temperature, "--temp") == 0.0) return 0;  // greedy: repeatable
+  return random_seed();  // < 2^53: exact in a JSON number read by JavaScript
 }
 
 }  // namespace dgemma::cli

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "backend/backend_factory.h"
@@ -11,13 +12,28 @@
 
 namespace dgemma::cli {
 
+std::unique_ptr<Backend> make_cli_backend(const std::string& spec, int threads) {
+  try {
+    return make_backend(spec, threads);
+  } catch (const Error& e) {
+    const bool cuda = spec == "cuda" || spec.rfind("cuda:", 0) == 0;
+    if (!cuda || std::string(e.what()).find("no CUDA device found") == std::string::npos ||
+        std::filesystem::exists("/dev/nvidiactl") || std::filesystem::exists("/dev/nvidia0"))
+      throw;
+    throw Error("backend '" + spec + "': no CUDA device found: this machine has no NVIDIA GPU (no /dev/nvidia0 "
+                "or /dev/nvidiactl: is the NVIDIA driver loaded?); use --backend cpu");
+  }
+}
+
 void ModelFlags::add_to(FlagParser& p) {
   p.add_string("-m,--model", &model_dir, "checkpoint folder (config.json + *.safetensors)", "DIR");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
   p.add_string("--precision", &precision,
-               "fp32: weights as stored, fp32 activations (parity); bf16: weights converted to bf16, "
-               "fp32 activations and accumulation (product path); bf16-dot: bf16 weights and GEMM inputs "
-               "rounded to bf16, vdpbf16ps (fastest on AVX512_BF16 CPUs, a bf16 run numerically)",
+               "fp32: Transformers in float32 - weights as stored and widened exactly, fp32 activations, "
+               "embedding scale and self-conditioning (parity, also on bf16 checkpoints); bf16: Transformers in "
+               "bf16 where dgemma rounds - weights converted to bf16, the embedding scale and self-conditioning "
+               "rounded to bf16, fp32 activations and accumulation (product path); bf16-dot: bf16 plus GEMM inputs "
+               "rounded to bf16, vdpbf16ps (fastest on AVX512_BF16 CPUs)",
                "MODE");
   p.add_string("--decoder-window", &decoder_window,
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
@@ -79,7 +95,7 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
       const std::string spec = device_spec(backend);
       if (debug_device && spec == backend)
         throw Error("--debug-device: backend '" + backend + "' has no device buffers to guard (use --backend cuda)");
-      backend_ = make_backend(spec, int(threads));
+      backend_ = make_cli_backend(spec, int(threads));
       model->set_backend(*backend_);
     }
     return model;
@@ -89,7 +105,7 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     throw Error("--debug-device: the plan " + plan + " has no CUDA device whose buffers could be guarded");
   // The backend of one device of the plan.
   auto device_backend = [&](const std::string& name) -> std::unique_ptr<Backend> {
-    if (is_cuda_device(name)) return make_backend(device_spec(name), int(threads));
+    if (is_cuda_device(name)) return make_cli_backend(device_spec(name), int(threads));
     CpuBackendOptions co;
     co.threads = int(threads);
     co.bf16_dot = model->options().bf16_dot;

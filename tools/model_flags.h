@@ -11,6 +11,13 @@
 
 namespace dgemma::cli {
 
+// make_backend(spec, threads), except that when a CUDA backend cannot be made
+// because the machine has no NVIDIA GPU at all (no /dev/nvidiactl or
+// /dev/nvidia0), the error says exactly that instead of the CUDA runtime's
+// "driver version is insufficient" (an emulated CUDA device is unaffected: it
+// is made without error).
+std::unique_ptr<Backend> make_cli_backend(const std::string& spec, int threads);
+
 struct ModelFlags {
   std::string model_dir;
   std::string config;  // optional alternative config.json

@@ -1,6 +1,7 @@
 // dgemma plan -m DIR --devices cuda:0=80GiB,... [--strategy] [--json]
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "cli.h"
 #include "dgemma/error.h"
@@ -8,12 +9,13 @@
 #include "io/safetensors.h"
 #include "model/weights.h"
 #include "placement/planner.h"
+#include "quantized_size.h"
 
 namespace dgemma::cli {
 namespace {
 
 int run_plan(const Args& args) {
-  std::string dir, devices, strategy = "sequential", margin = "512MiB", kv_dtype = "bf16";
+  std::string dir, devices, strategy = "sequential", margin = "512MiB", kv_dtype = "bf16", quantize = "none";
   int64_t max_batch = 1, context = 4096;
   double utilization = 0.9;
   bool as_json = false, replicate = false;
@@ -22,7 +24,10 @@ int run_plan(const Args& args) {
                "contiguous, tied aliases go with their canonical tensor, the embedding table lives with the LM head\n"
                "and sampler (or is replicated read-only with --replicate-embedding, counted), one device is preferred\n"
                "when the model fits, and nothing is offloaded silently: if it does not fit, the error states the\n"
-               "minimum memory per device. Strategies: single, sequential (fill in order), balanced (even load).");
+               "minimum memory per device. Strategies: single, sequential (fill in order), balanced (even load).\n"
+               "Sizes take binary units K/KiB, M/MiB, G/GiB, T/TiB (24G = 24GiB) or decimal KB, MB, GB, TB.\n"
+               "--quantize MODE plans with the weights as `--quantize MODE` would hold them after loading\n"
+               "(estimated from the shapes: codes + scales), answering \"would it fit if quantized?\".");
   p.add_string("-m,--model", &dir, "checkpoint folder", "DIR");
   p.add_string("--devices", &devices, "devices and capacities, e.g. cuda:0=80GiB,cuda:1=80GiB", "LIST");
   p.add_string("--strategy", &strategy, "single, sequential or balanced", "S");
@@ -31,10 +36,14 @@ int run_plan(const Args& args) {
   p.add_string("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", "T");
   p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
   p.add_string("--margin", &margin, "reserved bytes per device", "SIZE");
+  p.add_string("--quantize", &quantize, "plan for weights quantized at load: none, nf4, nvfp4-experts or q8",
+               "MODE");
   p.add_bool("--replicate-embedding", &replicate, "replicate the embedding read-only on the last device");
   p.add_bool("--json", &as_json, "print the plan (or the error) as JSON");
   if (!p.parse(args)) return 0;
-  if (dir.empty()) throw Error("plan: give -m DIR");
+  if (dir.empty()) throw UsageError("plan: give -m DIR");
+  const std::optional<LoadQuantization> mode = parse_load_quantization(quantize);
+  if (!mode) throw UsageError("option --quantize: expected none, nf4, nvfp4-experts or q8, got '" + quantize + "'");
   PlanRequest r;
   r.devices = parse_device_list(devices);
   r.strategy = parse_strategy(strategy);
@@ -52,14 +61,22 @@ int run_plan(const Args& args) {
   bo.verify_tied_copies = false;
   ModelWeights w = bind_weights(config, store, bo);
   std::map<std::string, uint64_t> bytes;
-  for (const auto& b : w.bound) bytes[b.expected.name] = b.nbytes;
+  for (const auto& b : w.bound) bytes[b.expected.name] = quantized_bytes(b, *mode);
   try {
     Plan plan = make_plan(config, bytes, r);
-    if (as_json) std::printf("%s\n", json::dump(plan_to_json(plan), 2).c_str());
-    else std::fputs(plan_to_text(plan).c_str(), stdout);
+    if (as_json) {
+      json::Value v = plan_to_json(plan);
+      if (*mode != LoadQuantization::kNone) v.set("quantize", quantize);
+      std::printf("%s\n", json::dump(v, 2).c_str());
+    } else {
+      if (*mode != LoadQuantization::kNone)
+        std::printf("weights as quantized at load with --quantize %s (estimated from the shapes)\n", quantize.c_str());
+      std::fputs(plan_to_text(plan).c_str(), stdout);
+    }
     return 0;
   } catch (const PlanError& e) {
-    if (!as_json) throw;
+    if (!as_json && *mode == LoadQuantization::kNone) throw;
+    if (!as_json) throw Error("with --quantize " + quantize + ": " + e.what());
     json::Value o = json::Object{};
     o.set("error", std::string(e.what()));
     o.set("min_bytes_per_device", e.min_bytes_per_device);

@@ -11,6 +11,7 @@
 #include "dgemma/error.h"
 #include "generate/generate.h"
 #include "generation_flags.h"
+#include "interrupt.h"
 #include "model_flags.h"
 #include "model_source.h"
 #include "stream_printer.h"
@@ -37,8 +38,15 @@ int run_run(const Args& args) {
                            "(accepted tokens bold green, noise dimmed, step counter and mean entropy); when stdout\n"
                            "is not a terminal it prints one line per step instead (accepted tokens in place, '_'\n"
                            "for noise) and then the final text.\n"
-                           "--json: JSON lines {\"event\":\"step\",...} per step, {\"event\":\"canvas\",...,\"text\":...}\n"
-                           "per canvas and a final {\"event\":\"done\",...} with the text, tokens and timings.\n\n") +
+                           "(the last frame of a canvas shows its argmax: what it commits). NO_COLOR drops the\n"
+                           "colours (noise shows as '_'); TERM=dumb prints only the text.\n"
+                           "--json: JSON lines {\"event\":\"step\",...,\"argmax\",\"final\"} per step,\n"
+                           "{\"event\":\"canvas\",...,\"text\":...} per canvas and a final {\"event\":\"done\",...}\n"
+                           "with the text, tokens and timings.\n"
+                           "The prompt plus the whole canvases for -n must fit in the context size (-c, default the\n"
+                           "model's max_position_embeddings); a request that does not is refused before the model\n"
+                           "loads. Ctrl-C stops generation: the text so far and the summary are printed and the exit\n"
+                           "status is 130 (a second Ctrl-C exits at once).\n\n") +
                    kDefaultModelHelp);
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
@@ -53,16 +61,19 @@ int run_run(const Args& args) {
   p.add_bool("--special", &special, "keep special tokens in the printed text");
   p.add_bool("-q,--quiet", &quiet, "no notes or summary on stderr");
   if (!p.parse(args)) return 0;
-  if (!p.positional().empty()) throw Error("run: unexpected argument '" + p.positional()[0] + "'");
-  if (!p.given("-p")) throw Error("run: give a prompt with -p TEXT");
-  if (visualize && as_json) throw Error("run: --visualize and --json exclude each other");
-  if (raw && (!system.empty() || thinking)) throw Error("run: --raw excludes --system and --thinking");
+  if (!p.positional().empty()) throw UsageError("run: unexpected argument '" + p.positional()[0] + "'");
+  if (!p.given("-p")) throw UsageError("run: give a prompt with -p TEXT");
+  if (visualize && as_json) throw UsageError("run: --visualize and --json exclude each other");
+  if (raw && (!system.empty() || thinking)) throw UsageError("run: --raw excludes --system and --thinking");
   if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  if (prompt.find_first_not_of(" \t\r\n") == std::string::npos && !quiet)
+    std::fprintf(stderr, "warning: the prompt is empty%s\n",
+                 raw ? "" : ": the model gets only the chat template's turn markers");
 
   const auto t0 = std::chrono::steady_clock::now();
   mf.model_dir = resolve_model_dir(mf, quiet);
   const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
-  const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
+  const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
   std::vector<int32_t> ids;
   if (raw) {
     ids = tokenizer.encode(prompt, true);
@@ -72,6 +83,8 @@ int run_run(const Args& args) {
     messages.push_back({"user", prompt, {}});
     ids = encode_chat(tokenizer, messages, true, thinking, parse_chat_template_kind(template_name));
   }
+  // Refuse a request that cannot fit before loading the model.
+  check_context_fits(config, int64_t(ids.size()), 0, model_canvas_length(mf.model_dir, mf.config));
   auto model = mf.load();
   quiet = quiet || !mf.is_output_rank();  // under MPI only rank 0 reports
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -80,21 +93,24 @@ int run_run(const Args& args) {
   RandomDraws draws(seed);
   StreamOptions so;
   so.mode = as_json ? StreamMode::kJson : visualize ? StreamMode::kVisualize : StreamMode::kText;
-  so.tty = is_tty(stdout);
+  so.terminal = terminal_caps(stdout);
+  so.interruptible = true;
   so.special = special;
   so.max_tokens = config.max_new_tokens;
   so.eos_token_ids = config.eos_token_ids;
   so.max_denoising_steps = config.max_denoising_steps;
   StreamPrinter printer(tokenizer, stdout, so);
+  const InterruptHandler interrupts;
   printer.start();
   const GenerationResult result = generate(*model, ids, config, draws, &printer);
   json::Object extra;
   extra.emplace_back("seed", json::Value(seed));
   const GenerationStats stats = printer.finish(result, model->canvas_length(), extra);
+  if (result.cancelled) std::fprintf(stderr, "dgemma: interrupted (Ctrl-C): generation stopped\n");
   if (!quiet)
     std::fprintf(stderr, "%s\nload time         %.2f s (model, tokenizer)\nseed              %llu\n",
                  format_summary(stats).c_str(), load_seconds, (unsigned long long)seed);
-  return 0;
+  return result.cancelled ? kInterruptedExitCode : 0;
 }
 
 const Subcommand kRun("run", "generate text from a prompt (default model: random weights, no download)", run_run);

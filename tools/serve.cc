@@ -1,11 +1,14 @@
 // dgemma serve [-m DIR] [--host H] [--port P] — an OpenAI-compatible HTTP
 // server (src/server): chat and text completions (JSON or SSE streams, with
-// optional per-step drafts), models, health and Prometheus metrics.
+// optional per-step drafts), models, health and Prometheus metrics; drains on
+// SIGINT/SIGTERM.
 #include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -50,8 +53,9 @@ int run_serve(const Args& args) {
   GenerationFlags gf;
   std::string host = "127.0.0.1", port_file, alias, tokenizer_flag, template_name = "auto";
   int64_t port = 8080, parallel = 2, max_queue = 64, max_body = 1 << 20, max_prompt_tokens = 8192;
-  int64_t max_tokens_limit = 4096, http_threads = 0;
-  bool thinking = false, quiet = false;
+  int64_t max_tokens_limit = 4096, http_threads = 0, drain_timeout = 60;
+  bool thinking = false, quiet = false, special_tokens_in_content = false;
+  std::string api_key;
   FlagParser p(
       "dgemma serve [-m DIR] [--host 127.0.0.1] [--port 8080] [--parallel N] [--max-queue N]",
       std::string(
@@ -63,10 +67,17 @@ int run_serve(const Args& args) {
           "seed, stop (up to 4 strings), n = 1, stream, stream_options {include_usage, include_drafts};\n"
           "extension: max_denoising_steps. include_drafts adds a chunk per denoising step with a\n"
           "\"dgemma_draft\" object (canvas, step, accepted, mask, text) for UIs that show the canvas converging.\n"
+          "temperature 0 is greedy (draw B is the argmax) and, without a seed, uses seed 0: repeatable.\n"
+          "Other OpenAI fields are accepted only with values that change nothing (top_p 1, n 1, user, ...);\n"
+          "anything else gets 400 unsupported_parameter naming it. Chat message content is plain text:\n"
+          "control-token text such as \"<turn|>\" in it is not a control token (--special-tokens-in-content).\n"
           "Requests run --parallel sequences at a time, each with its own KV cache, interleaved on the one\n"
-          "model pass by pass; up to --max-queue more wait (then 429). A client that disconnects cancels its\n"
-          "request. SIGINT/SIGTERM stop the server cleanly. Flags -n, --max-denoising-steps, --t-min, ...\n"
-          "set the defaults of every request.\n\n") +
+          "model pass by pass; up to --max-queue more wait (then 429 with Retry-After). A client that\n"
+          "disconnects cancels its request. prompt + max_tokens (whole canvases) must fit -c/--ctx-size.\n"
+          "SIGINT/SIGTERM drain: new and queued requests get 503, running ones finish (streams end with\n"
+          "[DONE]), then the server exits 0; a second signal or --drain-timeout stops at once. Each request\n"
+          "is logged on stderr (-q: not). Flags -n, --max-denoising-steps, --t-min, ... set the defaults of\n"
+          "every request.\n\n") +
           kDefaultModelHelp);
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
@@ -83,7 +94,16 @@ int run_serve(const Args& args) {
   p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400");
   p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400");
   p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)");
-  p.add_bool("-q,--quiet", &quiet, "no notes on stderr");
+  p.add_string("--api-key", &api_key,
+               "require \"Authorization: Bearer KEY\" (else 401) on every route but /health and /metrics "
+               "(default: $DGEMMA_API_KEY)",
+               "KEY");
+  p.add_bool("--special-tokens-in-content", &special_tokens_in_content,
+             "encode control-token text in chat message content (\"<turn|>\") as control tokens, as the "
+             "reference template does (lets a user forge turns)");
+  p.add_int("--drain-timeout", &drain_timeout,
+            "seconds SIGINT/SIGTERM wait for running requests before cutting them (0: no wait)");
+  p.add_bool("-q,--quiet", &quiet, "no notes or request log on stderr");
   if (!p.parse(args)) return 0;
   if (!p.positional().empty()) throw Error("serve: unexpected argument '" + p.positional()[0] + "'");
   if (p.given("--seed")) throw Error("serve: --seed is not a server flag; requests give \"seed\"");
@@ -94,6 +114,10 @@ int run_serve(const Args& args) {
   if (max_body < 1024) throw Error("--max-body-size must be at least 1024 bytes");
   if (max_tokens_limit < 1) throw Error("--max-tokens-limit must be at least 1");
   if (http_threads < 0 || http_threads > 4096) throw Error("--threads-http must be in [0, 4096]");
+  if (drain_timeout < 0) throw Error("--drain-timeout must be >= 0, got " + std::to_string(drain_timeout));
+  if (!p.given("--api-key"))
+    if (const char* env = std::getenv("DGEMMA_API_KEY")) api_key = env;
+  if (p.given("--api-key") && api_key.empty()) throw Error("--api-key: the key must not be empty");
 
   // Signals go to one thread that stops the server; every other thread
   // (model thread pool, HTTP workers) inherits the blocked mask.
@@ -118,6 +142,7 @@ int run_serve(const Args& args) {
   so.max_tokens_limit = max_tokens_limit;
   so.default_max_tokens = std::min(config.max_new_tokens, max_tokens_limit);
   so.max_prompt_tokens = max_prompt_tokens;
+  so.special_tokens_in_content = special_tokens_in_content;
   so.slots = int(parallel);
   so.max_queue = max_queue;
   server::Metrics metrics;
@@ -128,6 +153,8 @@ int run_serve(const Args& args) {
   ho.port = int(port);
   ho.max_body_bytes = max_body;
   ho.threads = int(http_threads);
+  ho.api_key = api_key;
+  ho.log_requests = !quiet;
   server::HttpServer http(service, metrics, ho);
   const int bound = http.bind();
   if (!port_file.empty()) write_port_file(port_file, bound);
@@ -141,15 +168,32 @@ int run_serve(const Args& args) {
   std::atomic<bool> done{false};
   std::atomic<int> caught{0};
   std::thread signal_thread([&] {
-    const timespec tick{0, 200 * 1000 * 1000};
-    while (!done) {
-      const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-      if (sig > 0) {
-        caught = sig;
-        http.stop();
-        return;
+    const timespec tick{0, 100 * 1000 * 1000};
+    const auto wait_signal = [&] { return sigtimedwait(&stop_signals, nullptr, &tick); };
+    int sig = 0;
+    while (!done && (sig = wait_signal()) <= 0) {
+    }
+    if (sig <= 0) return;
+    caught = sig;
+    // Drain: refuse new and queued requests, let running ones finish.
+    http.drain();
+    if (!quiet)
+      std::fprintf(stderr,
+                   "dgemma serve: signal %d: draining (%lld running; new requests get 503; up to %llds, "
+                   "a second signal stops at once)\n",
+                   sig, (long long)service.scheduler().in_flight(), (long long)drain_timeout);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drain_timeout);
+    while (!http.idle()) {
+      if (wait_signal() > 0) {
+        if (!quiet) std::fprintf(stderr, "dgemma serve: second signal: stopping now\n");
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        if (!quiet) std::fprintf(stderr, "dgemma serve: --drain-timeout reached: cutting the running requests\n");
+        break;
       }
     }
+    http.stop();
   });
   const bool served = http.serve();
   done = true;

@@ -2,6 +2,10 @@
 
 #include <cstdio>
 
+#include "canvas_frame.h"
+#include "interrupt.h"
+#include "output.h"
+
 namespace dgemma::cli {
 namespace {
 
@@ -31,8 +35,17 @@ StreamPrinter::StreamPrinter(const Tokenizer& tokenizer, FILE* out, StreamOption
       options_(std::move(options)),
       tokens_(options_.eos_token_ids, options_.max_tokens),
       text_(tokenizer, !options_.special) {
-  if (options_.mode == StreamMode::kVisualize && options_.tty)
+  if (options_.mode == StreamMode::kVisualize && options_.terminal.cursor) {
+    watch_window_size();
     live_ = std::make_unique<LiveRegion>(out_, terminal_columns(out_));
+  }
+}
+
+bool StreamPrinter::cancelled() { return options_.interruptible && interrupt_pending(); }
+
+void StreamPrinter::write(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), out_);
+  check_output(out_);
 }
 
 std::string StreamPrinter::piece(int32_t id) const {
@@ -41,11 +54,7 @@ std::string StreamPrinter::piece(int32_t id) const {
   return s.empty() ? std::string("\xC2\xB7") : s;  // ·
 }
 
-void StreamPrinter::emit_json(const json::Value& v) {
-  const std::string line = json::dump(v) + "\n";
-  std::fwrite(line.data(), 1, line.size(), out_);
-  std::fflush(out_);
-}
+void StreamPrinter::emit_json(const json::Value& v) { write(json::dump(v) + "\n"); }
 
 void StreamPrinter::on_step(const StepEvent& e) {
   const int64_t L = int64_t(e.canvas_out.size());
@@ -67,31 +76,31 @@ void StreamPrinter::on_step(const StepEvent& e) {
       json::Array acc;
       for (const uint8_t a : e.accepted) acc.emplace_back(int64_t(a));
       v.set("accepted", acc);
+      v.set("argmax", int_array(e.argmax));  // on the final step: what the canvas commits
+      v.set("final", is_last_step(e));
       emit_json(v);
       return;
     }
     case StreamMode::kVisualize: break;
   }
-  char status[160];
-  std::snprintf(status, sizeof status, "canvas %lld step %lld/%lld  accepted %lld/%lld  mean entropy %.3f nats%s",
+  if (!live_ && options_.terminal.tty) return;  // TERM=dumb: only the text
+  const bool last = is_last_step(e);
+  char status[200];
+  std::snprintf(status, sizeof status, "canvas %lld step %lld/%lld  accepted %lld/%lld  mean entropy %.3f nats%s%s",
                 (long long)e.canvas, (long long)(e.step + 1), (long long)options_.max_denoising_steps,
-                (long long)e.n_accepted, (long long)L, double(e.mean_entropy), e.stop ? "  (stable+confident)" : "");
+                (long long)e.n_accepted, (long long)L, double(e.mean_entropy), e.stop ? "  (stable+confident)" : "",
+                last ? "  final: argmax commits" : "");
+  const FrameTokens shown = frame_tokens(e);
   if (live_) {
-    std::string frame;
-    for (int64_t i = 0; i < L; ++i) {
-      frame += e.accepted[size_t(i)] ? ansi::kAccepted : ansi::kDim;
-      frame += piece(e.canvas_out[size_t(i)]);
-      frame += ansi::kReset;
-    }
-    frame += std::string("\n") + ansi::kStatus + "[" + status + "]" + ansi::kReset;
-    live_->draw(frame);
+    std::vector<FrameCell> cells;
+    cells.reserve(shown.ids.size());
+    for (size_t i = 0; i < shown.ids.size(); ++i) cells.push_back({piece(shown.ids[i]), shown.settled[i] != 0});
+    live_->draw(layout_frame(cells, status, live_->columns(), options_.terminal.color));
     return;
   }
   std::string line = std::string(status) + " | ";
-  for (int64_t i = 0; i < L; ++i) line += e.accepted[size_t(i)] ? piece(e.canvas_out[size_t(i)]) : std::string("_");
-  line += "\n";
-  std::fwrite(line.data(), 1, line.size(), out_);
-  std::fflush(out_);
+  for (size_t i = 0; i < shown.ids.size(); ++i) line += shown.settled[i] ? piece(shown.ids[i]) : std::string("_");
+  write(line + "\n");
 }
 
 void StreamPrinter::on_canvas(const CanvasEvent& e) {
@@ -100,8 +109,7 @@ void StreamPrinter::on_canvas(const CanvasEvent& e) {
   const std::string text = text_.push(fresh);
   switch (options_.mode) {
     case StreamMode::kText:
-      std::fwrite(text.data(), 1, text.size(), out_);
-      std::fflush(out_);
+      write(text);
       return;
     case StreamMode::kJson: {
       json::Value v = json::Object{};
@@ -116,7 +124,12 @@ void StreamPrinter::on_canvas(const CanvasEvent& e) {
       return;
     }
     case StreamMode::kVisualize:
-      if (live_) live_->print(sanitize_for_terminal(text));
+      if (live_) {
+        live_->print(sanitize_for_terminal(text));
+        check_output(out_);
+      } else if (options_.terminal.tty) {
+        write(sanitize_for_terminal(text));  // TERM=dumb
+      }
       return;
   }
 }
@@ -128,20 +141,19 @@ GenerationStats StreamPrinter::finish(const GenerationResult& result, int64_t ca
   const std::string reason = result.cancelled ? "cancelled" : stop_reason_name(tokens_.stop_reason());
   GenerationStats stats = collect_stats(result, canvas_length, clock_, int64_t(tokens_.tokens().size()), reason);
   switch (options_.mode) {
-    case StreamMode::kText: {
-      const std::string s = rest + "\n";
-      std::fwrite(s.data(), 1, s.size(), out_);
+    case StreamMode::kText:
+      write(rest + "\n");
       break;
-    }
-    case StreamMode::kVisualize: {
+    case StreamMode::kVisualize:
       if (live_) {
         live_->print(sanitize_for_terminal(rest) + "\n");
+        check_output(out_);
+      } else if (options_.terminal.tty) {
+        write(sanitize_for_terminal(rest) + "\n");  // TERM=dumb
       } else {
-        const std::string s = text_.text() + "\n";
-        std::fwrite(s.data(), 1, s.size(), out_);
+        write(text_.text() + "\n");
       }
       break;
-    }
     case StreamMode::kJson: {
       json::Value v = json::Object{};
       v.set("event", "done");
@@ -166,7 +178,6 @@ GenerationStats StreamPrinter::finish(const GenerationResult& result, int64_t ca
       break;
     }
   }
-  std::fflush(out_);
   return stats;
 }
 

@@ -3,6 +3,14 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include "unicode_width_table.h"
+
 namespace dgemma::cli {
 namespace {
 
@@ -27,15 +35,14 @@ char32_t next_codepoint(std::string_view s, size_t& i) {
   return c;
 }
 
-struct Range {
-  char32_t lo, hi;
-};
-
-bool in(const Range* r, size_t n, char32_t c) {
-  for (size_t k = 0; k < n; ++k)
-    if (c >= r[k].lo && c <= r[k].hi) return true;
-  return false;
+bool in(std::span<const WidthRange> ranges, char32_t c) {
+  const auto it = std::upper_bound(ranges.begin(), ranges.end(), c,
+                                   [](char32_t v, const WidthRange& r) { return v < r.lo; });
+  return it != ranges.begin() && c <= std::prev(it)->hi;
 }
+
+std::atomic<int> g_resized{0};
+extern "C" void on_sigwinch(int) { g_resized = 1; }
 
 }  // namespace
 
@@ -47,24 +54,49 @@ int terminal_columns(FILE* f) {
   return 80;
 }
 
+TerminalCaps terminal_caps(FILE* f) {
+  TerminalCaps caps;
+  caps.tty = is_tty(f);
+  const char* term = std::getenv("TERM");
+  caps.cursor = caps.tty && !(term != nullptr && std::strcmp(term, "dumb") == 0);
+  const char* no_color = std::getenv("NO_COLOR");
+  caps.color = caps.cursor && (no_color == nullptr || no_color[0] == '\0');
+  return caps;
+}
+
+void watch_window_size() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigwinch;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    return sigaction(SIGWINCH, &sa, nullptr) == 0;
+  }();
+  (void)installed;
+}
+
+bool window_resized() { return g_resized.exchange(0) != 0; }
+
 int codepoint_width(char32_t c) {
-  // Approximations of Unicode's zero-width (Mn/Me/Cf) and East Asian Wide /
-  // Fullwidth classes; a wrong guess only misplaces a redraw by a column.
-  static const Range kZero[] = {{0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x0610, 0x061A},
-                                {0x064B, 0x065F}, {0x0E31, 0x0E31}, {0x0E34, 0x0E3A}, {0x0E47, 0x0E4E},
-                                {0x200B, 0x200F}, {0x202A, 0x202E}, {0x2060, 0x2064}, {0x20D0, 0x20FF},
-                                {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}, {0xFEFF, 0xFEFF}, {0xE0100, 0xE01EF}};
-  static const Range kWide[] = {{0x1100, 0x115F},   {0x231A, 0x231B},   {0x2329, 0x232A},   {0x23E9, 0x23EC},
-                                {0x25FD, 0x25FE},   {0x2614, 0x2615},   {0x2648, 0x2653},   {0x26AA, 0x26AB},
-                                {0x2E80, 0x303E},   {0x3041, 0x33FF},   {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},
-                                {0xA000, 0xA4CF},   {0xA960, 0xA97F},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},
-                                {0xFE10, 0xFE19},   {0xFE30, 0xFE6F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},
-                                {0x16FE0, 0x18CFF}, {0x1B000, 0x1B2FF}, {0x1F300, 0x1F64F}, {0x1F680, 0x1F6FF},
-                                {0x1F900, 0x1F9FF}, {0x1FA70, 0x1FAFF}, {0x20000, 0x3FFFD}};
-  if (c < 0x300) return 1;
-  if (in(kZero, sizeof kZero / sizeof kZero[0], c)) return 0;
-  if (in(kWide, sizeof kWide / sizeof kWide[0], c)) return 2;
+  if (c >= 0x20 && c < 0x300) return 1;  // fast path: ASCII and Latin
+  if (in(zero_width_ranges(), c)) return 0;
+  if (in(double_width_ranges(), c)) return 2;
   return 1;
+}
+
+int display_width(std::string_view text) {
+  int width = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      i += 2;
+      while (i < text.size() && !(text[i] >= 0x40 && text[i] <= 0x7E)) ++i;
+      ++i;
+      continue;
+    }
+    width += codepoint_width(next_codepoint(text, i));
+  }
+  return width;
 }
 
 std::string sanitize_for_terminal(std::string_view text) {
@@ -112,16 +144,19 @@ int CursorModel::advance(std::string_view text) {
   return rows;
 }
 
+int LiveRegion::columns() {
+  if (window_resized()) cursor_.set_columns(terminal_columns(out_));
+  return cursor_.columns();
+}
+
 void LiveRegion::clear() {
   if (!drawn_) return;
-  // Back to where the region started: up its rows, to its column, then
+  // Up to the permanent text's last row, to the column where it ended, then
   // erase to the end of the screen.
   if (region_rows_ > 0) std::fprintf(out_, "\x1b[%dA", region_rows_);
   std::fputc('\r', out_);
-  if (region_start_col_ > 0) std::fprintf(out_, "\x1b[%dC", region_start_col_);
+  if (cursor_.column() > 0) std::fprintf(out_, "\x1b[%dC", cursor_.column());
   std::fputs("\x1b[J", out_);
-  // The cursor model returns to the region's start.
-  cursor_.set_column(region_start_col_);
   drawn_ = false;
 }
 
@@ -129,14 +164,23 @@ void LiveRegion::print(std::string_view text) {
   clear();
   std::fwrite(text.data(), 1, text.size(), out_);
   cursor_.advance(text);
+  if (cursor_.column() >= columns()) {
+    // The text filled its last row exactly: start the next row now, as the
+    // terminal's pending wrap would, so that the region's "\n" below does
+    // not leave the cursor model one row off.
+    std::fputs("\r\n", out_);
+    cursor_.set_column(0);
+  }
   std::fflush(out_);
 }
 
 void LiveRegion::draw(std::string_view text) {
   clear();
-  region_start_col_ = cursor_.column();
+  columns();  // follow a resize
+  std::fputs("\x1b[?7l\n", out_);  // auto-wrap off; the region starts on the next row
   std::fwrite(text.data(), 1, text.size(), out_);
-  region_rows_ = cursor_.advance(text);
+  std::fputs("\x1b[?7h", out_);
+  region_rows_ = 1 + int(std::count(text.begin(), text.end(), '\n'));
   drawn_ = true;
   std::fflush(out_);
 }

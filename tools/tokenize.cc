@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "flags.h"
+#include "model_source.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -134,7 +135,10 @@ int run(const Args& args) {
   FlagParser flags("dgemma tokenize [options] [TEXT | IDS | MESSAGES_JSON]",
                    "Encodes text to token ids (input: the argument, or stdin when absent), decodes ids to\n"
                    "text, or renders a chat prompt. Encode prints space-separated ids; decode prints the\n"
-                   "text as-is (no newline added).");
+                   "text as-is (no newline added). The ids line is what `dgemma generate --prompt-ids` takes.\n"
+                   "Without --tokenizer or -m, the built-in default model's tokenizer is used (the real\n"
+                   "262,144-token Gemma vocabulary with the Gemma 4 control tokens; created on first use, like\n"
+                   "`dgemma run` without -m).");
   flags.add_string("--tokenizer", &o.tokenizer_path, "tokenizer.json to use", "FILE");
   flags.add_string("-m,--model", &o.model_dir, "model directory (uses DIR/tokenizer.json)", "DIR");
   flags.add_bool("--add-special", &o.add_special, "apply the post-processor (Gemma 3: leading <bos>)");
@@ -148,14 +152,17 @@ int run(const Args& args) {
   flags.add_string("--template", &o.chat_template, "with --chat: chat template: auto, gemma4 or gemma3", "NAME");
   if (!flags.parse(args)) return 0;
 
-  if (o.tokenizer_path.empty() && o.model_dir.empty())
-    throw Error("no tokenizer: give --tokenizer FILE or -m DIR (see --help)");
-  if (!o.tokenizer_path.empty() && !o.model_dir.empty()) throw Error("give either --tokenizer or -m, not both");
-  if (o.decode && o.chat) throw Error("--decode and --chat cannot be combined");
+  if (!o.tokenizer_path.empty() && !o.model_dir.empty())
+    throw UsageError("tokenize: give either --tokenizer or -m, not both");
+  if (o.decode && o.chat) throw UsageError("tokenize: --decode and --chat cannot be combined");
   if (flags.positional().size() > 1)
-    throw Error("expected at most one input argument, got " + std::to_string(flags.positional().size()) +
-                " (quote the text)");
-  const std::string path = o.tokenizer_path.empty() ? o.model_dir + "/tokenizer.json" : o.tokenizer_path;
+    throw UsageError("tokenize: expected at most one input argument, got " + std::to_string(flags.positional().size()) +
+                     " (quote the text)");
+  std::string path = o.tokenizer_path;
+  if (path.empty() && !o.model_dir.empty()) path = o.model_dir + "/tokenizer.json";
+  if (path.empty()) {  // the default model's tokenizer, as `run` without -m
+    path = resolve_tokenizer_path("", resolve_model_dir(ModelFlags{}, true));
+  }
   Tokenizer tok = Tokenizer::load(path);
   std::string input = flags.positional().empty() ? read_stdin() : flags.positional()[0];
 

@@ -29,24 +29,63 @@ ChatSession::ChatSession(DiffusionModel& model, const Tokenizer& tokenizer, Chat
   if (model_.cache_length() != 0) model_.truncate_cache(0);
 }
 
-ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text) {
-  if (history_.empty()) {
-    std::vector<ChatMessage> messages;
-    if (!system_.empty()) messages.push_back({"system", system_, {}});
-    messages.push_back({"user", user_text, {}});
-    history_ = encode_chat(tokenizer_, messages, true, thinking_, kind_);
-  } else {
-    // The template's text for one more user turn and the generation prompt,
-    // as the difference of two renderings.
-    std::vector<ChatMessage> messages = closed_exchange();
-    const std::string before = render_chat(tokenizer_, messages, false, thinking_, kind_);
-    messages.push_back({"user", user_text, {}});
-    const std::string after = render_chat(tokenizer_, messages, true, thinking_, kind_);
-    if (after.compare(0, before.size(), before) != 0)
-      throw Error("chat: the chat template does not render a conversation as a prefix of its continuation");
-    const std::vector<int32_t> turn = tokenizer_.encode(after.substr(before.size()), false);
-    history_.insert(history_.end(), turn.begin(), turn.end());
+void ChatSession::set_context_limit(int64_t context_size, int64_t reply_positions) {
+  context_size_ = context_size;
+  reply_positions_ = reply_positions;
+}
+
+std::vector<int32_t> ChatSession::first_turn_ids(const std::string& user_text) const {
+  std::vector<ChatMessage> messages;
+  if (!system_.empty()) messages.push_back({"system", system_, {}});
+  messages.push_back({"user", user_text, {}});
+  return encode_chat(tokenizer_, messages, true, thinking_, kind_);
+}
+
+std::vector<int32_t> ChatSession::continuation_ids(const std::string& user_text) const {
+  // The template's text for one more user turn and the generation prompt,
+  // as the difference of two renderings.
+  std::vector<ChatMessage> messages = closed_exchange();
+  const std::string before = render_chat(tokenizer_, messages, false, thinking_, kind_);
+  messages.push_back({"user", user_text, {}});
+  const std::string after = render_chat(tokenizer_, messages, true, thinking_, kind_);
+  if (after.compare(0, before.size(), before) != 0)
+    throw Error("chat: the chat template does not render a conversation as a prefix of its continuation");
+  return tokenizer_.encode(after.substr(before.size()), false);
+}
+
+std::vector<int32_t> ChatSession::history_from(size_t first, const Turn& next) const {
+  std::vector<int32_t> h;
+  for (size_t k = first; k < turns_.size(); ++k) {
+    const std::vector<int32_t> head = k == first ? first_turn_ids(turns_[k].user) : turns_[k].continuation;
+    h.insert(h.end(), head.begin(), head.end());
+    h.insert(h.end(), turns_[k].reply.begin(), turns_[k].reply.end());
   }
+  const std::vector<int32_t> head = first == turns_.size() ? first_turn_ids(next.user) : next.continuation;
+  h.insert(h.end(), head.begin(), head.end());
+  return h;
+}
+
+ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text) {
+  Turn next{user_text, continuation_ids(user_text), {}};
+  std::vector<int32_t> history;
+  size_t first = 0;
+  if (turns_.empty()) {
+    history = first_turn_ids(user_text);
+  } else {
+    history = history_;
+    history.insert(history.end(), next.continuation.begin(), next.continuation.end());
+  }
+  const auto fits = [&](const std::vector<int32_t>& h) {
+    return context_size_ <= 0 || int64_t(h.size()) + reply_positions_ <= context_size_;
+  };
+  while (!fits(history) && first < turns_.size()) history = history_from(++first, next);
+  if (!fits(history))
+    throw Error("chat: this message needs " + std::to_string(history.size()) + " prompt tokens plus " +
+                std::to_string(reply_positions_) + " positions for the reply (whole canvases for -n), more than " +
+                "the context size " + std::to_string(context_size_) + " (-c/--ctx-size) even without earlier turns");
+  turns_.erase(turns_.begin(), turns_.begin() + std::ptrdiff_t(first));
+  turns_.push_back(std::move(next));
+  history_ = std::move(history);
 
   TurnInput in;
   if (model_.cache_length() != int64_t(cached_.size())) {  // someone else used the model: start over
@@ -68,6 +107,7 @@ ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text) {
     cached_.resize(size_t(keep));
   }
   in.reused = keep;
+  in.dropped_turns = int64_t(first);
   in.new_ids.assign(history_.begin() + keep, history_.end());
   pending_ = in.new_ids;
   return in;
@@ -86,6 +126,11 @@ void ChatSession::end_turn(const GenerationResult& result, std::span<const int32
 
   history_.insert(history_.end(), reply.begin(), reply.end());
   history_.insert(history_.end(), closing_ids_.begin(), closing_ids_.end());
+  if (!turns_.empty()) {
+    std::vector<int32_t>& r = turns_.back().reply;
+    r.assign(reply.begin(), reply.end());
+    r.insert(r.end(), closing_ids_.begin(), closing_ids_.end());
+  }
 }
 
 void ChatSession::reset() {
@@ -93,6 +138,7 @@ void ChatSession::reset() {
   history_.clear();
   cached_.clear();
   pending_.clear();
+  turns_.clear();
 }
 
 }  // namespace dgemma

@@ -17,6 +17,13 @@
 // trimmed by -n inside an encoded canvas). Sliding-window layers can only be
 // truncated while they still hold the rows the window needs; otherwise the
 // cache is rebuilt from scratch (still exact, only slower).
+//
+// Context limit (set_context_limit): when the history plus the positions a
+// reply needs would exceed the context size, begin_turn() drops the oldest
+// turns (user message and reply) until it fits, re-rendering the first kept
+// turn as the conversation's first (with the system prompt, which is always
+// kept). TurnInput::dropped_turns says how many went; the cache then keeps
+// only the common prefix (the system turn) and re-encodes the rest.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -38,8 +45,14 @@ class ChatSession {
     std::vector<int32_t> new_ids;  // pass to generate() as the prompt
     int64_t reused = 0;            // cached positions kept
     bool cache_reset = false;      // the cache had to be rebuilt from position 0
+    int64_t dropped_turns = 0;     // oldest turns dropped to fit the context size
   };
+  // Positions the conversation may use (0: no limit) and positions to keep
+  // free for each reply (whole canvases for max_new_tokens).
+  void set_context_limit(int64_t context_size, int64_t reply_positions);
   // Adds a user turn and prepares the cache; call generate() with new_ids next.
+  // Throws dgemma::Error, leaving the session as it was, when the turn does
+  // not fit in the context size even without any earlier turn.
   TurnInput begin_turn(const std::string& user_text);
   // Records the reply of the turn begun last: `result` of that generate()
   // call and the visible reply tokens (before the EOS, within -n).
@@ -49,8 +62,20 @@ class ChatSession {
 
   const std::vector<int32_t>& history() const { return history_; }
   const std::vector<int32_t>& cached() const { return cached_; }
+  // Turns in the history (kept ones, including the one in progress).
+  size_t turns() const { return turns_.size(); }
 
  private:
+  struct Turn {
+    std::string user;                   // the user message
+    std::vector<int32_t> continuation;  // its ids after a closed model turn
+    std::vector<int32_t> reply;         // reply + closing ids (after end_turn)
+  };
+  std::vector<int32_t> first_turn_ids(const std::string& user_text) const;
+  std::vector<int32_t> continuation_ids(const std::string& user_text) const;
+  // The history made of turns_[first..] followed by `next` (a new turn).
+  std::vector<int32_t> history_from(size_t first, const Turn& next) const;
+
   DiffusionModel& model_;
   const Tokenizer& tokenizer_;
   ChatTemplateKind kind_;
@@ -60,6 +85,9 @@ class ChatSession {
   std::vector<int32_t> history_;
   std::vector<int32_t> cached_;
   std::vector<int32_t> pending_;      // new_ids of the turn in progress
+  std::vector<Turn> turns_;
+  int64_t context_size_ = 0;
+  int64_t reply_positions_ = 0;
 };
 
 }  // namespace dgemma

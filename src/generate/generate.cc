@@ -24,6 +24,25 @@ std::string step_name(int64_t canvas, int64_t step) {
   return "canvas " + std::to_string(canvas) + " step " + std::to_string(step);
 }
 
+// Positions are int32 in every pass, and the caller's context size bounds
+// the whole sequence (prompt + cache + every canvas, full canvases).
+void check_context(const GenerationConfig& config, int64_t prompt_length, int64_t cached, int64_t n_canvases,
+                   int64_t L) {
+  const int64_t hard_limit = std::numeric_limits<int32_t>::max();
+  const int64_t limit = config.context_size > 0 ? std::min(config.context_size, hard_limit) : hard_limit;
+  const std::string what = config.context_size > 0 ? "the context size " + std::to_string(limit) + " (-c/--ctx-size)"
+                                                   : "the largest position " + std::to_string(hard_limit);
+  if (prompt_length + cached > limit)
+    throw Error("generate: the prompt (" + std::to_string(prompt_length) + " tokens) plus " + std::to_string(cached) +
+                " cached positions exceed " + what);
+  const int64_t room = (limit - prompt_length - cached) / L;  // whole canvases that still fit
+  if (n_canvases > room)
+    throw Error("generate: " + std::to_string(n_canvases) + " canvases of " + std::to_string(L) +
+                " tokens after a prompt of " + std::to_string(prompt_length) + " tokens (+" + std::to_string(cached) +
+                " cached) exceed " + what + "; at most " + std::to_string(room * L) +
+                " new tokens fit (max_new_tokens / -n)");
+}
+
 }  // namespace
 
 GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& prompt, const GenerationConfig& config,
@@ -47,6 +66,7 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   const int64_t cur_len = int64_t(prompt.size()) + model.cache_length();
   const int64_t max_new_tokens = resolve_max_new_tokens(config, cur_len);
   const int64_t n_canvases = max_new_tokens > 0 ? (max_new_tokens + L - 1) / L : 0;
+  check_context(config, int64_t(prompt.size()), model.cache_length(), n_canvases, L);
 
   GenerationResult result;
   result.sequences = prompt;
@@ -126,11 +146,12 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
       // renoise (C); draw B reads only this row, so fusing keeps it.
       const float temperature = step_temperature(config.t_min, config.t_max, cur_step, N);
       where = "generate: " + step_name(c, s);
-      fuse_sample = draws.samples_by_inverse_cdf();
+      fuse_sample = !config.greedy && draws.samples_by_inverse_cdf();
       run_rows(c, s, temperature);
       for (size_t i = 0; i < l; ++i)
         if (row_errors[i]) std::rethrow_exception(row_errors[i]);
-      if (!fuse_sample) draws.sample(c, s, out, V, sampled);
+      if (config.greedy) sampled = argmax;  // temperature 0: draw B is the argmax
+      else if (!fuse_sample) draws.sample(c, s, out, V, sampled);
       check_tokens(sampled, V, "sample draw of " + step_name(c, s));
       const int64_t n_accepted = entropy_bound_accept(entropy, config.entropy_bound, accepted);
       draws.renoise(c, s, V, noise);

@@ -1,6 +1,7 @@
 #include "generate/generation_config.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,19 @@ void validate_generation_config(const GenerationConfig& c, const std::string& so
   for (int32_t id : c.eos_token_ids)
     if (id < 0) invalid(source, "eos_token_id", std::to_string(id), "must be a token id >= 0");
   if (c.pad_token_id < 0) invalid(source, "pad_token_id", std::to_string(c.pad_token_id), "must be a token id >= 0");
+  if (c.context_size < 0) invalid(source, "context_size", std::to_string(c.context_size), "must be >= 0 (0 = no limit)");
+}
+
+void apply_temperature_override(GenerationConfig& c, double temperature, const std::string& source) {
+  if (!(temperature >= 0.0) || !std::isfinite(temperature))
+    invalid(source, "temperature", format_double(temperature), "must be a finite number >= 0 (0 = greedy)");
+  if (temperature == 0.0) {
+    c.greedy = true;
+    return;
+  }
+  c.greedy = false;
+  c.t_min = temperature * (c.t_min / c.t_max);
+  c.t_max = temperature;
 }
 
 int64_t resolve_max_new_tokens(const GenerationConfig& config, int64_t cur_len) {

@@ -34,7 +34,25 @@ struct GenerationConfig {
   // HF `max_length` (0 = unset). As in the reference, it only applies while
   // max_new_tokens holds the default 256; see resolve_max_new_tokens.
   int64_t max_length = 0;
+  // Not in generation_config.json; set by the caller.
+  // Greedy decoding (temperature 0): draw B, the per-position sample, is the
+  // argmax of the step's logits instead of a random draw. Draws A and C
+  // (initial canvas, renoise) still come from the seed, so greedy output is
+  // repeatable for a fixed seed. The temperature schedule still sets the
+  // entropies that the entropy-bound acceptance and the stop test read.
+  bool greedy = false;
+  // Context size: prompt + cached + generated positions may not exceed it
+  // (0 = no limit beyond int32 positions). generate() refuses a request that
+  // would need more, naming the limit; callers default it to the model's
+  // max_position_embeddings (-c/--ctx-size).
+  int64_t context_size = 0;
 };
+
+// Applies an OpenAI-style `temperature` (>= 0) to `config`: 0 selects greedy
+// decoding (schedule unchanged); t > 0 keeps the schedule's shape (t_max at the
+// first step, t_min at the last, spec §3.1) and scales it so that the first
+// step runs at t. Throws dgemma::Error naming `source` for t < 0 or NaN.
+void apply_temperature_override(GenerationConfig& config, double temperature, const std::string& source);
 
 // Throws dgemma::Error naming `source`, the field and the value.
 void validate_generation_config(const GenerationConfig& config, const std::string& source);

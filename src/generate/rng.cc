@@ -1,5 +1,7 @@
 #include "generate/rng.h"
 
+#include <random>
+
 #include "dgemma/error.h"
 
 namespace dgemma {
@@ -79,6 +81,11 @@ double PhiloxStream::uniform_double() {
   const uint64_t hi = next_u32() >> 5;  // 27 bits
   const uint64_t lo = next_u32() >> 6;  // 26 bits
   return double((hi << 26) | lo) * 0x1.0p-53;
+}
+
+uint64_t random_seed() {
+  std::random_device rd;
+  return ((uint64_t(rd()) << 32) | rd()) & kMaxExactJsonSeed;
 }
 
 }  // namespace dgemma

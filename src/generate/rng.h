@@ -45,4 +45,9 @@ class PhiloxStream {
   int used_ = 4;  // words of block_ already handed out
 };
 
+// A fresh seed from std::random_device, below 2^53 so that it survives a
+// round trip through a JSON number in JavaScript (IEEE double) unchanged.
+uint64_t random_seed();
+constexpr uint64_t kMaxExactJsonSeed = (uint64_t(1) << 53) - 1;
+
 }  // namespace dgemma

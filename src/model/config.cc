@@ -138,6 +138,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& sourc
   c.dtype = top.string_or("dtype", top.string_or("torch_dtype", t.string_or("dtype", "")));
   c.image_token_id = top.int_or("image_token_id", -1);
   c.canvas_length = int(top.get("canvas_length") ? top.positive_int("canvas_length") : 256);
+  if (t.get("max_position_embeddings")) c.max_position_embeddings = t.positive_int("max_position_embeddings");
   c.has_vision_config = top.get("vision_config") != nullptr;
   if (const json::Value* eos = top.get("eos_token_id") ? top.get("eos_token_id") : t.get("eos_token_id")) {
     if (eos->is_array()) {

@@ -46,6 +46,10 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double final_logit_softcapping = 0.0;  // 0: no soft-cap
   int canvas_length = 256;
+  // Positions the model was trained for (text config; class default 131072,
+  // the published checkpoint 262144). The math does not use it (spec §1.2);
+  // it is the default context size of run/chat/generate/serve (-c).
+  int64_t max_position_embeddings = 131072;
   int64_t pad_token_id = 0, bos_token_id = 2;
   std::vector<int64_t> eos_token_ids;
   int64_t image_token_id = -1;  // -1: none

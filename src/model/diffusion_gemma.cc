@@ -119,6 +119,8 @@ DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, const Mode
   bo.precision = options.precision;
   bo.verify_tied_copies = options.verify_tied_copies;
   bo.quantize = options.quantize;
+  bo.threads = options.threads;
+  bo.progress = options.load_progress;
   weights_ = bind_weights(config_, store_, bo);
   cache_ = empty_cache();
 }
@@ -155,15 +157,22 @@ void DiffusionGemma::swap_cache(KvCache& other) {
   decoder_step_ = 0;  // counts decode calls since the last encode of the cache now in place
 }
 
-// √H cast to the embedding dtype, as the reference stores its scale buffer
-// (spec §1.3: 53.0 for a bf16 table at H=2816).
+// √H cast to the dtype the reference computes in, as it casts its scale
+// buffer to the embedding dtype (spec §1.3): 53.0 in a bf16 run at H=2816;
+// float32 in the fp32 mode, which is Transformers with dtype=float32 — also
+// on a bf16 checkpoint, whose weights it upcasts exactly.
 float DiffusionGemma::embed_scale() const {
   const float s = float(std::sqrt(double(config_.hidden_size)));
-  switch (weights_.embed.dtype) {
-    case DType::kBF16: return round_bf16(s);
-    case DType::kF16: return f16_to_f32(f32_to_f16(s));
-    default: return s;
-  }
+  return bf16_run() ? round_bf16(s) : s;
+}
+
+// The embedding attributes of both passes: scale, and for the decoder's
+// self-conditioning the bf16 casts of a bf16 run (spec §3.3).
+OpAttrs DiffusionGemma::embedding_attrs() const {
+  OpAttrs a;
+  a.scale = embed_scale();
+  a.round_to_bf16 = bf16_run();
+  return a;
 }
 
 // One transformer layer (spec §2.1).
@@ -300,8 +309,7 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
   decoder_step_ = 0;
   Tensor pos = positions_tensor(cache_.length, n);
   OpSite op{exec_, -1, Pass::kEncoder, 0, workspace_};
-  OpAttrs ea;
-  ea.scale = embed_scale();
+  const OpAttrs ea = embedding_attrs();
   Tensor& x = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
   exec_.tap("encoder.embeddings", x);
   run_layers(Pass::kEncoder, x, pos);
@@ -331,8 +339,7 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
   Tensor pos = positions_tensor(cache_.length, n);
   OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
   const float eps = float(config_.rms_norm_eps);
-  OpAttrs ea;
-  ea.scale = embed_scale();
+  const OpAttrs ea = embedding_attrs();
   Tensor& e = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
   exec_.tap("decoder.embeddings", e);
   const Tensor* sum = &e;

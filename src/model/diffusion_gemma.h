@@ -3,6 +3,7 @@
 // pass that fills the KV cache and a decoder pass with self-conditioning that
 // produces soft-capped logits for a canvas. Which backend executes the ops is
 // the caller's choice (CPU reference by default).
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct ModelOptions {
   // bf16 (CpuBackendOptions::bf16_dot): about twice the fp32 rate on
   // AVX512_BF16 CPUs, numerically a bf16 run rather than the fp32 reference.
   bool bf16_dot = false;
+  // Loading progress (weights.h BindOptions::progress); optional.
+  std::function<void(int64_t done, int64_t total)> load_progress;
 };
 
 class DiffusionGemma : public DiffusionModel {
@@ -92,7 +95,11 @@ class DiffusionGemma : public DiffusionModel {
   void run_layer(int layer, Pass pass, Tensor& x, const Tensor& positions);
   // All layers in order with taps; across ranks when a transport is set.
   void run_layers(Pass pass, Tensor& x, const Tensor& positions);
+  // Whether this run computes like the reference in bf16 (--precision bf16
+  // and bf16-dot) rather than in float32 (fp32, the parity mode; §6.1).
+  bool bf16_run() const { return options_.precision == WeightPrecision::kBF16; }
   float embed_scale() const;
+  OpAttrs embedding_attrs() const;
 
   ModelConfig config_;
   TensorStore store_;

@@ -11,6 +11,12 @@
 namespace dgemma {
 namespace {
 
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  return n;
+}
+
 WeightRef ref_of(const TensorView& v, const std::string& name, std::deque<std::vector<uint8_t>>& owned,
                  WeightPrecision precision) {
   WeightRef r;
@@ -44,7 +50,15 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
   // offered to the quantized readers, which decide from the stored tensors.
   const std::optional<QuantContext> quant = detect_quantization(store);
 
-  for (const ExpectedTensor& ex : expected_tensors(config)) {
+  const std::vector<ExpectedTensor> expected = expected_tensors(config);
+  int64_t total_elems = 0, bound_elems = 0;
+  for (const ExpectedTensor& ex : expected) total_elems += numel_of(ex.shape);
+  auto report = [&](const ExpectedTensor& ex) {
+    bound_elems += numel_of(ex.shape);
+    if (options.progress) options.progress(bound_elems, total_elems);
+  };
+
+  for (const ExpectedTensor& ex : expected) {
     BoundTensor b;
     b.expected = ex;
     if (std::optional<WeightRef> q = quant ? resolve_quantized(*quant, ex) : std::nullopt) {
@@ -57,6 +71,7 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
       if (q->quant->scheme == QuantScheme::kAffine) b.storage += std::to_string(q->quant->bits);
       refs[ex.name] = std::move(*q);
       mw.bound.push_back(std::move(b));
+      report(ex);
       continue;
     }
     std::vector<std::string> names = {ex.name};
@@ -100,9 +115,11 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
       b.storage = std::string(dtype_name(b.dtype));
       refs[ex.name] = ref_of(*source, ex.name, mw.owned, options.precision);
       const bool mapped = refs[ex.name].data == source->data;
-      if (auto q = quantize_at_load(refs[ex.name], ex, options.quantize, mapped)) refs[ex.name] = std::move(*q);
+      if (auto q = quantize_at_load(refs[ex.name], ex, options.quantize, mapped, options.threads))
+        refs[ex.name] = std::move(*q);
     }
     mw.bound.push_back(std::move(b));
+    report(ex);
   }
 
   for (const auto& n : store.names()) {

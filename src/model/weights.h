@@ -5,6 +5,7 @@
 // All problems (missing, misshapen, conflicting, unexpected tensors) are
 // collected and reported in one error.
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ struct BindOptions {
   bool verify_tied_copies = true;
   // Quantize plain weights in memory as they are bound (quantize/load_quantize.h).
   LoadQuantization quantize = LoadQuantization::kNone;
+  int threads = 0;  // quantize-at-load threads (0: every hardware thread)
+  // Called after each expected tensor is bound (and quantized): elements
+  // bound so far and in all, for a progress display. Optional.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, const BindOptions& options = {});

@@ -63,6 +63,13 @@ enum class AttentionMask : uint8_t {
 struct OpAttrs {
   float eps = 0.0f;          // rms_norm, router_topk
   float scale = 1.0f;        // embedding, soft_embedding
+  // embedding, soft_embedding: the run computes like the reference in bf16.
+  // soft_embedding rounds the logits and their softmax to bf16 before the
+  // product (spec §3.3), and rows of a quantized table are rounded to bf16
+  // after dequantization (quantize/quantized_weight.h). Set from the run's
+  // precision, never from the table's storage dtype: a bf16 checkpoint run in
+  // fp32 is the reference in float32.
+  bool round_to_bf16 = false;
   float cap = 0.0f;          // softcap
   int top_k = 0;             // router_topk
   int rope_pairs = 0;        // rope: rotated (i, i+d/2) pairs

@@ -3,6 +3,7 @@
 #include "core/format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -145,9 +146,15 @@ uint64_t min_capacity(const Sizes& s, int D, const PlanRequest& r) {
   return lo;
 }
 
+// Human-readable binary size: GiB for large sizes, MiB/KiB below (a small
+// model must not show as "0.00 GiB").
 std::string gib(uint64_t b) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(uint64_t(1) << 30));
+  const double x = double(b);
+  if (b >= (uint64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", x / double(uint64_t(1) << 30));
+  else if (b >= (uint64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", x / double(uint64_t(1) << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", x / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)b);
   return buf;
 }
 
@@ -165,19 +172,25 @@ uint64_t parse_bytes(const std::string& text) {
   const char* b = text.data();
   const char* e = text.data() + text.size();
   auto r = std::from_chars(b, e, v);
-  if (r.ec != std::errc() || v < 0) throw Error("invalid byte size '" + text + "' (e.g. 80GiB, 512MiB, 1.5TB)");
-  std::string unit(r.ptr, e);
+  if (r.ec != std::errc() || v < 0) throw Error("invalid byte size '" + text + "' (e.g. 80GiB, 24G, 512MiB, 1.5TB)");
+  // Units are case-insensitive; a bare K/M/G/T (as in `docker --memory` or
+  // llama.cpp) is binary like KiB/MiB/GiB/TiB; KB/MB/GB/TB are decimal.
+  std::string unit;
+  for (const char* p = r.ptr; p < e; ++p)
+    if (*p != ' ') unit += char(std::tolower(static_cast<unsigned char>(*p)));
   double mul = 1;
-  if (unit.empty() || unit == "B") mul = 1;
-  else if (unit == "KiB") mul = 1024.0;
-  else if (unit == "MiB") mul = 1024.0 * 1024;
-  else if (unit == "GiB") mul = 1024.0 * 1024 * 1024;
-  else if (unit == "TiB") mul = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "KB" || unit == "kB") mul = 1e3;
-  else if (unit == "MB") mul = 1e6;
-  else if (unit == "GB") mul = 1e9;
-  else if (unit == "TB") mul = 1e12;
-  else throw Error("invalid byte unit '" + unit + "' in '" + text + "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  if (unit.empty() || unit == "b") mul = 1;
+  else if (unit == "kib" || unit == "k") mul = 1024.0;
+  else if (unit == "mib" || unit == "m") mul = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g") mul = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t") mul = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") mul = 1e3;
+  else if (unit == "mb") mul = 1e6;
+  else if (unit == "gb") mul = 1e9;
+  else if (unit == "tb") mul = 1e12;
+  else
+    throw Error("invalid byte unit '" + std::string(r.ptr, e) + "' in '" + text +
+                "' (B, K/KiB, M/MiB, G/GiB, T/TiB binary; KB, MB, GB, TB decimal)");
   const double bytes = v * mul;
   if (bytes > 1.8e19) throw Error("byte size '" + text + "' is too large");
   return uint64_t(bytes);

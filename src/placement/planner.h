@@ -80,7 +80,7 @@ struct PlanError : Error {
 };
 
 std::vector<DeviceSpec> parse_device_list(const std::string& text);  // "cuda:0=80GiB,cuda:1=80GiB"
-uint64_t parse_bytes(const std::string& text);                        // "80GiB", "512MiB", "1.5TB", "1000"
+uint64_t parse_bytes(const std::string& text);  // "80GiB", "24G" (= GiB), "512MiB", "1.5TB", "1000"
 PlanStrategy parse_strategy(const std::string& name);
 
 json::Value plan_to_json(const Plan& plan);

@@ -219,7 +219,7 @@ class Exporter {
     absmax.reserve(size_t((n + 63) / 64));
     for (int64_t i0 = 0; i0 < n; i0 += kChunkElems) {
       const int64_t cnt = std::min(kChunkElems, n - i0);
-      quant::Nf4Packed p = quant::quantize_nf4(source_of(v, i0, cnt), 64, false);
+      quant::Nf4Packed p = quant::quantize_nf4(source_of(v, i0, cnt), 64, false, 256, o_.threads);
       w_.write(name, p.codes.data(), p.codes.size(), uint64_t(i0 / 2));
       absmax.insert(absmax.end(), p.absmax.begin(), p.absmax.end());
       release_mapped_pages(v.data + size_t(i0) * size_t(dtype_bits(v.dtype()) / 8),
@@ -249,7 +249,7 @@ class Exporter {
       // Gate and up of an expert share weight_scale_2 (formats.md §3.3).
       if (!gate_up || ends_with(m, "gate_proj"))
         g = quant::nvfp4_global_scale(quant::abs_max(src, row0 * cols, (gate_up ? rows : r) * cols));
-      quant::Nvfp4Packed p = quant::quantize_nvfp4(src, row0, r, c, g);
+      quant::Nvfp4Packed p = quant::quantize_nvfp4(src, row0, r, c, g, o_.threads);
       const float one = 1.0f;
       w_.write(m + ".weight", p.codes.data(), p.codes.size());
       w_.write(m + ".weight_scale", p.scales.data(), p.scales.size());
@@ -269,7 +269,7 @@ class Exporter {
     const uint64_t ssize = sd == DType::kF32 ? 4 : 2;
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
       const int64_t r = std::min(step, rows - r0);
-      quant::AffinePacked q = quant::quantize_affine(source_of(v, r0 * cols, r * cols), r, cols, it.bits, it.group, sd);
+      quant::AffinePacked q = quant::quantize_affine(source_of(v, r0 * cols, r * cols), r, cols, it.bits, it.group, sd, o_.threads);
       w_.write(p + ".weight", q.codes.data(), q.codes.size(), uint64_t(r0 * cols * it.bits / 8));
       const uint64_t at = uint64_t(r0 * (cols / it.group)) * ssize;
       w_.write(p + ".scales", q.scales.data(), q.scales.size(), at);

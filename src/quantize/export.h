@@ -50,6 +50,7 @@ struct ExportOptions {
   bool quantize_embeddings = false;
   bool quantize_router = false;
   bool nf4_double_quant = true;
+  int threads = 0;  // quantizer threads (0: every hardware thread; quantizers.h)
   // Called after each input tensor (bytes of input processed so far, total).
   std::function<void(uint64_t done, uint64_t total, const std::string& tensor)> progress;
 };

@@ -36,13 +36,22 @@ uint8_t f32_to_e4m3(float v) {
 }
 
 uint8_t nearest_code16(const float* book, float v) {
-  int best = 0;
-  float bd = std::fabs(v - book[0]);
-  for (int c = 1; c < 16; ++c) {
-    const float d = std::fabs(v - book[c]);
+  // The code book is ascending: the number of midpoints below v is the
+  // nearest code up to rounding of the midpoints, so only that code and its
+  // neighbours are compared by distance, in ascending order (first best wins:
+  // ties go to the lower code exactly as a full scan would). The count is
+  // branch-free; quantizing a model is dominated by this function.
+  int c = 0;
+  for (int i = 0; i < 15; ++i) c += v > 0.5f * (book[i] + book[i + 1]) ? 1 : 0;
+  const bool finite = std::isfinite(v);  // ±inf and NaN: the full scan's answer
+  const int lo = finite && c > 0 ? c - 1 : 0, hi = finite && c < 15 ? c + 1 : 15;
+  int best = lo;
+  float bd = std::fabs(v - book[lo]);
+  for (int k = lo + 1; k <= hi; ++k) {
+    const float d = std::fabs(v - book[k]);
     if (d < bd) {
       bd = d;
-      best = c;
+      best = k;
     }
   }
   return uint8_t(best);

@@ -5,9 +5,8 @@
 #include "quantize/quantizers.h"
 
 namespace dgemma {
-namespace {
 
-bool covered(Component c, LoadQuantization mode) {
+bool load_quantization_covers(Component c, LoadQuantization mode) {
   switch (mode) {
     case LoadQuantization::kNone: return false;
     case LoadQuantization::kNvfp4Experts: return c == Component::kExperts;
@@ -19,8 +18,6 @@ bool covered(Component c, LoadQuantization mode) {
   return false;
 }
 
-}  // namespace
-
 std::optional<LoadQuantization> parse_load_quantization(std::string_view name) {
   if (name == "none" || name.empty()) return LoadQuantization::kNone;
   if (name == "nf4") return LoadQuantization::kNf4;
@@ -30,12 +27,13 @@ std::optional<LoadQuantization> parse_load_quantization(std::string_view name) {
 }
 
 std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const ExpectedTensor& ex, LoadQuantization mode,
-                                          bool release_source) {
-  if (plain.quant || !covered(ex.component, mode) || plain.shape.size() < 2) return std::nullopt;
+                                          bool release_source, int threads) {
+  if (plain.quant || !load_quantization_covers(ex.component, mode) || plain.shape.size() < 2) return std::nullopt;
   if (plain.dtype != DType::kF32 && plain.dtype != DType::kBF16 && plain.dtype != DType::kF16) return std::nullopt;
   const int64_t cols = plain.shape.back();
   const quant::FloatSource src{plain.dtype, plain.data, plain.numel()};
   quant::QuantizeParams p;
+  p.threads = threads;
   QuantScheme scheme = QuantScheme::kNF4;
   if (mode == LoadQuantization::kNvfp4Experts) {
     if (plain.shape.size() != 3 || cols % 16 != 0) return std::nullopt;

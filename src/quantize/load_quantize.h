@@ -22,12 +22,16 @@ enum class LoadQuantization { kNone, kNf4, kNvfp4Experts, kQ8 };
 // "none", "nf4", "nvfp4-experts", "q8".
 std::optional<LoadQuantization> parse_load_quantization(std::string_view name);
 
+// Whether `mode` quantizes weights of component `c` (see the list above).
+bool load_quantization_covers(Component c, LoadQuantization mode);
+
 // The quantized weight for `plain` (a float weight bound for `ex`) when the
 // mode covers ex's component, else nullopt. With `release_source` (the plain
 // data is a read-only file mapping, not a buffer anyone owns) the source
 // pages are handed back to the kernel afterwards (madvise), so loading
 // never holds the plain and the quantized copy of the whole model at once.
+// `threads` quantize blocks of the weight in parallel (quant::QuantizeParams).
 std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const ExpectedTensor& ex, LoadQuantization mode,
-                                          bool release_source);
+                                          bool release_source, int threads = 0);
 
 }  // namespace dgemma

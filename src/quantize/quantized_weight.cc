@@ -107,32 +107,33 @@ void round_to_dtype(DType dtype, float* v, int64_t n) {
   }
 }
 
-const WeightRef& QuantizedWeight::dense(RowFn row_fn) const {
-  std::call_once(dense_once_, [this, row_fn] {
-    const int esize = dtype == DType::kF32 ? 4 : 2;
-    if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16)
-      throw Error("quantized weight " + (stored_names.empty() ? std::string("?") : stored_names.front()) +
-                  ": unsupported logical dtype " + std::string(dtype_name(dtype)));
-    dense_bytes_.resize(size_t(rows * cols) * size_t(esize));
+const WeightRef& QuantizedWeight::dense(DType as, RowFn row_fn) const {
+  if (as != DType::kF32 && as != DType::kBF16)
+    throw Error("quantized weight " + (stored_names.empty() ? std::string("?") : stored_names.front()) +
+                ": a dense copy is F32 or BF16, not " + std::string(dtype_name(as)));
+  DenseCopy& d = as == DType::kF32 ? dense_f32_ : dense_bf16_;
+  std::call_once(d.once, [this, as, row_fn, &d] {
+    const int esize = as == DType::kF32 ? 4 : 2;
+    d.bytes.resize(size_t(rows * cols) * size_t(esize));
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       (row_fn ? row_fn : dequantize_reference)(*this, r, 0, cols, row.data());
-      uint8_t* dst = dense_bytes_.data() + size_t(r * cols) * size_t(esize);
-      if (dtype == DType::kF32) {
+      uint8_t* dst = d.bytes.data() + size_t(r * cols) * size_t(esize);
+      if (as == DType::kF32) {
         std::memcpy(dst, row.data(), size_t(cols) * 4);
       } else {
         for (int64_t c = 0; c < cols; ++c) {
-          const uint16_t h = dtype == DType::kBF16 ? f32_to_bf16(row[size_t(c)]) : f32_to_f16(row[size_t(c)]);
+          const uint16_t h = f32_to_bf16(row[size_t(c)]);
           std::memcpy(dst + c * 2, &h, 2);
         }
       }
     }
-    dense_ref_.name = stored_names.empty() ? std::string() : stored_names.front();
-    dense_ref_.dtype = dtype;
-    dense_ref_.shape = shape;
-    dense_ref_.data = dense_bytes_.data();
+    d.ref.name = stored_names.empty() ? std::string() : stored_names.front();
+    d.ref.dtype = as;
+    d.ref.shape = shape;
+    d.ref.data = d.bytes.data();
   });
-  return dense_ref_;
+  return d.ref;
 }
 
 }  // namespace dgemma

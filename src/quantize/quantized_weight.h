@@ -12,8 +12,10 @@
 //     §2.4, §3.3, §4.2); GEMMs use exactly these values with fp32
 //     accumulation (spec §6.1: the product path is an fp32-accumulate engine);
 //   * embedding rows (lookup and the dense copy used by soft_embedding) are
-//     these values rounded to the logical dtype, as the reference runtimes'
-//     dequantize ops return the model dtype (bf16 for real checkpoints).
+//     these values in an fp32 run, and these values rounded to bf16 in a bf16
+//     run (OpAttrs::round_to_bf16), as a reference runtime's dequantize op
+//     returns its compute dtype. So an fp32 run of a quantized checkpoint
+//     computes exactly what an fp32 run of its dequantized F32 copy does.
 //
 // WeightRef::data of a quantized weight points at the first slice's codes and
 // must not be read as `dtype`: CPU kernels that accept quantized weights
@@ -107,18 +109,21 @@ struct QuantizedWeight {
   // Scale of NF4 block b (absmax; decoded from the nested code with double quant).
   float nf4_block_scale(int64_t b) const;
 
-  // The whole weight dequantized and rounded to `dtype` (module comment),
-  // materialized once on first use and kept for the weight's lifetime: the
-  // table soft_embedding multiplies with (spec §6.3 pitfall 10). Thread-safe.
-  // `row_fn` expands one row (a kernel's fast path, which must give the
-  // reference's values); null: dequantize_reference().
+  // The whole weight dequantized, as F32 or rounded to BF16 (`as`; module
+  // comment), materialized once per dtype on first use and kept for the
+  // weight's lifetime: the table soft_embedding multiplies with (spec §6.3
+  // pitfall 10). Thread-safe. `row_fn` expands one row (a kernel's fast path,
+  // which must give the reference's values); null: dequantize_reference().
   using RowFn = void (*)(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
-  const WeightRef& dense(RowFn row_fn = nullptr) const;
+  const WeightRef& dense(DType as, RowFn row_fn = nullptr) const;
 
  private:
-  mutable std::once_flag dense_once_;
-  mutable std::vector<uint8_t> dense_bytes_;
-  mutable WeightRef dense_ref_;
+  struct DenseCopy {
+    std::once_flag once;
+    std::vector<uint8_t> bytes;
+    WeightRef ref;
+  };
+  mutable DenseCopy dense_f32_, dense_bf16_;
 };
 
 // Scalar reference dequantization of logical elements [col, col + n) of row

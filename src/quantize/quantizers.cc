@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <thread>
 
 #include "dgemma/error.h"
 #include "quantize/format_tables.h"
@@ -27,7 +30,36 @@ float rounded(DType t, float v) {
   return v;
 }
 
+// Splits [0, n) into contiguous ranges over up to `threads` threads (the
+// caller runs the first), at least `min_items` items each.
+void parallel_ranges(int64_t n, int threads, int64_t min_items, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t t = std::clamp<int64_t>(n / std::max<int64_t>(1, min_items), 1, resolve_quantize_threads(threads));
+  if (t <= 1) return fn(0, n);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(t));
+  auto run = [&](int64_t i) {
+    try {
+      fn(n * i / t, n * (i + 1) / t);
+    } catch (...) {
+      errors[size_t(i)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int64_t i = 1; i < t; ++i) workers.emplace_back(run, i);
+  run(0);
+  for (std::thread& w : workers) w.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+constexpr int64_t kMinElemsPerThread = int64_t(1) << 18;
+
 }  // namespace
+
+int resolve_quantize_threads(int threads) {
+  if (threads > 0) return threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? int(hw) : 1;
+}
 
 void FloatSource::read(int64_t begin, int64_t n, float* out) const {
   if (dtype == DType::kF32) {
@@ -54,7 +86,7 @@ float abs_max(const FloatSource& src, int64_t begin, int64_t n) {
   return m;
 }
 
-Nf4Packed quantize_nf4(const FloatSource& src, int blocksize, bool double_quant, int nested_blocksize) {
+Nf4Packed quantize_nf4(const FloatSource& src, int blocksize, bool double_quant, int nested_blocksize, int threads) {
   Nf4Packed p;
   p.blocksize = blocksize;
   p.double_quant = double_quant;
@@ -62,19 +94,23 @@ Nf4Packed quantize_nf4(const FloatSource& src, int blocksize, bool double_quant,
   const int64_t n = src.numel, blocks = (n + blocksize - 1) / blocksize;
   p.codes.assign(size_t((n + 1) / 2), 0);
   std::vector<float> absmax(static_cast<size_t>(blocks));
-  std::vector<float> buf(static_cast<size_t>(blocksize));
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t i0 = b * blocksize, cnt = std::min<int64_t>(blocksize, n - i0);
-    src.read(i0, cnt, buf.data());
-    float a = 0.0f;
-    for (int64_t k = 0; k < cnt; ++k) a = std::max(a, std::fabs(buf[size_t(k)]));
-    absmax[size_t(b)] = a;
-    for (int64_t k = 0; k < cnt; ++k) {
-      const uint8_t c = nearest_code16(kNf4Values, a > 0.0f ? buf[size_t(k)] / a : 0.0f);
-      const int64_t i = i0 + k;
-      p.codes[size_t(i / 2)] |= (i % 2 == 0) ? uint8_t(c << 4) : c;
-    }
-  }
+  // Threads own whole blocks; with an even block size they own whole bytes.
+  parallel_ranges(blocks, blocksize % 2 == 0 ? threads : 1, kMinElemsPerThread / blocksize,
+                  [&](int64_t b0, int64_t b1) {
+                    std::vector<float> buf(static_cast<size_t>(blocksize));
+                    for (int64_t b = b0; b < b1; ++b) {
+                      const int64_t i0 = b * blocksize, cnt = std::min<int64_t>(blocksize, n - i0);
+                      src.read(i0, cnt, buf.data());
+                      float a = 0.0f;
+                      for (int64_t k = 0; k < cnt; ++k) a = std::max(a, std::fabs(buf[size_t(k)]));
+                      absmax[size_t(b)] = a;
+                      for (int64_t k = 0; k < cnt; ++k) {
+                        const uint8_t c = nearest_code16(kNf4Values, a > 0.0f ? buf[size_t(k)] / a : 0.0f);
+                        const int64_t i = i0 + k;
+                        p.codes[size_t(i / 2)] |= (i % 2 == 0) ? uint8_t(c << 4) : c;
+                      }
+                    }
+                  });
   if (!double_quant) {
     p.absmax = std::move(absmax);
     return p;
@@ -107,36 +143,39 @@ void nf4_double_quantize(const std::vector<float>& absmax, int nested_blocksize,
 
 float nvfp4_global_scale(float amax) { return amax > 0.0f ? amax / (6.0f * 448.0f) : 1.0f; }
 
-Nvfp4Packed quantize_nvfp4(const FloatSource& src, int64_t row0, int64_t rows, int64_t cols, float global_scale) {
+Nvfp4Packed quantize_nvfp4(const FloatSource& src, int64_t row0, int64_t rows, int64_t cols, float global_scale,
+                           int threads) {
   if (cols % 16 != 0) throw Error("NVFP4 quantization needs a multiple of 16 columns, got " + std::to_string(cols));
   Nvfp4Packed p;
   p.global_scale = global_scale;
   p.codes.assign(size_t(rows * cols / 2), 0);
   p.scales.resize(size_t(rows * cols / 16));
   const float* e4m3 = e4m3_table();
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    src.read((row0 + r) * cols, cols, row.data());
-    for (int64_t b = 0; b < cols / 16; ++b) {
-      const float* x = row.data() + b * 16;
-      float a = 0.0f;
-      for (int k = 0; k < 16; ++k) a = std::max(a, std::fabs(x[k]));
-      uint8_t sc = 0x38;  // 1.0 for an all-zero block
-      if (a > 0.0f) sc = f32_to_e4m3(std::clamp(a / (6.0f * global_scale), 0.001953125f, 448.0f));
-      p.scales[size_t(r * (cols / 16) + b)] = sc;
-      const float denom = e4m3[sc] * global_scale;
-      for (int k = 0; k < 16; ++k) {
-        const uint8_t c = nearest_e2m1(denom > 0.0f ? x[k] / denom : 0.0f);
-        const int64_t col = b * 16 + k;
-        p.codes[size_t(r * (cols / 2) + col / 2)] |= (col % 2 == 0) ? c : uint8_t(c << 4);
+  parallel_ranges(rows, threads, kMinElemsPerThread / std::max<int64_t>(1, cols), [&](int64_t ra, int64_t rb) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = ra; r < rb; ++r) {
+      src.read((row0 + r) * cols, cols, row.data());
+      for (int64_t b = 0; b < cols / 16; ++b) {
+        const float* x = row.data() + b * 16;
+        float a = 0.0f;
+        for (int k = 0; k < 16; ++k) a = std::max(a, std::fabs(x[k]));
+        uint8_t sc = 0x38;  // 1.0 for an all-zero block
+        if (a > 0.0f) sc = f32_to_e4m3(std::clamp(a / (6.0f * global_scale), 0.001953125f, 448.0f));
+        p.scales[size_t(r * (cols / 16) + b)] = sc;
+        const float denom = e4m3[sc] * global_scale;
+        for (int k = 0; k < 16; ++k) {
+          const uint8_t c = nearest_e2m1(denom > 0.0f ? x[k] / denom : 0.0f);
+          const int64_t col = b * 16 + k;
+          p.codes[size_t(r * (cols / 2) + col / 2)] |= (col % 2 == 0) ? c : uint8_t(c << 4);
+        }
       }
     }
-  }
+  });
   return p;
 }
 
-AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols, int bits, int group,
-                             DType scale_dtype) {
+AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols, int bits, int group, DType scale_dtype,
+                             int threads) {
   if (bits != 4 && bits != 8) throw Error("MLX affine quantization: unsupported bits " + std::to_string(bits));
   if (group <= 0 || cols % group != 0 || (cols * bits) % 32 != 0)
     throw Error("MLX affine quantization: " + std::to_string(cols) + " columns do not fit group " +
@@ -147,54 +186,58 @@ AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols,
   p.codes.assign(size_t(rows * cols * bits / 8), 0);
   p.scales.resize(size_t(rows * (cols / group) * ssize));
   p.biases.resize(p.scales.size());
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    src.read(r * cols, cols, row.data());
-    for (int64_t g = 0; g < cols / group; ++g) {
-      const float* x = row.data() + g * group;
-      float mn = x[0], mx = x[0];
-      for (int k = 1; k < group; ++k) {
-        mn = std::min(mn, x[k]);
-        mx = std::max(mx, x[k]);
-      }
-      const float scale = rounded(scale_dtype, (mx - mn) / float(levels));
-      const float bias = rounded(scale_dtype, mn);
-      const size_t at = size_t(r * (cols / group) + g);
-      store_scale(scale_dtype, scale, p.scales.data() + at * size_t(ssize));
-      store_scale(scale_dtype, bias, p.biases.data() + at * size_t(ssize));
-      for (int k = 0; k < group; ++k) {
-        int q = 0;
-        if (scale > 0.0f) q = std::clamp(int(std::lround((x[k] - bias) / scale)), 0, levels);
-        const int64_t col = g * group + k;
-        if (bits == 8) p.codes[size_t(r * cols + col)] = uint8_t(q);
-        else p.codes[size_t(r * (cols / 2) + col / 2)] |= (col % 2 == 0) ? uint8_t(q) : uint8_t(q << 4);
+  parallel_ranges(rows, threads, kMinElemsPerThread / std::max<int64_t>(1, cols), [&](int64_t ra, int64_t rb) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = ra; r < rb; ++r) {
+      src.read(r * cols, cols, row.data());
+      for (int64_t g = 0; g < cols / group; ++g) {
+        const float* x = row.data() + g * group;
+        float mn = x[0], mx = x[0];
+        for (int k = 1; k < group; ++k) {
+          mn = std::min(mn, x[k]);
+          mx = std::max(mx, x[k]);
+        }
+        const float scale = rounded(scale_dtype, (mx - mn) / float(levels));
+        const float bias = rounded(scale_dtype, mn);
+        const size_t at = size_t(r * (cols / group) + g);
+        store_scale(scale_dtype, scale, p.scales.data() + at * size_t(ssize));
+        store_scale(scale_dtype, bias, p.biases.data() + at * size_t(ssize));
+        for (int k = 0; k < group; ++k) {
+          int q = 0;
+          if (scale > 0.0f) q = std::clamp(int(std::lround((x[k] - bias) / scale)), 0, levels);
+          const int64_t col = g * group + k;
+          if (bits == 8) p.codes[size_t(r * cols + col)] = uint8_t(q);
+          else p.codes[size_t(r * (cols / 2) + col / 2)] |= (col % 2 == 0) ? uint8_t(q) : uint8_t(q << 4);
+        }
       }
     }
-  }
+  });
   return p;
 }
 
-Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int block) {
+Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int block, int threads) {
   if (block <= 0 || cols % block != 0)
     throw Error("int8 quantization: block " + std::to_string(block) + " does not divide " + std::to_string(cols));
   Int8Packed p;
   p.codes.resize(size_t(rows * cols));
   p.scales.resize(size_t(rows * (cols / block)));
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    src.read(r * cols, cols, row.data());
-    for (int64_t g = 0; g < cols / block; ++g) {
-      const float* x = row.data() + g * block;
-      float a = 0.0f;
-      for (int k = 0; k < block; ++k) a = std::max(a, std::fabs(x[k]));
-      const float s = a / 127.0f;
-      p.scales[size_t(r * (cols / block) + g)] = s;
-      for (int k = 0; k < block; ++k) {
-        const int q = s > 0.0f ? std::clamp(int(std::lround(x[k] / s)), -127, 127) : 0;
-        p.codes[size_t(r * cols + g * block + k)] = uint8_t(int8_t(q));
+  parallel_ranges(rows, threads, kMinElemsPerThread / std::max<int64_t>(1, cols), [&](int64_t ra, int64_t rb) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = ra; r < rb; ++r) {
+      src.read(r * cols, cols, row.data());
+      for (int64_t g = 0; g < cols / block; ++g) {
+        const float* x = row.data() + g * block;
+        float a = 0.0f;
+        for (int k = 0; k < block; ++k) a = std::max(a, std::fabs(x[k]));
+        const float s = a / 127.0f;
+        p.scales[size_t(r * (cols / block) + g)] = s;
+        for (int k = 0; k < block; ++k) {
+          const int q = s > 0.0f ? std::clamp(int(std::lround(x[k] / s)), -127, 127) : 0;
+          p.codes[size_t(r * cols + g * block + k)] = uint8_t(int8_t(q));
+        }
       }
     }
-  }
+  });
   return p;
 }
 
@@ -233,7 +276,7 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
   whole.rows = q->rows;
   switch (scheme) {
     case QuantScheme::kNF4: {
-      Nf4Packed p = quantize_nf4(src, params.block ? params.block : 64, params.double_quant);
+      Nf4Packed p = quantize_nf4(src, params.block ? params.block : 64, params.double_quant, 256, params.threads);
       q->block = p.blocksize;
       std::copy(std::begin(kNf4Values), std::end(kNf4Values), q->code_map);
       whole.codes = own(*q, std::move(p.codes));
@@ -263,7 +306,7 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       for (int64_t s0 = 0; s0 < q->rows; s0 += scale_rows) {
         const float g = nvfp4_global_scale(abs_max(src, s0 * q->cols, scale_rows * q->cols));
         for (int64_t r0 = s0; r0 < s0 + scale_rows; r0 += slice_rows) {
-          Nvfp4Packed p = quantize_nvfp4(src, r0, slice_rows, q->cols, g);
+          Nvfp4Packed p = quantize_nvfp4(src, r0, slice_rows, q->cols, g, params.threads);
           QuantSlice s;
           s.row_begin = r0;
           s.rows = slice_rows;
@@ -280,7 +323,7 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       q->bits = params.bits;
       q->block = params.block ? params.block : row_block_for(q->cols, 64);
       q->scale_dtype = dtype == DType::kF32 ? DType::kF32 : dtype;
-      AffinePacked p = quantize_affine(src, q->rows, q->cols, q->bits, q->block, q->scale_dtype);
+      AffinePacked p = quantize_affine(src, q->rows, q->cols, q->bits, q->block, q->scale_dtype, params.threads);
       whole.codes = own(*q, std::move(p.codes));
       whole.scales = own(*q, std::move(p.scales));
       whole.biases = own(*q, std::move(p.biases));
@@ -292,7 +335,7 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       q->bits = 8;
       q->block = params.block ? params.block : row_block_for(q->cols, 64);
       q->scale_dtype = DType::kF32;
-      Int8Packed p = quantize_int8(src, q->rows, q->cols, q->block);
+      Int8Packed p = quantize_int8(src, q->rows, q->cols, q->block, params.threads);
       whole.codes = own(*q, std::move(p.codes));
       whole.scales = own(*q, std::move(p.scales));
       q->slices.push_back(whole);

@@ -24,6 +24,11 @@ struct FloatSource {
 // Largest |x| over elements [begin, begin + n).
 float abs_max(const FloatSource& src, int64_t begin, int64_t n);
 
+// Every quantizer below takes `threads` (1: the calling thread only; 0: every
+// hardware thread). Blocks and rows are independent, so the bytes produced do
+// not depend on it; pieces smaller than ~256K elements per thread run serially.
+int resolve_quantize_threads(int threads);
+
 // ---- bitsandbytes NF4 (formats.md §2) ---------------------------------------
 struct Nf4Packed {
   int blocksize = 64;
@@ -39,7 +44,7 @@ struct Nf4Packed {
 // absmax values minus their mean are coded with bitsandbytes' dynamic 8-bit
 // map in blocks of `nested_blocksize` (§2.3).
 Nf4Packed quantize_nf4(const FloatSource& src, int blocksize = 64, bool double_quant = true,
-                       int nested_blocksize = 256);
+                       int nested_blocksize = 256, int threads = 1);
 // The double-quant step alone: fills absmax_codes, nested_absmax and
 // nested_offset of `p` from block maxima `absmax` (for chunked writers).
 void nf4_double_quantize(const std::vector<float>& absmax, int nested_blocksize, Nf4Packed& p);
@@ -56,7 +61,8 @@ float nvfp4_global_scale(float amax);
 // Rows [row0, row0 + rows) of a [*, cols] source with the given global scale:
 // block scale e4m3(amax(block) / (6 · g)) clamped to [2^-9, 448] (1 for an
 // all-zero block), codes nearest E2M1 of x / (scale · g).
-Nvfp4Packed quantize_nvfp4(const FloatSource& src, int64_t row0, int64_t rows, int64_t cols, float global_scale);
+Nvfp4Packed quantize_nvfp4(const FloatSource& src, int64_t row0, int64_t rows, int64_t cols, float global_scale,
+                           int threads = 1);
 
 // ---- MLX affine (formats.md §4.2) ---------------------------------------------
 struct AffinePacked {
@@ -67,14 +73,14 @@ struct AffinePacked {
 // Per group: bias = min, scale = (max - min) / (2^bits - 1), both rounded to
 // scale_dtype first, q = round((x - bias) / scale) clamped.
 AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols, int bits, int group,
-                             DType scale_dtype);
+                             DType scale_dtype, int threads = 1);
 
 // ---- int8 (ours) ---------------------------------------------------------------
 struct Int8Packed {
   std::vector<uint8_t> codes;  // int8 [rows, cols]
   std::vector<float> scales;   // [rows, cols/block]: amax / 127
 };
-Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int block);
+Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int block, int threads = 1);
 
 // ---- in-memory quantized weights (quantize at load, tests) --------------------
 struct QuantizeParams {
@@ -85,6 +91,7 @@ struct QuantizeParams {
   // gate_up [E, 2I, H] uses slice_rows I and scale_rows 2I (gate and up of an
   // expert share weight_scale_2, formats.md §3.3); 0: the whole weight.
   int64_t slice_rows = 0, scale_rows = 0;
+  int threads = 1;  // see resolve_quantize_threads
 };
 // A QuantizedWeight owning its bytes, of logical `shape` and `dtype`.
 std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const FloatSource& src,

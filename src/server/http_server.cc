@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "dgemma/error.h"
@@ -90,10 +92,64 @@ std::string endpoint_label(const std::string& path) {
   return "other";
 }
 
+// Seconds a client should wait before retrying a 429 (queue full).
+constexpr const char* kRetryAfterSeconds = "1";
+
 void set_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
+  if (e.status == 429) res.set_header("Retry-After", kRetryAfterSeconds);
   res.set_content(error_body(e), "application/json");
 }
+
+// ---- the request log line ------------------------------------------------------
+// A request is handled on one worker thread from routing to the logger call
+// (streams included), so its log fields live in thread-local storage.
+struct RequestLog {
+  Clock::time_point start{};
+  bool timed = false;
+  int64_t prompt_tokens = -1, completion_tokens = -1;
+};
+thread_local RequestLog t_log;
+
+// Client-controlled text for one log line: no control bytes, bounded length.
+std::string printable(const std::string& s, size_t max) {
+  std::string out = s.substr(0, max);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
+
+void log_request(const httplib::Request& req, const httplib::Response& res) {
+  const RequestLog l = t_log;
+  t_log = RequestLog{};
+  char ms[32] = "-";
+  if (l.timed)
+    std::snprintf(ms, sizeof ms, "%.0f",
+                  std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
+  const std::string tokens = l.prompt_tokens >= 0 ? std::to_string(l.prompt_tokens) + "+" +
+                                                        std::to_string(std::max<int64_t>(l.completion_tokens, 0))
+                                                  : "-";
+  std::fprintf(stderr, "dgemma serve: %s %s %s %d tokens=%s ms=%s\n", printable(req.remote_addr, 64).c_str(),
+               printable(req.method, 16).c_str(), printable(req.path, 200).c_str(), res.status, tokens.c_str(), ms);
+}
+
+// Constant-time comparison of the Authorization header with "Bearer KEY".
+bool bearer_matches(const std::string& header, const std::string& key) {
+  const std::string want = "Bearer " + key;
+  unsigned diff = header.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(i < header.size() ? header[i] : 0) ^ unsigned(want[i]);
+  return diff == 0;
+}
+
+// Counts a completion request from its handler until its response object is
+// gone (for a stream: after the last chunk), for HttpServer::idle().
+struct OpenRequest {
+  std::atomic<int64_t>& open;
+  explicit OpenRequest(std::atomic<int64_t>& n) : open(n) { ++open; }
+  ~OpenRequest() { --open; }
+  OpenRequest(const OpenRequest&) = delete;
+  OpenRequest& operator=(const OpenRequest&) = delete;
+};
 
 struct StreamState {
   std::shared_ptr<ActiveRequest> active;
@@ -112,7 +168,9 @@ struct HttpServer::Impl {
   Metrics& metrics;
   HttpOptions options;
   httplib::Server svr;
-  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopping{false};  // stop(): streams are cut, waiting requests get 503
+  std::atomic<bool> draining{false};  // drain(): new requests get 503, running ones finish
+  std::atomic<int64_t> open{0};       // completion requests not yet fully answered
   int64_t created = unix_now();
   bool bound = false;
 
@@ -140,6 +198,21 @@ struct HttpServer::Impl {
     // library included).
     svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       metrics.count_request(endpoint_label(req.path), res.status);
+      if (options.log_requests) log_request(req, res);
+      else t_log = RequestLog{};
+    });
+    svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+      t_log = RequestLog{};
+      t_log.start = Clock::now();
+      t_log.timed = true;
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // Only SO_REUSEADDR (restart while old connections linger in TIME_WAIT);
+    // the library's default also sets SO_REUSEPORT, which lets a second
+    // server bind a busy port and split the requests with the first.
+    svr.set_socket_options([](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
     // Statuses >= 400 without a body of ours (unknown route, body over the
     // limit, malformed HTTP) get the JSON error body every client expects.
@@ -159,20 +232,23 @@ struct HttpServer::Impl {
     });
 
     svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      const std::string body = "{\"status\":\"" + std::string(stopping ? "stopping" : "ok") +
+      const bool down = stopping || draining;
+      const std::string body = "{\"status\":\"" + std::string(down ? "stopping" : "ok") +
                                "\",\"slots\":" + std::to_string(service.scheduler().slots()) +
                                ",\"in_flight\":" + std::to_string(service.scheduler().in_flight()) +
                                ",\"queued\":" + std::to_string(service.scheduler().queued()) + "}";
-      res.status = stopping ? 503 : 200;
+      res.status = down ? 503 : 200;
       res.set_content(body, "application/json");
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
     });
-    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
       res.set_content(models_body(service.options().model_name, created), "application/json");
     });
     svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
       const std::string id = req.matches[1];
       if (id != service.options().model_name) {
         set_error(res, ApiError(404, "the model '" + id + "' does not exist", "invalid_request_error", "model",
@@ -185,13 +261,16 @@ struct HttpServer::Impl {
          {std::pair{"/v1/chat/completions", Endpoint::kChat}, std::pair{"/v1/completions", Endpoint::kCompletion}}) {
       const Endpoint ep = endpoint;
       svr.Post(path, [this, ep](const httplib::Request& req, httplib::Response& res) {
+        if (!authorized(req, res)) return;
+        auto guard = std::make_shared<OpenRequest>(open);
         try {
-          handle_completion(ep, req, res);
+          handle_completion(ep, req, res, guard);
         } catch (const ApiError& e) {
           set_error(res, e);
         }
       });
-      svr.Get(path, [](const httplib::Request& req, httplib::Response& res) {
+      svr.Get(path, [this](const httplib::Request& req, httplib::Response& res) {
+        if (!authorized(req, res)) return;
         res.set_header("Allow", "POST");
         set_error(res, error_for_status(405, req.method, req.path));
       });
@@ -204,9 +283,49 @@ struct HttpServer::Impl {
     });
   }
 
-  void handle_completion(Endpoint ep, const httplib::Request& req, httplib::Response& res) {
+  // --api-key: every route but /health, /metrics and CORS preflights needs
+  // "Authorization: Bearer KEY"; otherwise 401 (and false).
+  bool authorized(const httplib::Request& req, httplib::Response& res) const {
+    if (options.api_key.empty() || bearer_matches(req.get_header_value("Authorization"), options.api_key))
+      return true;
+    res.set_header("WWW-Authenticate", "Bearer");
+    set_error(res, ApiError(401,
+                            req.has_header("Authorization")
+                                ? "invalid API key (the Authorization header must be \"Bearer KEY\", --api-key)"
+                                : "missing API key: send \"Authorization: Bearer KEY\" (this server has --api-key)",
+                            "invalid_request_error", "", "invalid_api_key"));
+    return false;
+  }
+
+  ApiError shutting_down() const {
+    return ApiError(503, "the server is shutting down; it takes no new requests", "server_error", "",
+                    "server_shutting_down");
+  }
+
+  // Waits (watching the client) until `active` runs on a sequence. Streams
+  // wait here before answering, so a request that never starts (dropped by
+  // a drain) gets a plain 503, not a 200 stream that fails.
+  void wait_until_started(ActiveRequest& active, int fd) {
+    while (!active.wait_started(kPoll)) {
+      if (stopping || peer_closed(fd)) {
+        throw stopping ? shutting_down()
+                       : ApiError(499, "the client closed the connection", "invalid_request_error", "",
+                                  "client_closed_request");
+      }
+    }
+    if (active.started()) return;
+    StreamEvent ev;
+    if (active.next(ev, std::chrono::milliseconds(0)) && ev.kind == StreamEvent::Kind::kError) {
+      if (draining || stopping) throw shutting_down();
+      throw ApiError(500, ev.text, "server_error", "", "generation_failed");
+    }
+    throw ApiError(500, "the request ended before it started", "server_error", "", "generation_failed");
+  }
+
+  void handle_completion(Endpoint ep, const httplib::Request& req, httplib::Response& res,
+                         const std::shared_ptr<OpenRequest>& guard) {
     const Clock::time_point arrived = Clock::now();
-    if (stopping) throw error_for_status(503, req.method, req.path);
+    if (stopping || draining) throw shutting_down();
     if (int64_t(req.body.size()) > options.max_body_bytes) throw error_for_status(413, req.method, req.path);
     const CompletionRequest creq = parse_request(ep, req.body, service.request_limits());
     std::shared_ptr<ActiveRequest> active = service.submit(creq, arrived);
@@ -217,6 +336,12 @@ struct HttpServer::Impl {
     ctx.model = service.options().model_name;
     ctx.seed = active->seed();
     const int fd = connection_fd(req);
+    try {
+      wait_until_started(*active, fd);
+    } catch (const ApiError&) {
+      service.cancel(active);
+      throw;
+    }
 
     if (!creq.stream) {
       std::string text;
@@ -227,7 +352,7 @@ struct HttpServer::Impl {
             service.cancel(active);
             // 499 (client closed request, as nginx logs it): nobody reads it,
             // but the metrics and the log show what happened.
-            throw stopping ? error_for_status(503, req.method, req.path)
+            throw stopping ? shutting_down()
                            : ApiError(499, "the client closed the connection", "invalid_request_error", "",
                                       "client_closed_request");
           }
@@ -236,6 +361,8 @@ struct HttpServer::Impl {
         if (ev.kind == StreamEvent::Kind::kText) {
           text += ev.text;
         } else if (ev.kind == StreamEvent::Kind::kDone) {
+          t_log.prompt_tokens = ev.prompt_tokens;
+          t_log.completion_tokens = ev.completion_tokens;
           res.set_content(completion_body(ctx, text, ev), "application/json");
           return;
         } else if (ev.kind == StreamEvent::Kind::kError) {
@@ -255,7 +382,9 @@ struct HttpServer::Impl {
         "text/event-stream", [this, state](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
         // Runs when the stream ends for any reason: a stream that did not
         // finish (client gone, write failure, server stopping) is cancelled.
-        [this, state](bool) {
+        // The guard keeps the request counted open until then.
+        [this, state, guard](bool) {
+          (void)guard;
           if (!state->finished) service.cancel(state->active);
         });
   }
@@ -284,6 +413,8 @@ struct HttpServer::Impl {
       case StreamEvent::Kind::kText:
         return write(sse_event(chunk_text(s.ctx, ev.text)));
       case StreamEvent::Kind::kDone: {
+        t_log.prompt_tokens = ev.prompt_tokens;
+        t_log.completion_tokens = ev.completion_tokens;
         std::string out = sse_event(chunk_finish(s.ctx, ev));
         if (s.include_usage) out += sse_event(chunk_usage(s.ctx, ev));
         out += kSseDone;
@@ -312,11 +443,21 @@ HttpServer::~HttpServer() { stop(); }
 int HttpServer::bind() {
   const HttpOptions& o = impl_->options;
   int port = o.port;
+  errno = 0;
   if (o.port == 0) {
     port = impl_->svr.bind_to_any_port(o.host);
-    if (port < 0) throw Error("serve: cannot bind " + o.host + " to a free port");
+    if (port < 0)
+      throw Error("serve: cannot listen on " + o.host + " (any free port): " +
+                  (errno != 0 ? std::strerror(errno) : "the address cannot be bound"));
   } else if (!impl_->svr.bind_to_port(o.host, o.port)) {
-    throw Error("serve: cannot bind " + o.host + ":" + std::to_string(o.port) + " (address in use or not local?)");
+    const int err = errno;
+    const std::string where = o.host + ":" + std::to_string(o.port);
+    if (err == EADDRINUSE)
+      throw Error("serve: cannot listen on " + where + ": the address is already in use (another server on port " +
+                  std::to_string(o.port) + "?)");
+    throw Error("serve: cannot listen on " + where + ": " +
+                (err != 0 ? std::string(std::strerror(err)) : std::string("the address cannot be bound")) +
+                " (is the host an address of this machine?)");
   }
   impl_->bound = true;
   return port;
@@ -326,6 +467,13 @@ bool HttpServer::serve() {
   if (!impl_->bound) bind();
   return impl_->svr.listen_after_bind();
 }
+
+void HttpServer::drain() {
+  impl_->draining = true;
+  impl_->service.drain();
+}
+
+bool HttpServer::idle() const { return impl_->open.load() == 0; }
 
 void HttpServer::stop() {
   impl_->stopping = true;

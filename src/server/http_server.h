@@ -8,6 +8,8 @@
 // body over the limit, 400 malformed HTTP). A client that disconnects while
 // its request is queued or generating cancels it: the handler watches the
 // connection's socket while it waits, and a failed write ends a stream.
+// A stream's headers go out once its request runs on a sequence (not while
+// it is queued), so that a request dropped from the queue gets a plain error.
 #include <memory>
 #include <string>
 
@@ -22,6 +24,12 @@ struct HttpOptions {
   int64_t max_body_bytes = 1 << 20;  // larger bodies get 413
   int threads = 0;                   // HTTP worker threads; 0: slots + max_queue + 16, at most 512
   int keep_alive_seconds = 5;
+  // Non-empty: requests need "Authorization: Bearer <api_key>", else 401;
+  // GET /health, GET /metrics and CORS preflights stay open.
+  std::string api_key;
+  // One stderr line per request: client, method, path, status, prompt +
+  // completion tokens, milliseconds.
+  bool log_requests = false;
 };
 
 class HttpServer {
@@ -35,6 +43,12 @@ class HttpServer {
   int bind();
   // Serves until stop() (blocks). Returns false if it failed to listen.
   bool serve();
+  // Graceful stop, first half: new completion requests and those still
+  // queued get 503, /health says "stopping"; running generations and live
+  // streams go on (final chunk, [DONE]). Call stop() once idle().
+  void drain();
+  // True when no completion request is being answered.
+  bool idle() const;
   // Stops accepting, ends open streams and waiting requests. Thread-safe,
   // callable from any thread (e.g. a signal handler thread).
   void stop();

@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace dgemma::server {
 namespace {
@@ -48,10 +49,6 @@ std::optional<bool> get_bool(const Value& obj, const std::string& key, const std
   if (v == nullptr) return std::nullopt;
   if (!v->is_bool()) throw wrong_type(param, "a boolean", *v);
   return v->as_bool();
-}
-
-[[noreturn]] void reject_unsupported(const std::string& key, const std::string& what) {
-  throw invalid_request("'" + key + "' is not supported by this server: " + what, key, "unsupported_parameter");
 }
 
 std::string text_of_content(const Value& content, const std::string& param, bool allow_null) {
@@ -109,6 +106,7 @@ std::vector<ChatMessage> parse_messages(const Value& body) {
     ChatMessage msg;
     msg.role = r == "developer" ? "system" : r;
     msg.content = text_of_content(*content, pm + ".content", r == "assistant");
+    reject_unsupported_message_fields(m, pm);
     out.push_back(std::move(msg));
   }
   return out;
@@ -250,28 +248,9 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, c
     req.include_drafts = get_bool(*so, "include_drafts", "stream_options.include_drafts").value_or(false);
   }
 
-  // Features this server does not implement are refused, not ignored, when
-  // asked for: a silent fallback would give answers of another shape.
-  if (std::optional<int64_t> n = get_int(body, "n"); n && *n != 1)
-    throw invalid_request("'n' must be 1 (this server returns one choice), got " + std::to_string(*n), "n",
-                          "unsupported_value");
-  if (std::optional<int64_t> b = get_int(body, "best_of"); b && *b != 1)
-    throw invalid_request("'best_of' must be 1, got " + std::to_string(*b), "best_of", "unsupported_value");
-  if (const Value* lp = field(body, "logprobs")) {
-    const bool on = lp->is_bool() ? lp->as_bool() : lp->is_integer() ? lp->as_int() > 0 : true;
-    if (on) reject_unsupported("logprobs", "log probabilities are not computed");
-  }
-  if (get_bool(body, "echo", "echo").value_or(false)) reject_unsupported("echo", "the prompt is not echoed");
-  if (const Value* s = field(body, "suffix")) {
-    if (!s->is_string()) throw wrong_type("suffix", "a string", *s);
-    if (!s->as_string().empty()) reject_unsupported("suffix", "no insertion mode");
-  }
-  for (const char* key : {"tools", "functions"}) {
-    if (const Value* t = field(body, key)) {
-      if (!t->is_array()) throw wrong_type(key, "an array", *t);
-      if (!t->as_array().empty()) reject_unsupported(key, "no tool calling");
-    }
-  }
+  // Everything else is refused unless its value changes nothing
+  // (request_fields.h lists the fields).
+  reject_unsupported_fields(body, endpoint);
   return req;
 }
 

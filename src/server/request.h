@@ -2,9 +2,9 @@
 // Parsing and validation of the JSON bodies of POST /v1/chat/completions and
 // POST /v1/completions (OpenAI API). Everything a client can get wrong is
 // rejected here with an ApiError naming the field: malformed JSON or invalid
-// UTF-8, wrong types, out-of-range numbers, unsupported n, unknown model.
-// Unknown fields are ignored, as most OpenAI-compatible servers do, so stock
-// clients that send extra fields (user, top_p, ...) keep working.
+// UTF-8, wrong types, out-of-range numbers, unknown model. A field that is not
+// honoured is refused (400 unsupported_parameter) unless its value changes
+// nothing (top_p = 1, user, ...): request_fields.h has the list.
 #include <cstdint>
 #include <optional>
 #include <string>

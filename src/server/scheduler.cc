@@ -77,7 +77,7 @@ bool Scheduler::submit(std::shared_ptr<Job> job) {
   std::lock_guard<std::mutex> lock(mu_);
   // Admitted jobs (running or waiting) are at most slots + max_queue: a job
   // that finds a free slot never counts against the queue.
-  if (stopping_ || int64_t(queue_.size() + running_.size()) >= int64_t(workers_.size()) + max_queue_) return false;
+  if (stopping_ || closed_ || int64_t(queue_.size() + running_.size()) >= int64_t(workers_.size()) + max_queue_) return false;
   job->queued_at = std::chrono::steady_clock::now();
   queue_.push_back(std::move(job));
   publish();
@@ -98,6 +98,25 @@ void Scheduler::cancel(const std::shared_ptr<Job>& job) {
     }
   }
   if (removed) removed->dropped();
+}
+
+void Scheduler::close() {
+  std::deque<std::shared_ptr<Job>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    dropped.swap(queue_);
+    publish();
+  }
+  for (auto& j : dropped) {
+    j->cancel();
+    j->dropped();
+  }
+}
+
+bool Scheduler::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_ || stopping_;
 }
 
 void Scheduler::shutdown() {

@@ -110,6 +110,11 @@ class Scheduler {
   // Cancels `job`: removed from the queue (dropped() is called) if it has not
   // started; a running job sees cancelled() and ends at its next pass.
   void cancel(const std::shared_ptr<Job>& job);
+  // Stops admitting (submit returns false from now on) and drops the queued
+  // jobs (dropped() is called); running jobs go on to their end. Draining a
+  // server: shutdown() still has to follow.
+  void close();
+  bool closed() const;
   // Cancels every job, waits for the workers. Idempotent.
   void shutdown();
 
@@ -128,7 +133,8 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::shared_ptr<Job>> running_;
-  bool stopping_ = false;
+  bool closed_ = false;    // close(): no new jobs
+  bool stopping_ = false;  // shutdown(): workers exit
   std::vector<std::thread> workers_;
 };
 

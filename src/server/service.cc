@@ -8,6 +8,7 @@
 #include "dgemma/error.h"
 #include "generate/draws.h"
 #include "generate/generate.h"
+#include "generate/rng.h"
 #include "server/api_error.h"
 
 namespace dgemma::server {
@@ -16,11 +17,6 @@ namespace {
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-
-// OpenAI's temperature 0 means "as deterministic as possible"; a diffusion
-// step divides the logits by the temperature, so 0 becomes this (the
-// softmax is then one-hot up to float rounding).
-constexpr double kMinTemperature = 0.01;
 
 }  // namespace
 
@@ -48,6 +44,11 @@ bool ActiveRequest::next(StreamEvent& out, std::chrono::milliseconds timeout) {
   return true;
 }
 
+bool ActiveRequest::wait_started(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return started_.load() || closed_; });
+}
+
 void ActiveRequest::dropped() {
   metrics_.count_generation("cancelled");
   StreamEvent e;
@@ -57,6 +58,11 @@ void ActiveRequest::dropped() {
 }
 
 void ActiveRequest::run(DiffusionModel& sequence) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+    cv_.notify_all();
+  }
   const Clock::time_point started = Clock::now();
   const double queue_seconds = seconds_between(queued_at, started);
   metrics_.observe_queue_wait(queue_seconds);
@@ -171,6 +177,7 @@ CompletionService::CompletionService(SharedModel& model, const Tokenizer& tokeni
       options_(std::move(options)),
       metrics_(metrics),
       vocab_size_(model.model().vocab_size()),
+      canvas_length_(model.model().canvas_length()),
       scheduler_(model, options_.slots, options_.max_queue, &metrics),
       rng_(std::random_device{}()) {
   validate_generation_config(options_.defaults, "server generation defaults");
@@ -182,6 +189,8 @@ CompletionService::CompletionService(SharedModel& model, const Tokenizer& tokeni
 }
 
 CompletionService::~CompletionService() { shutdown(); }
+
+void CompletionService::drain() { scheduler_.close(); }
 
 void CompletionService::shutdown() { scheduler_.shutdown(); }
 
@@ -205,7 +214,8 @@ std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& re
   std::vector<int32_t> ids;
   try {
     if (req.endpoint == Endpoint::kChat) {
-      ids = encode_chat(tokenizer_, req.messages, true, options_.thinking, options_.template_kind);
+      ids = encode_chat(tokenizer_, req.messages, true, options_.thinking, options_.template_kind,
+                        options_.special_tokens_in_content ? ChatContent::kSpecialTokens : ChatContent::kPlainText);
     } else if (req.prompt_ids) {
       ids = *req.prompt_ids;
       for (size_t i = 0; i < ids.size(); ++i)
@@ -231,16 +241,13 @@ GenerationConfig CompletionService::build_config(const CompletionRequest& req, i
   c.max_new_tokens = max_tokens;
   c.max_length = 0;  // max_tokens is explicit here (spec §3.4)
   if (req.max_denoising_steps) c.max_denoising_steps = *req.max_denoising_steps;
-  if (req.temperature) {
-    // Keep the model's schedule shape (spec §3.1: t_max at the first step,
-    // t_min at the last) and scale it so the first step runs at `temperature`.
-    const double t = std::max(*req.temperature, kMinTemperature);
-    c.t_min = t * (options_.defaults.t_min / options_.defaults.t_max);
-    c.t_max = t;
-  }
-  if (req.t_min) c.t_min = *req.t_min;
-  if (req.t_max) c.t_max = *req.t_max;
   try {
+    // 0: greedy (draw B is the argmax); t > 0 keeps the model's schedule
+    // shape (spec §3.1) and scales it so that the first step runs at t.
+    if (req.temperature) apply_temperature_override(c, *req.temperature, "request");
+    if (req.t_min || req.t_max) c.greedy = false;  // an explicit schedule samples
+    if (req.t_min) c.t_min = *req.t_min;
+    if (req.t_max) c.t_max = *req.t_max;
     validate_generation_config(c, "request");
   } catch (const Error& e) {
     throw invalid_request(std::string("invalid generation parameters: ") + e.what(),
@@ -249,26 +256,60 @@ GenerationConfig CompletionService::build_config(const CompletionRequest& req, i
   return c;
 }
 
+int64_t CompletionService::fit_max_tokens(const CompletionRequest& req, int64_t prompt_tokens) const {
+  const int64_t wanted = req.max_tokens.value_or(options_.default_max_tokens);
+  const int64_t limit = options_.defaults.context_size;
+  if (limit <= 0) return wanted;
+  const char* param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  const std::string where = "the context size " + std::to_string(limit) + " (-c/--ctx-size)";
+  if (prompt_tokens >= limit)
+    throw invalid_request("the prompt has " + std::to_string(prompt_tokens) + " tokens; with the answer it exceeds " +
+                              where,
+                          param, "context_length_exceeded");
+  // Whole canvases are generated (spec §3.4): max_tokens occupies
+  // ceil(max_tokens / L) * L positions after the prompt.
+  const int64_t L = canvas_length_;
+  const int64_t room = (limit - prompt_tokens) / L * L;  // new positions that fit, in whole canvases
+  const int64_t needed = (wanted + L - 1) / L * L;
+  if (needed <= room) return wanted;
+  // The server default shrinks to what fits; a max_tokens the client asked
+  // for is an error.
+  if (!req.max_tokens && room > 0) return room;
+  throw invalid_request("the prompt (" + std::to_string(prompt_tokens) + " tokens) plus " +
+                            (req.max_tokens ? "max_tokens " : "the default max_tokens ") + std::to_string(wanted) +
+                            " (generated as " + std::to_string(needed / L) + " whole canvases of " +
+                            std::to_string(L) + " tokens) needs " + std::to_string(prompt_tokens + needed) +
+                            " positions, over " + where + "; at most " + std::to_string(room) +
+                            " new tokens fit after this prompt",
+                        req.max_tokens ? "max_tokens" : param,
+                        "context_length_exceeded");
+}
+
 std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest& req, Clock::time_point arrived) {
   ActiveRequest::Setup s;
   s.prompt = build_prompt(req);
-  s.max_tokens = req.max_tokens.value_or(options_.default_max_tokens);
+  s.max_tokens = fit_max_tokens(req, int64_t(s.prompt.size()));
   s.config = build_config(req, s.max_tokens);
   s.stop = req.stop;
   s.drafts = req.stream && req.include_drafts;
   s.arrived = arrived;
-  if (req.seed) {
-    s.seed = *req.seed;
-  } else {
-    std::lock_guard<std::mutex> lock(rng_mu_);
-    s.seed = rng_() & 0x7fffffffffffffffULL;
-  }
+  // The seed every answer reports. Chosen ones stay below 2^53 so that they
+  // survive JavaScript numbers; greedy requests without a seed use 0 (the
+  // initial canvas and the renoise draws still come from the seed), so equal
+  // greedy requests give equal answers.
+  if (req.seed) s.seed = *req.seed;
+  else if (s.config.greedy) s.seed = 0;
+  else s.seed = random_seed();
   auto active = std::make_shared<ActiveRequest>(tokenizer_, metrics_, std::move(s));
-  if (!scheduler_.submit(active))
+  if (!scheduler_.submit(active)) {
+    if (scheduler_.closed())
+      throw ApiError(503, "the server is shutting down; it takes no new requests", "server_error", "",
+                     "server_shutting_down");
     throw ApiError(429,
                    "the server is busy: " + std::to_string(options_.max_queue) +
                        " requests are already waiting (--max-queue); retry later",
                    "rate_limit_error", "", "queue_full");
+  }
   return active;
 }
 

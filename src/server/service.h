@@ -4,6 +4,7 @@
 // checks the server limits, queues a job on the scheduler and delivers what
 // the job produces as a sequence of events (drafts, text, done/error) that
 // the HTTP layer formats as one JSON answer or as SSE chunks.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -33,7 +34,14 @@ struct ServiceOptions {
   bool thinking = false;             // Gemma 4 <|think|> system turn
   int64_t default_max_tokens = 256;  // when a request gives none
   int64_t max_tokens_limit = 4096;   // largest max_tokens accepted
-  int64_t max_prompt_tokens = 8192;  // longer prompts get 400 context_length_exceeded
+  // Longer prompts get 400 context_length_exceeded. So does a prompt whose
+  // max_tokens, rounded up to whole canvases, does not fit
+  // defaults.context_size (> 0); a request without max_tokens gets the
+  // default shrunk to what fits instead.
+  int64_t max_prompt_tokens = 8192;
+  // true: control-token text in chat message content ("<turn|>") becomes
+  // control ids, as in the reference; false (default): content is plain text.
+  bool special_tokens_in_content = false;
   int slots = 1;                     // in-flight sequences
   int64_t max_queue = 64;            // waiting requests beyond the slots; more get 429
 };
@@ -72,6 +80,11 @@ class ActiveRequest final : public Job {
   // or kError nothing more comes.
   bool next(StreamEvent& out, std::chrono::milliseconds timeout);
 
+  // Waits up to `timeout` until the job runs on a sequence or ends without
+  // running (dropped: an error event waits); false on timeout.
+  bool wait_started(std::chrono::milliseconds timeout);
+  bool started() const { return started_.load(); }
+
   int64_t prompt_tokens() const { return int64_t(setup_.prompt.size()); }
   uint64_t seed() const { return setup_.seed; }
   Clock::time_point arrived() const { return setup_.arrived; }
@@ -89,6 +102,7 @@ class ActiveRequest final : public Job {
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;
   bool closed_ = false;  // kDone or kError pushed
+  std::atomic<bool> started_{false};
 };
 
 class CompletionService {
@@ -98,12 +112,17 @@ class CompletionService {
   ~CompletionService();
 
   // Builds the prompt, checks limits and queues the request. Throws ApiError:
-  // 400 (prompt too long, token id outside the vocabulary, invalid
-  // temperature schedule, template failure), 429 (queue full), 503 (stopping).
+  // 400 (prompt too long or prompt + max_tokens over the context size, token
+  // id outside the vocabulary, invalid temperature schedule, template
+  // failure), 429 (queue full), 503 (stopping).
   std::shared_ptr<ActiveRequest> submit(const CompletionRequest& request, Clock::time_point arrived);
   // The client went away: the request leaves the queue, or its generation
   // ends before the next decoder pass.
   void cancel(const std::shared_ptr<ActiveRequest>& request);
+  // Graceful stop: new requests get 503 from now on and queued ones are
+  // dropped (their events end with an error); running generations finish.
+  void drain();
+  bool draining() const { return scheduler_.closed(); }
   // Cancels everything and stops the workers.
   void shutdown();
 
@@ -116,11 +135,14 @@ class CompletionService {
  private:
   std::vector<int32_t> build_prompt(const CompletionRequest& request) const;
   GenerationConfig build_config(const CompletionRequest& request, int64_t max_tokens) const;
+  // max_tokens of `request` checked against the context size (ServiceOptions).
+  int64_t fit_max_tokens(const CompletionRequest& request, int64_t prompt_tokens) const;
 
   const Tokenizer& tokenizer_;
   ServiceOptions options_;
   Metrics& metrics_;
   int64_t vocab_size_;
+  int64_t canvas_length_;
   Scheduler scheduler_;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;

@@ -56,14 +56,24 @@ int32_t AddedTokenMatcher::child(int32_t node, unsigned char byte) const {
   return it != e && it->byte == byte ? it->target : -1;
 }
 
-std::pair<int32_t, size_t> AddedTokenMatcher::longest_at(std::string_view text, size_t pos) const {
+namespace {
+// True when [begin, end) overlaps one of the sorted ranges.
+bool overlaps(AddedTokenMatcher::Ranges ranges, size_t begin, size_t end) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                             [](size_t v, const std::pair<size_t, size_t>& r) { return v < r.second; });
+  return it != ranges.end() && it->first < end;
+}
+}  // namespace
+
+std::pair<int32_t, size_t> AddedTokenMatcher::longest_at(std::string_view text, size_t pos, Ranges plain) const {
   int32_t node = 0, best = -1;
   size_t best_len = 0;
   for (size_t i = pos; i < text.size(); ++i) {
     node = child(node, static_cast<unsigned char>(text[i]));
     if (node < 0) break;
-    if (nodes_[size_t(node)].token >= 0) {
-      best = nodes_[size_t(node)].token;
+    const int32_t tok = nodes_[size_t(node)].token;
+    if (tok >= 0 && !(tokens_[size_t(tok)]->special && !plain.empty() && overlaps(plain, pos, i + 1))) {
+      best = tok;
       best_len = i + 1 - pos;
     }
   }
@@ -83,7 +93,7 @@ bool starts_with_word(std::string_view s) {
 }
 }  // namespace
 
-void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) const {
+void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out, Ranges plain) const {
   size_t start_offset = 0;  // end of the previous emitted piece
   size_t pos = 0;           // where the next search starts
   while (pos < text.size()) {
@@ -92,7 +102,7 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) 
     size_t len = 0;
     while (pos < text.size()) {
       if (first_byte_[static_cast<unsigned char>(text[pos])]) {
-        std::tie(tok, len) = longest_at(text, pos);
+        std::tie(tok, len) = longest_at(text, pos, plain);
         if (tok >= 0) break;
       }
       ++pos;

@@ -7,6 +7,7 @@
 // Tokens with normalized=false are matched on the raw input before the
 // normalizer runs; normalized=true ones on the normalized text.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,12 +38,18 @@ class AddedTokenMatcher {
   void build(const std::vector<const AddedToken*>& tokens, const std::vector<std::string>& patterns);
   bool empty() const { return tokens_.empty(); }
 
-  // Splits `text` into ordinary text and added tokens (appends to `out`).
-  void split(std::string_view text, std::vector<Segment>& out) const;
+  // Byte ranges [first, second) of a text where special tokens do not match
+  // (text encoded with split_special_tokens); sorted, non-overlapping.
+  using Ranges = std::span<const std::pair<size_t, size_t>>;
+
+  // Splits `text` into ordinary text and added tokens (appends to `out`). A
+  // special token whose match would overlap `plain` is not a candidate there
+  // (as if it were not in the vocabulary), so a shorter or later match wins.
+  void split(std::string_view text, std::vector<Segment>& out, Ranges plain = {}) const;
 
  private:
-  // Longest pattern starting at `pos`: (token index, length) or (-1, 0).
-  std::pair<int32_t, size_t> longest_at(std::string_view text, size_t pos) const;
+  // Longest allowed pattern starting at `pos`: (token index, length) or (-1, 0).
+  std::pair<int32_t, size_t> longest_at(std::string_view text, size_t pos, Ranges plain) const;
   int32_t child(int32_t node, unsigned char byte) const;
 
   struct Node {

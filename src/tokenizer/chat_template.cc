@@ -22,17 +22,38 @@ void require_token(const Tokenizer& tok, std::string_view content, const char* t
                 ", so encoding the prompt would split it");
 }
 
+// The rendered prompt as it is built: template markup (control tokens and
+// role names) and message content, kept apart so that they can be encoded
+// differently (encode_chat with ChatContent::kPlainText).
+class PromptWriter {
+ public:
+  PromptWriter& markup(std::string_view s) { return add(s, false); }
+  PromptWriter& content(std::string_view s) { return add(s, true); }
+  std::vector<ChatPromptPart> take() { return std::move(parts_); }
+
+ private:
+  PromptWriter& add(std::string_view s, bool is_content) {
+    if (s.empty()) return *this;
+    if (!parts_.empty() && parts_.back().is_content == is_content) parts_.back().text += s;
+    else parts_.push_back({std::string(s), is_content});
+    return *this;
+  }
+  std::vector<ChatPromptPart> parts_;
+};
+
 std::string_view js_trim(std::string_view s) { return tok::trim_if(s, tok::is_js_whitespace); }
 std::string_view py_trim(std::string_view s) { return tok::trim_if(s, tok::is_python_whitespace); }
 
 // ---- Gemma 3: mirrors the jinja template of tokenizer_config.json ----
 // The goldens were rendered by @huggingface/jinja, whose `trim` is JS trim.
-std::string render_gemma3(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+std::vector<ChatPromptPart> render_gemma3(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
+                                          bool add_generation_prompt) {
   const char* kName = "gemma3";
   require_token(tok, "<bos>", kName);
   require_token(tok, "<start_of_turn>", kName);
   require_token(tok, "<end_of_turn>", kName);
-  std::string out = "<bos>";
+  PromptWriter out;
+  out.markup("<bos>");
   std::string first_user_prefix;
   size_t first = 0;
   if (!messages.empty() && messages[0].role == "system") {
@@ -41,9 +62,9 @@ std::string render_gemma3(const Tokenizer& tok, const std::vector<ChatMessage>& 
       // messages[0]['content'][0]['text'] (untrimmed).
       if (sys.parts->empty() || sys.parts->front().type != "text")
         throw Error("chat template gemma3: a list system content must start with a text part");
-      first_user_prefix = sys.parts->front().text + "\n\n";
+      first_user_prefix = sys.parts->front().text;
     } else {
-      first_user_prefix = sys.content + "\n\n";
+      first_user_prefix = sys.content;
     }
     first = 1;
   }
@@ -54,24 +75,24 @@ std::string render_gemma3(const Tokenizer& tok, const std::vector<ChatMessage>& 
       throw Error("chat template gemma3: conversation roles must alternate user/assistant/user/assistant/... "
                   "(message " + std::to_string(i) + " has role \"" + m.role + "\")");
     std::string role = m.role == "assistant" ? "model" : m.role;
-    out += "<start_of_turn>" + role + "\n";
-    if (index0 == 0) out += first_user_prefix;
+    out.markup("<start_of_turn>").markup(role).markup("\n");
+    if (index0 == 0 && first > 0) out.content(first_user_prefix).markup("\n\n");
     if (m.parts) {
       for (const auto& p : *m.parts) {
         if (p.type == "image") {
           require_token(tok, "<start_of_image>", kName);
-          out += "<start_of_image>";
+          out.markup("<start_of_image>");
         } else if (p.type == "text") {
-          out += js_trim(p.text);
+          out.content(js_trim(p.text));
         }
       }
     } else {
-      out += js_trim(m.content);
+      out.content(js_trim(m.content));
     }
-    out += "<end_of_turn>\n";
+    out.markup("<end_of_turn>\n");
   }
-  if (add_generation_prompt) out += "<start_of_turn>model\n";
-  return out;
+  if (add_generation_prompt) out.markup("<start_of_turn>model\n");
+  return out.take();
 }
 
 // ---- Gemma 4 / DiffusionGemma (spec §3.6) ----
@@ -91,8 +112,8 @@ std::string strip_thinking(std::string_view text) {
   return std::string(py_trim(result));
 }
 
-std::string render_gemma4(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                          bool enable_thinking) {
+std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
+                                          bool add_generation_prompt, bool enable_thinking) {
   const char* kName = "gemma4";
   require_token(tok, "<bos>", kName);
   require_token(tok, "<|turn>", kName);
@@ -102,48 +123,51 @@ std::string render_gemma4(const Tokenizer& tok, const std::vector<ChatMessage>& 
     require_token(tok, "<|channel>", kName);
     require_token(tok, "<channel|>", kName);
   }
+  PromptWriter out;
   auto render_content = [&](const ChatMessage& m) {
-    if (!m.parts) return std::string(py_trim(m.content));
-    std::string s;
+    if (!m.parts) {
+      out.content(py_trim(m.content));
+      return;
+    }
     for (const auto& p : *m.parts) {
       if (p.type == "text") {
-        s += py_trim(p.text);
+        out.content(py_trim(p.text));
       } else if (p.type == "image") {
         // UNCONFIRMED placement for the official template (spec §3.6 lists the id).
         require_token(tok, "<|image|>", kName);
-        s += "<|image|>";
+        out.markup("<|image|>");
       }
     }
-    return s;
   };
-
-  std::string out = "<bos>";
+  // Upstream trims the system turn's rendered content once more; each part is
+  // trimmed already, so that outer trim never changes anything.
+  out.markup("<bos>");
   size_t first = 0;
   bool has_system = !messages.empty() && (messages[0].role == "system" || messages[0].role == "developer");
   if (enable_thinking || has_system) {
-    out += "<|turn>system\n";
-    if (enable_thinking) out += "<|think|>\n";
+    out.markup("<|turn>system\n");
+    if (enable_thinking) out.markup("<|think|>\n");
     if (has_system) {
-      out += py_trim(render_content(messages[0]));
+      render_content(messages[0]);
       first = 1;
     }
-    out += "<turn|>\n";
+    out.markup("<turn|>\n");
   }
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     std::string role = m.role == "assistant" ? "model" : m.role;
-    out += "<|turn>" + role + "\n";
-    if (role == "model" && !m.parts) out += strip_thinking(m.content);
-    else out += render_content(m);
-    out += "<turn|>\n";
+    out.markup("<|turn>").markup(role).markup("\n");
+    if (role == "model" && !m.parts) out.content(strip_thinking(m.content));
+    else render_content(m);
+    out.markup("<turn|>\n");
   }
   if (add_generation_prompt) {
-    out += "<|turn>model\n";
+    out.markup("<|turn>model\n");
     // Thinking off: an empty thought channel, so the model answers directly
     // (golden of spec §3.6).
-    if (!enable_thinking) out += "<|channel>thought\n<channel|>";
+    if (!enable_thinking) out.markup("<|channel>thought\n<channel|>");
   }
-  return out;
+  return out.take();
 }
 
 }  // namespace
@@ -171,16 +195,31 @@ ChatTemplateKind parse_chat_template_kind(std::string_view name) {
   throw Error("unknown chat template \"" + std::string(name) + "\" (expected auto, gemma4 or gemma3)");
 }
 
-std::string render_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
+std::vector<ChatPromptPart> render_chat_parts(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
+                                              bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
   if (kind == ChatTemplateKind::kAuto) kind = detect_chat_template(tokenizer);
   if (kind == ChatTemplateKind::kGemma4) return render_gemma4(tokenizer, messages, add_generation_prompt, enable_thinking);
   return render_gemma3(tokenizer, messages, add_generation_prompt);
 }
 
+std::string render_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
+                        bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
+  std::string out;
+  for (const ChatPromptPart& p : render_chat_parts(tokenizer, messages, add_generation_prompt, enable_thinking, kind))
+    out += p.text;
+  return out;
+}
+
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
-                                 bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
-  return tokenizer.encode(render_chat(tokenizer, messages, add_generation_prompt, enable_thinking, kind), false);
+                                 bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind,
+                                 ChatContent content) {
+  const std::vector<ChatPromptPart> parts =
+      render_chat_parts(tokenizer, messages, add_generation_prompt, enable_thinking, kind);
+  std::vector<Tokenizer::TextPiece> pieces;
+  pieces.reserve(parts.size());
+  for (const ChatPromptPart& p : parts)
+    pieces.push_back({p.text, !p.is_content || content == ChatContent::kSpecialTokens});
+  return tokenizer.encode_pieces(pieces, false);
 }
 
 std::vector<ChatMessage> chat_messages_from_json(const json::Value& list, const std::string& source) {

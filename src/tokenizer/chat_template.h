@@ -57,10 +57,34 @@ std::string render_chat(const Tokenizer& tokenizer, const std::vector<ChatMessag
                         bool add_generation_prompt, bool enable_thinking,
                         ChatTemplateKind kind = ChatTemplateKind::kAuto);
 
-// render_chat + encode(add_special = false).
+// One part of a rendered prompt: template markup (control tokens, role
+// names, newlines) or message content (the caller's text).
+struct ChatPromptPart {
+  std::string text;
+  bool is_content = false;
+};
+// The prompt as parts; their concatenation is render_chat's text.
+std::vector<ChatPromptPart> render_chat_parts(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
+                                              bool add_generation_prompt, bool enable_thinking,
+                                              ChatTemplateKind kind = ChatTemplateKind::kAuto);
+
+// How special-token text inside message content is encoded.
+enum class ChatContent {
+  // As the reference (render, then encode the whole text): "<turn|>" typed in
+  // a message becomes the control token, so content can forge turns.
+  kSpecialTokens,
+  // Content is plain text (Tokenizer::encode_plain): only the template's own
+  // markup produces control tokens. Identical ids whenever the content holds
+  // no special-token text.
+  kPlainText,
+};
+
+// The rendered prompt encoded with add_special = false; markup always with
+// special tokens, content as `content` says.
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt, bool enable_thinking,
-                                 ChatTemplateKind kind = ChatTemplateKind::kAuto);
+                                 ChatTemplateKind kind = ChatTemplateKind::kAuto,
+                                 ChatContent content = ChatContent::kSpecialTokens);
 
 // Parses an OpenAI-style JSON message list:
 // [{"role": "user", "content": "text" | [{"type": "text", "text": "..."}, {"type": "image"}]}, ...]

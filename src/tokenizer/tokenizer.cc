@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -56,16 +57,17 @@ void tokenize_normalized(const Tokenizer::Impl& t, std::string text, bool at_sta
 
 // One chunk of input between raw-matched added tokens
 // (HF `AddedVocabulary::extract_and_normalize`, second half).
-void tokenize_chunk(const Tokenizer::Impl& t, std::string_view chunk, bool at_start, bool reference,
-                    std::vector<int32_t>& ids) {
+// `normalized_matcher`: the tokenizer's, or its plain one (no special tokens).
+void tokenize_chunk(const Tokenizer::Impl& t, const tok::AddedTokenMatcher& normalized_matcher, std::string_view chunk,
+                    bool at_start, bool reference, std::vector<int32_t>& ids) {
   std::string norm(chunk);
   t.normalizer.apply(norm);
-  if (t.normalized_matcher.empty()) {
+  if (normalized_matcher.empty()) {
     tokenize_normalized(t, std::move(norm), at_start, reference, ids);
     return;
   }
   std::vector<tok::Segment> segs;
-  t.normalized_matcher.split(norm, segs);
+  normalized_matcher.split(norm, segs);
   for (const auto& s : segs) {
     if (s.id >= 0) ids.push_back(s.id);
     else tokenize_normalized(t, norm.substr(s.begin, s.end - s.begin), at_start && s.begin == 0, reference, ids);
@@ -104,32 +106,75 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
-  return encode_impl(text, add_special, false);
+  const TextPiece piece{text, true};
+  return encode_impl({&piece, 1}, add_special, false);
+}
+
+std::vector<int32_t> Tokenizer::encode_plain(std::string_view text, bool add_special) const {
+  const TextPiece piece{text, false};
+  return encode_impl({&piece, 1}, add_special, false);
+}
+
+std::vector<int32_t> Tokenizer::encode_pieces(std::span<const TextPiece> pieces, bool add_special) const {
+  return encode_impl(pieces, add_special, false);
 }
 
 std::vector<int32_t> Tokenizer::encode_reference(std::string_view text, bool add_special) const {
-  return encode_impl(text, add_special, true);
+  const TextPiece piece{text, true};
+  return encode_impl({&piece, 1}, add_special, true);
 }
 
-std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_special, bool reference) const {
+std::vector<int32_t> Tokenizer::encode_impl(std::span<const TextPiece> pieces, bool add_special,
+                                            bool reference) const {
   const Impl& t = *impl_;
-  if (size_t bad = tok::find_invalid_utf8(text); bad != std::string_view::npos)
-    throw Error("tokenizer: cannot encode text that is not valid UTF-8 (invalid byte 0x" +
-                [&] {
-                  char b[4];
-                  std::snprintf(b, sizeof b, "%02X", unsigned(static_cast<unsigned char>(text[bad])));
-                  return std::string(b);
-                }() +
-                " at offset " + std::to_string(bad) + ")");
+  size_t total = 0;
+  for (const TextPiece& p : pieces) {
+    if (size_t bad = tok::find_invalid_utf8(p.text); bad != std::string_view::npos)
+      throw Error("tokenizer: cannot encode text that is not valid UTF-8 (invalid byte 0x" +
+                  [&] {
+                    char b[4];
+                    std::snprintf(b, sizeof b, "%02X", unsigned(static_cast<unsigned char>(p.text[bad])));
+                    return std::string(b);
+                  }() +
+                  " at offset " + std::to_string(total + bad) + ")");
+    total += p.text.size();
+  }
+  // One piece is encoded in place; several are joined and split as one text
+  // in which special tokens may not match inside the plain pieces' bytes.
+  std::string joined;
+  std::string_view text = pieces.size() == 1 ? pieces[0].text : std::string_view();
+  if (pieces.size() > 1) {
+    joined.reserve(total);
+    for (const TextPiece& p : pieces) joined += p.text;
+    text = joined;
+  }
+  std::vector<std::pair<size_t, size_t>> plain;  // byte ranges of the plain pieces
+  size_t offset = 0;
+  for (const TextPiece& p : pieces) {
+    if (!p.special_tokens && !p.text.empty()) {
+      if (!plain.empty() && plain.back().second == offset) plain.back().second += p.text.size();
+      else plain.emplace_back(offset, offset + p.text.size());
+    }
+    offset += p.text.size();
+  }
+  std::vector<tok::Segment> segs;
+  if (t.raw_matcher.empty()) segs.push_back({0, text.size(), -1});
+  else t.raw_matcher.split(text, segs, plain);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
   if (add_special) ids = t.post_processor.prefix();
-  std::vector<tok::Segment> segs;
-  if (t.raw_matcher.empty()) segs.push_back({0, text.size(), -1});
-  else t.raw_matcher.split(text, segs);
-  for (const auto& s : segs) {
-    if (s.id >= 0) ids.push_back(s.id);
-    else tokenize_chunk(t, text.substr(s.begin, s.end - s.begin), s.begin == 0, reference, ids);
+  for (const tok::Segment& seg : segs) {
+    if (seg.id >= 0) {
+      ids.push_back(seg.id);
+      continue;
+    }
+    // Normalized added tokens are matched after the normalizer, where byte
+    // offsets differ: a chunk touching plain text matches no special one.
+    const bool touches_plain = std::any_of(plain.begin(), plain.end(), [&](const std::pair<size_t, size_t>& r) {
+      return r.first < seg.end && seg.begin < r.second;
+    });
+    const tok::AddedTokenMatcher& normalized = touches_plain ? t.normalized_plain_matcher : t.normalized_matcher;
+    tokenize_chunk(t, normalized, text.substr(seg.begin, seg.end - seg.begin), seg.begin == 0, reference, ids);
   }
   if (add_special) ids.insert(ids.end(), t.post_processor.suffix().begin(), t.post_processor.suffix().end());
   return ids;

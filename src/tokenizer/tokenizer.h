@@ -34,6 +34,29 @@ class Tokenizer {
   // strings); invalid input throws dgemma::Error naming the byte offset.
   std::vector<int32_t> encode(std::string_view text, bool add_special) const;
 
+  // As encode, but special-token text inside `text` is ordinary text (HF
+  // tokenizers `split_special_tokens=True`): "<bos>" or "<|turn>" in `text`
+  // never becomes the control id; it is pre-tokenized and run through BPE like
+  // any other text. Non-special added tokens (e.g. Gemma's newline runs) still
+  // match, as in the reference. Use it for untrusted text such as chat content.
+  std::vector<int32_t> encode_plain(std::string_view text, bool add_special) const;
+
+  // One part of a text to encode: `special_tokens` = true matches special-token
+  // text in it as control tokens (encode), false encodes it as ordinary text
+  // (encode_plain).
+  struct TextPiece {
+    std::string_view text;
+    bool special_tokens = true;
+  };
+  // Encodes the concatenation of `pieces` as one text, except that a special
+  // token never matches over bytes of a piece with special_tokens == false
+  // (there it is not a candidate at all, as in encode_plain). So the ids equal
+  // those of encode(concatenation) whenever the plain pieces hold no
+  // special-token text; other matches (non-special added tokens such as
+  // newline runs, BPE words) span piece boundaries as in the joined text. For
+  // chat prompts: template markup with special tokens, message content without.
+  std::vector<int32_t> encode_pieces(std::span<const TextPiece> pieces, bool add_special) const;
+
   // Ids -> text through the tokenizer.json decoder. With `skip_special`,
   // special added tokens (<bos>, <eos>, turn markers, ...) are left out. A
   // run of byte tokens (<0xE4><0xBD><0xA0>) that is not valid UTF-8 as a
@@ -65,7 +88,7 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
-  std::vector<int32_t> encode_impl(std::string_view text, bool add_special, bool reference) const;
+  std::vector<int32_t> encode_impl(std::span<const TextPiece> pieces, bool add_special, bool reference) const;
   std::shared_ptr<const Impl> impl_;
 };
 

@@ -24,6 +24,8 @@ struct Tokenizer::Impl {
   tok::PieceTable added_index;         // content -> id of the added tokens
   tok::AddedTokenMatcher raw_matcher;         // normalized == false
   tok::AddedTokenMatcher normalized_matcher;  // normalized == true
+  // normalized_matcher without the special tokens (Tokenizer::encode_plain).
+  tok::AddedTokenMatcher normalized_plain_matcher;
   tok::Normalizer normalizer;
   tok::PreTokenizer pre_tokenizer;
   tok::Decoder decoder;

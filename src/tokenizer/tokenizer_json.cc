@@ -316,24 +316,30 @@ std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, con
     t.pieces[id] = vocab.piece(int32_t(id));
     t.flags[id] = Tokenizer::Impl::kPresent;
   }
-  std::vector<const AddedToken*> raw, normalized;
-  std::vector<std::string> raw_patterns, normalized_patterns;
+  // The normalized matcher also comes without the special tokens (for text
+  // whose special-token strings are plain text, Tokenizer::encode_plain); the
+  // raw matcher skips them by position instead (AddedTokenMatcher::split).
+  struct Patterns {
+    std::vector<const AddedToken*> tokens;
+    std::vector<std::string> strings;
+    void add(const AddedToken* a, std::string s) {
+      tokens.push_back(a);
+      strings.push_back(std::move(s));
+    }
+  } raw, normalized, normalized_plain;
   for (const AddedToken& a : t.added) {
     t.pieces[size_t(a.id)] = a.content;
     t.flags[size_t(a.id)] = Tokenizer::Impl::kPresent | Tokenizer::Impl::kAdded |
                             (a.special ? Tokenizer::Impl::kSpecial : 0);
-    if (a.normalized) {
-      std::string p = a.content;
-      t.normalizer.apply(p);
-      normalized.push_back(&a);
-      normalized_patterns.push_back(std::move(p));
-    } else {
-      raw.push_back(&a);
-      raw_patterns.push_back(a.content);
-    }
+    std::string p = a.content;
+    if (a.normalized) t.normalizer.apply(p);
+    Patterns& all = a.normalized ? normalized : raw;
+    if (!a.special && a.normalized) normalized_plain.add(&a, p);
+    all.add(&a, std::move(p));
   }
-  t.raw_matcher.build(raw, raw_patterns);
-  t.normalized_matcher.build(normalized, normalized_patterns);
+  t.raw_matcher.build(raw.tokens, raw.strings);
+  t.normalized_matcher.build(normalized.tokens, normalized.strings);
+  t.normalized_plain_matcher.build(normalized_plain.tokens, normalized_plain.strings);
   t.post_processor = PostProcessor::from_json(post_processor, source, bound);
   return impl;
 }

@@ -70,7 +70,11 @@ expect_error() {  # <needle> <args...>
 expect_error '"<|turn>"' --tokenizer "$TOK" --chat --template gemma4 "$MSG"
 expect_error 'out of range' --tokenizer "$TOK" --decode "5 999999"
 expect_error 'not a token id' --tokenizer "$TOK" --decode "5 x"
-expect_error 'no tokenizer' "hello"
+# No --tokenizer or -m: the built-in default model's tokenizer (created on
+# first use in $DGEMMA_CACHE, as `run` does), which keeps the Gemma ids.
+expect_eq "$(DGEMMA_CACHE="$WORK/cache" "$BIN" tokenize --add-special "Hello world")" "2 9259 1902" \
+  "no tokenizer given: the default model's"
+expect_error 'not both' --tokenizer "$TOK" -m "$WORK/model" "hello"
 expect_error 'cannot open' --tokenizer "$WORK/none.json" "hello"
 if printf 'ab\xff' | "$BIN" tokenize --tokenizer "$TOK" > /dev/null 2> "$WORK/err"; then fail "invalid UTF-8 accepted"; fi
 grep -qF "not valid UTF-8" "$WORK/err" || fail "invalid UTF-8 message: $(cat "$WORK/err")"

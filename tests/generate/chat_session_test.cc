@@ -5,7 +5,11 @@
 // rebuild (sliding layers cannot be truncated); /reset starts over.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "default_model_fixture.h"
+#include "dgemma/error.h"
 #include "generate/chat_session.h"
 #include "generate/generate.h"
 #include "generate/token_stream.h"
@@ -105,6 +109,66 @@ TEST(ChatSession, ReplyTrimmedInsideAnEncodedCanvasRebuildsTheCache) {
   EXPECT_EQ(model->cache_length(), 0);
   RandomDraws d1(8);
   EXPECT_NO_THROW(generate(*model, t1.new_ids, config, d1));
+}
+
+// Context limit: when the next turn would not fit, the oldest turns go; the
+// first kept turn is re-rendered as a first turn (with the system prompt),
+// the cache keeps the common prefix, and the reply equals a fresh run over
+// the truncated conversation. A turn that cannot fit alone is refused and
+// leaves the session unchanged.
+TEST(ChatSession, ContextLimitDropsTheOldestTurns) {
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  GenerationConfig config = chat_config();
+  config.max_new_tokens = 16;  // one canvas per reply
+  auto model = load_model();
+  ChatSession chat(*model, tok, ChatTemplateKind::kAuto, "Be brief.", false);
+  const auto turn = [&](const std::string& text, uint64_t seed) {
+    const ChatSession::TurnInput in = chat.begin_turn(text);
+    RandomDraws d(seed);
+    const GenerationResult r = generate(*model, in.new_ids, config, d);
+    chat.end_turn(r, visible(r, config, config.max_new_tokens));
+    return in;
+  };
+  const ChatSession::TurnInput t0 = turn("One", 1);
+  const size_t after_one = chat.history().size();
+  turn("Two", 2);
+  // Room for the history so far plus a bit, but not for a third turn.
+  const int64_t limit = int64_t(chat.history().size()) + 16 + 4;
+  chat.set_context_limit(limit, 16);
+  const ChatSession::TurnInput t2 = chat.begin_turn("Three");
+  EXPECT_EQ(t2.dropped_turns, 1);
+  EXPECT_EQ(chat.turns(), 2u);
+  EXPECT_LE(int64_t(chat.history().size()) + 16, limit);
+  // The kept conversation starts as a first turn with the system prompt.
+  const std::vector<int32_t> first = encode_chat(tok, {{"system", "Be brief.", {}}, {"user", "Two", {}}}, true, false);
+  ASSERT_GE(chat.history().size(), first.size());
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), chat.history().begin()));
+  // The cache keeps at most the common prefix (the system turn), or is
+  // rebuilt when a sliding layer no longer holds the rows for that.
+  EXPECT_TRUE(t2.cache_reset || (t2.reused > 0 && t2.reused < int64_t(after_one)));
+  const std::vector<int32_t> conversation = chat.history();
+  RandomDraws d(3);
+  const GenerationResult r = generate(*model, t2.new_ids, config, d);
+  auto fresh = load_model();
+  RandomDraws d_fresh(3);
+  const GenerationResult ref = generate(*fresh, conversation, config, d_fresh);
+  EXPECT_EQ(std::vector<int32_t>(r.generated().begin(), r.generated().end()),
+            std::vector<int32_t>(ref.generated().begin(), ref.generated().end()));
+  chat.end_turn(r, visible(r, config, config.max_new_tokens));
+
+  // Too long for the limit even alone: refused, nothing changes.
+  const std::vector<int32_t> before = chat.history();
+  std::string huge;
+  for (int i = 0; i < 200; ++i) huge += "word ";
+  try {
+    chat.begin_turn(huge);
+    FAIL() << "a turn larger than the context was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(-c/--ctx-size)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(chat.history(), before);
+  EXPECT_EQ(chat.turns(), 2u);
+  (void)t0;
 }
 
 }  // namespace

@@ -133,3 +133,28 @@ TEST(WeightBinding, Bf16PrecisionConvertsWeights) {
 
 }  // namespace
 }  // namespace dgemma
+
+namespace dgemma {
+namespace {
+
+// ModelOptions::load_progress sees every expected tensor: monotone element
+// counts that end at the total, with and without quantization at load.
+TEST(WeightBinding, LoadProgressReachesTheTotal) {
+  for (const LoadQuantization q : {LoadQuantization::kNone, LoadQuantization::kNf4}) {
+    std::vector<std::pair<int64_t, int64_t>> calls;
+    ModelOptions o;
+    o.threads = 2;
+    o.quantize = q;
+    o.load_progress = [&](int64_t done, int64_t total) { calls.emplace_back(done, total); };
+    auto m = DiffusionGemma::load(kGolden, o);
+    ASSERT_EQ(calls.size(), m->weights().bound.size());
+    for (size_t i = 1; i < calls.size(); ++i) {
+      EXPECT_GT(calls[i].first, calls[i - 1].first);
+      EXPECT_EQ(calls[i].second, calls[0].second);
+    }
+    EXPECT_EQ(calls.back().first, calls.back().second);
+  }
+}
+
+}  // namespace
+}  // namespace dgemma

@@ -444,21 +444,72 @@ TEST(CpuFastKernels, MoeExpertsMatchReferenceAndBf16IsExact) {
 TEST(CpuFastKernels, SoftEmbeddingMatchesReference) {
   Rng rng(11);
   for (auto [M, V, H] : std::vector<std::array<int64_t, 3>>{{1, 3, 2}, {5, 100, 40}, {3, 9000, 33}, {20, 601, 300}})
-    for (DType dt : {DType::kF32, DType::kBF16}) {
-      Tensor logits = rand_f32({M, V}, rng, 4.0f);
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (const bool bf16_run : {false, true}) {
+        Tensor logits = rand_f32({M, V}, rng, 4.0f);
+        Weight table = make_weight({V, H}, dt, rng, 1.0f);
+        OpAttrs a;
+        a.scale = 2.5f;
+        a.round_to_bf16 = bf16_run;
+        Tensor want;
+        run_reference(make_call(OpKind::kSoftEmbedding, {&logits}, {&table.ref}, {&want}, a));
+        for (CpuIsa l : fast_levels()) {
+          CpuBackend b(level_options(l));
+          Tensor got;
+          run_on(b, make_call(OpKind::kSoftEmbedding, {&logits}, {&table.ref}, {&got}, a));
+          // In a bf16 run a probability may round to the neighbouring bf16
+          // value when its fp32 sum differs in the last bit (relative 2^-8).
+          const double tol = bf16_run ? 5e-3 : 1e-5;
+          expect_close(want.f, got.f, tol, tol,
+                       level_name(l) + " soft_embedding V=" + std::to_string(V) + " " + std::string(dtype_name(dt)) +
+                           (bf16_run ? " bf16 run" : " fp32 run"));
+        }
+      }
+}
+
+// Rows whose probability sits on a few tokens are summed sparsely, within
+// 1e-6 relative of the dense product (fast_soft_embedding.cc); flat rows stay
+// dense and are identical to the dense-only path; a mix is scattered back
+// to the right rows.
+TEST(CpuFastKernels, SoftEmbeddingSparseRowsMatchTheDenseProduct) {
+  Rng rng(12);
+  const int64_t M = 9, V = 5000, H = 48;
+  for (DType dt : {DType::kF32, DType::kBF16})
+    for (const bool bf16_run : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (bf16_run ? " bf16 run" : " fp32 run"));
+      Tensor logits = rand_f32({M, V}, rng, 2.0f);
+      // Rows 0, 3, 4, 8 peaked: up to 5 tokens 60-70 nats above the rest.
+      for (const int64_t m : {0, 3, 4, 8})
+        for (int64_t k = 0; k <= m % 5; ++k) logits.f[size_t(m * V + (k * 977 + m * 31) % V)] = 60.0f + float(k * 2);
       Weight table = make_weight({V, H}, dt, rng, 1.0f);
       OpAttrs a;
-      a.scale = 2.5f;
-      Tensor want;
-      run_reference(make_call(OpKind::kSoftEmbedding, {&logits}, {&table.ref}, {&want}, a));
+      a.scale = 3.0f;
+      a.round_to_bf16 = bf16_run;
       for (CpuIsa l : fast_levels()) {
-        CpuBackend b(level_options(l));
-        Tensor got;
-        run_on(b, make_call(OpKind::kSoftEmbedding, {&logits}, {&table.ref}, {&got}, a));
-        // Over a bf16 table a probability may round to the neighbouring bf16
-        // value when its fp32 sum differs in the last bit (relative 2^-8).
-        expect_close(want.f, got.f, dt == DType::kBF16 ? 5e-3 : 1e-5, dt == DType::kBF16 ? 5e-3 : 1e-5,
-                     level_name(l) + " soft_embedding V=" + std::to_string(V) + " " + std::string(dtype_name(dt)));
+        CpuBackendOptions dense_only = level_options(l), sparse = level_options(l);
+        dense_only.sparse_self_conditioning = false;
+        CpuBackend bd(dense_only), bs(sparse);
+        Tensor want, got;
+        run_on(bd, make_call(OpKind::kSoftEmbedding, {&logits}, {&table.ref}, {&want}, a));
+        run_on(bs, make_call(OpKind::kSoftEmbedding, {&logits}, {&table.ref}, {&got}, a));
+        const SoftEmbeddingStats st = bs.soft_embedding_stats();
+        EXPECT_EQ(st.rows_sparse, 4) << level_name(l);
+        EXPECT_EQ(st.rows_dense, M - 4) << level_name(l);
+        EXPECT_EQ(st.kept_max, 5) << level_name(l);
+        EXPECT_EQ(bd.soft_embedding_stats().calls, 0);
+        for (int64_t m = 0; m < M; ++m) {
+          const bool peaked = m == 0 || m == 3 || m == 4 || m == 8;
+          double n2 = 0, e2 = 0;
+          for (int64_t h = 0; h < H; ++h) {
+            const double w = want.f[size_t(m * H + h)], g = got.f[size_t(m * H + h)];
+            n2 += w * w;
+            e2 += (w - g) * (w - g);
+            if (!peaked) {
+              ASSERT_EQ(w, g) << "dense row " << m << " h " << h;
+            }
+          }
+          EXPECT_LE(std::sqrt(e2), 2e-6 * std::sqrt(n2)) << level_name(l) << " row " << m;
+        }
       }
     }
 }

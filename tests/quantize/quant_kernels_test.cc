@@ -280,36 +280,50 @@ TEST_P(QuantOps, ExpertsMatchDenseWeights) {
   }
 }
 
-TEST_P(QuantOps, EmbeddingsUseRowsRoundedToTheLogicalDtype) {
+// Embedding rows of a quantized table are its dequantized values in an fp32
+// run and those values rounded to bf16 in a bf16 run (OpAttrs::round_to_bf16),
+// whatever the logical dtype: the same as a plain table holding them.
+TEST_P(QuantOps, EmbeddingsUseRowsRoundedToTheRunDtype) {
   auto b = backend();
   const int64_t V = 40, H = 64;
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    const std::vector<float> table = random_values(V * H, 11, 0.5f);
-    auto q = quant::quantize_weight(QuantScheme::kAffine, {DType::kF32, table.data(), V * H}, {V, H}, dt,
-                                    params(32, 8, false));
-    const WeightRef wq = quant_ref(q);
-    // The dense table in the logical dtype, from the dequantized values.
-    const std::vector<float> d = dequantized(*q);
-    std::vector<uint16_t> d16(d.size());
-    for (size_t i = 0; i < d.size(); ++i) d16[i] = f32_to_bf16(d[i]);
-    WeightRef wd = dense_ref(d, {V, H});
-    if (dt == DType::kBF16) {
-      wd.dtype = DType::kBF16;
-      wd.data = d16.data();
+    for (const bool bf16_run : {false, true}) {
+      SCOPED_TRACE(std::string("logical ") + std::string(dtype_name(dt)) + (bf16_run ? ", bf16 run" : ", fp32 run"));
+      const std::vector<float> table = random_values(V * H, 11, 0.5f);
+      auto q = quant::quantize_weight(QuantScheme::kAffine, {DType::kF32, table.data(), V * H}, {V, H}, dt,
+                                      params(32, 8, false));
+      const WeightRef wq = quant_ref(q);
+      // The plain table a run of this precision reads: the dequantized values,
+      // rounded to bf16 in a bf16 run.
+      const std::vector<float> d = dequantized(*q);
+      std::vector<uint16_t> d16(d.size());
+      for (size_t i = 0; i < d.size(); ++i) d16[i] = f32_to_bf16(d[i]);
+      WeightRef wd = dense_ref(d, {V, H});
+      if (bf16_run) {
+        wd.dtype = DType::kBF16;
+        wd.data = d16.data();
+      }
+      Tensor ids = Tensor::i32({5});
+      ids.i = {0, 39, 7, 7, 12};
+      OpAttrs a;
+      a.scale = 8.0f;
+      a.round_to_bf16 = bf16_run;
+      EXPECT_EQ(run(*b, OpKind::kEmbedding, {&ids}, {&wq}, a).f, run(*b, OpKind::kEmbedding, {&ids}, {&wd}, a).f);
+      const Tensor logits = f32({3, V}, random_values(3 * V, 12, 2.0f));
+      EXPECT_EQ(run(*b, OpKind::kSoftEmbedding, {&logits}, {&wq}, a).f,
+                run(*b, OpKind::kSoftEmbedding, {&logits}, {&wd}, a).f);
+      if (!bf16_run && dt == DType::kBF16) {  // the values are not all bf16 values: rounding would show
+        WeightRef wr = dense_ref(d, {V, H});
+        wr.dtype = DType::kBF16;
+        wr.data = d16.data();
+        EXPECT_NE(run(*b, OpKind::kEmbedding, {&ids}, {&wq}, a).f, run(*b, OpKind::kEmbedding, {&ids}, {&wr}, a).f);
+      }
+      // The LM head: a linear over the quantized table.
+      const Tensor x = f32({4, H}, random_values(4 * H, 13, 1.0f));
+      const WeightRef wd32 = dense_ref(d, {V, H});
+      EXPECT_LE(rel_error(run(*b, OpKind::kLinear, {&x}, {&wq}).f, run(*b, OpKind::kLinear, {&x}, {&wd32}).f), 1e-5);
+      b->clear_packed_weights();
     }
-    Tensor ids = Tensor::i32({5});
-    ids.i = {0, 39, 7, 7, 12};
-    OpAttrs a;
-    a.scale = 8.0f;
-    EXPECT_EQ(run(*b, OpKind::kEmbedding, {&ids}, {&wq}, a).f, run(*b, OpKind::kEmbedding, {&ids}, {&wd}, a).f);
-    const Tensor logits = f32({3, V}, random_values(3 * V, 12, 2.0f));
-    EXPECT_EQ(run(*b, OpKind::kSoftEmbedding, {&logits}, {&wq}, a).f,
-              run(*b, OpKind::kSoftEmbedding, {&logits}, {&wd}, a).f);
-    // The LM head: a linear over the quantized table.
-    const Tensor x = f32({4, H}, random_values(4 * H, 13, 1.0f));
-    const WeightRef wd32 = dense_ref(d, {V, H});
-    EXPECT_LE(rel_error(run(*b, OpKind::kLinear, {&x}, {&wq}).f, run(*b, OpKind::kLinear, {&x}, {&wd32}).f), 1e-5);
-    b->clear_packed_weights();
   }
 }
 

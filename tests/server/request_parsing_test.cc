@@ -153,6 +153,74 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
   }
 }
 
+// One rule: a field is honoured, or accepted with its no-op value, or refused
+// with 400 unsupported_parameter naming it (request_fields.h).
+TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
+  const std::string msg = R"("messages": [{"role": "user", "content": "x"}])";
+  const CompletionRequest ok = chat("{" + msg + R"(, "top_p": 1, "frequency_penalty": 0, "presence_penalty": 0.0,
+      "response_format": {"type": "text"}, "logprobs": false, "top_logprobs": 0, "user": "u", "model": "tiny",
+      "n": 1, "tools": [], "tool_choice": "none", "parallel_tool_calls": true, "logit_bias": {},
+      "stream_options": {"include_usage": false}, "metadata": {"k": "v"}, "store": false, "modalities": ["text"],
+      "service_tier": "auto", "function_call": "auto", "functions": [], "seed": 1})");
+  EXPECT_EQ(ok.seed, 1u);
+  completion(R"({"prompt": "x", "best_of": 1, "echo": false, "suffix": "", "logprobs": 0, "top_p": 1.0})");
+  chat(R"({"messages": [{"role": "assistant", "content": "a", "refusal": null, "tool_calls": [], "name": null},
+                        {"role": "user", "content": "b"}]})");
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"("response_format": {"type": "json_object"})", "response_format"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
+      {R"("top_p": 0.9)", "top_p"},
+      {R"("frequency_penalty": 0.5)", "frequency_penalty"},
+      {R"("presence_penalty": -1)", "presence_penalty"},
+      {R"("logprobs": true)", "logprobs"},
+      {R"("top_logprobs": 3)", "top_logprobs"},
+      {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
+      {R"("tool_choice": "required")", "tool_choice"},
+      {R"("logit_bias": {"50": 100})", "logit_bias"},
+      {R"("n": 2)", "n"},
+      {R"("user": 5)", "user"},
+      {R"("store": true)", "store"},
+      {R"("modalities": ["text", "audio"])", "modalities"},
+      {R"("top_k": 40)", "top_k"},
+      {R"("repetition_penalty": 1.1)", "repetition_penalty"},
+      {R"("some_new_field": null)", "some_new_field"},
+      {R"("stream_options": {"include_usage": true, "chunk_size": 4})", "stream_options.chunk_size"},
+      {R"("prompt": "x")", "prompt"},  // a completions field on the chat endpoint
+      {R"("echo": false)", "echo"},
+  };
+  for (const auto& [field, param] : refused) {
+    try {
+      chat("{" + msg + ", " + field + "}");
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << field;
+      EXPECT_EQ(e.code, "unsupported_parameter") << field << ": " << e.what();
+      EXPECT_EQ(e.param, param) << field;
+      EXPECT_NE(std::string(e.what()).find(param), std::string::npos) << e.what();
+    }
+  }
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"messages": [{"role": "user", "content": "x", "name": "bob"}]})", "messages[0].name"},
+           {R"({"messages": [{"role": "user", "content": "x", "tool_call_id": "1"}]})", "messages[0].tool_call_id"},
+           {R"({"messages": [{"role": "assistant", "content": "x", "tool_calls": [{"id": "1"}]}]})",
+            "messages[0].tool_calls"}}) {
+    try {
+      chat(body);
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.code, "unsupported_parameter") << body;
+      EXPECT_EQ(e.param, param) << body;
+    }
+  }
+  try {
+    completion(R"({"prompt": "x", "messages": []})");
+    ADD_FAILURE() << "messages accepted on /v1/completions";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "messages");
+  }
+}
+
 TEST(RequestParsing, ErrorBodyHasTheOpenAIShape) {
   EXPECT_EQ(error_body(invalid_request("'n' must be 1", "n", "unsupported_value")),
             R"({"error": {"message": "'n' must be 1", "type": "invalid_request_error", "param": "n", )"

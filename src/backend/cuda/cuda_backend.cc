@@ -133,6 +133,12 @@ k::WType wtype_of(const WeightRef& w, const std::string& where) {
   return t;
 }
 
+// What embedding rows are rounded to after they are read (and dequantized):
+// bf16 in a bf16 run, nothing in an fp32 run (OpAttrs::round_to_bf16,
+// quantize/quantized_weight.h). An identity for a plain table, which a bf16
+// run stores in bf16.
+k::WType row_rounding(const OpCall& c) { return c.attrs.round_to_bf16 ? k::WType::kBF16 : k::WType::kF32; }
+
 // ---- cuBLAS, loaded on first use --------------------------------------------
 
 // cuBLAS drags in cuBLASLt (about 600 MB of libraries): linked, it costs every
@@ -777,7 +783,7 @@ void CudaBackend::Impl::embedding(const OpCall& c) {
   auto* out = static_cast<float*>(alloc_output(0));
   if (H > 0)
     launched("embedding",
-             k::launch_embedding(stream, d_ids, M, w, wt, wtype_of(table, where), V, H, c.attrs.scale, out),
+             k::launch_embedding(stream, d_ids, M, w, wt, row_rounding(c), V, H, c.attrs.scale, out),
              {d_ids, w, out});
   download(0, out);
 }
@@ -806,7 +812,7 @@ void CudaBackend::Impl::soft_embedding(const OpCall& c) {
       for (int64_t r0 = 0; r0 < M; r0 += rows_per) {
         const int64_t rows = std::min(rows_per, M - r0);
         launched("soft_embedding.probs",
-                 k::launch_soft_probs(stream, d_logits + r0 * V, rows, V, table.dtype == DType::kBF16, probs),
+                 k::launch_soft_probs(stream, d_logits + r0 * V, rows, V, c.attrs.round_to_bf16, probs),
                  {d_logits, probs}, "rows " + std::to_string(r0) + ".." + std::to_string(r0 + rows));
         if (direct) {
           gemm(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, V, c.attrs.scale, static_cast<const float*>(w), H, probs, V, 0.0f,
@@ -816,7 +822,7 @@ void CudaBackend::Impl::soft_embedding(const OpCall& c) {
         for (int64_t v0 = 0; v0 < V; v0 += vrows) {
           const int64_t vr = std::min(vrows, V - v0);
           launched("soft_embedding.widen",
-                   k::launch_widen(stream, w, wt, wtype_of(table, where), v0 * H, vr * H, wide), {w, wide});
+                   k::launch_widen(stream, w, wt, row_rounding(c), v0 * H, vr * H, wide), {w, wide});
           gemm(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, vr, c.attrs.scale, wide, H, probs + v0, V, v0 == 0 ? 0.0f : 1.0f,
                out + r0 * H, H);
         }

@@ -20,6 +20,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
   ctx_->isa = cpu::isa_kernels(isa_);
   if (!ctx_->isa) isa_ = CpuIsa::kScalar;
   ctx_->bf16_dot = options.bf16_dot && ctx_->isa && ctx_->isa->pack_a_pairs;
+  ctx_->sparse_self_conditioning = options.sparse_self_conditioning;
 }
 
 CpuBackend::~CpuBackend() = default;
@@ -27,7 +28,18 @@ CpuBackend::~CpuBackend() = default;
 bool CpuBackend::bf16_dot() const { return ctx_->bf16_dot; }
 size_t CpuBackend::packed_weight_bytes() const { return ctx_->weights.bytes(); }
 size_t CpuBackend::packed_weight_count() const { return ctx_->weights.size(); }
-void CpuBackend::clear_packed_weights() { ctx_->weights.clear(); }
+void CpuBackend::clear_packed_weights() {
+  ctx_->weights.clear();
+  ctx_->table_max_row_norm.clear();
+}
+SoftEmbeddingStats CpuBackend::soft_embedding_stats() const {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  return ctx_->soft_embedding_stats;
+}
+void CpuBackend::reset_soft_embedding_stats() {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  ctx_->soft_embedding_stats = {};
+}
 
 void CpuBackend::run(const OpCall& c) {
   std::lock_guard<std::mutex> lock(run_mu_);

@@ -12,6 +12,7 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "ops/backend.h"
+#include "ops/cpu/soft_embedding_stats.h"
 
 namespace dgemma {
 
@@ -30,6 +31,11 @@ struct CpuBackendOptions {
   // so bf16 weights give the same result as those values stored as fp32.
   // Has no effect without AVX512_BF16 or for fp32 weights.
   bool bf16_dot = false;
+  // soft_embedding sums, per canvas row, only the vocabulary entries that
+  // carry the probability mass when a bound proves the rest changes the row by
+  // less than 1e-6 relative (ops/cpu/fast_soft_embedding.cc); off: always the
+  // dense product. Has no effect at the scalar level (the reference kernels).
+  bool sparse_self_conditioning = true;
 };
 
 class CpuBackend : public Backend {
@@ -50,13 +56,16 @@ class CpuBackend : public Backend {
   size_t packed_weight_bytes() const;
   size_t packed_weight_count() const;
   void clear_packed_weights();
+  // What soft_embedding's sparse path did since construction (or the last reset).
+  SoftEmbeddingStats soft_embedding_stats() const;
+  void reset_soft_embedding_stats();
 
  private:
   CpuBackendOptions options_;
   CpuIsa isa_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<cpu::CpuContext> ctx_;
-  std::mutex run_mu_;  // one op at a time (shared scratch, one pool job slot)
+  mutable std::mutex run_mu_;  // one op at a time (shared scratch, one pool job slot)
 };
 
 }  // namespace dgemma

@@ -50,17 +50,17 @@ void embedding(const OpCall& c, ThreadPool& pool) {
   });
 }
 
-// Expected embedding under softmax(logits) (spec §2.3, §3.3): the logits are
-// first cast to the table dtype (HF passes them in the embedding dtype), the
-// fp32 softmax is cast to the table dtype again, then multiplied with the
-// table (fp32 accumulation) and scaled.
+// Expected embedding under softmax(logits) (spec §2.3, §3.3): in a bf16 run
+// (attrs.round_to_bf16) the logits are first cast to bf16 (HF passes them in
+// the embedding dtype) and the fp32 softmax is cast to bf16 again; then they
+// are multiplied with the table (fp32 accumulation) and scaled.
 void soft_embedding(const OpCall& c, ThreadPool& pool) {
   if (c.w[0]->quant) return quant_soft_embedding(c, [&](const OpCall& d) { soft_embedding(d, pool); });
   const Tensor& logits = *c.in[0];
   const WeightRef& table = *c.w[0];
   Tensor& out = *c.out[0];
   const int64_t M = logits.dim(0), V = table.shape[0], H = table.shape[1];
-  const bool to_bf16 = table.dtype == DType::kBF16;
+  const bool to_bf16 = c.attrs.round_to_bf16;
   std::vector<float> probs(static_cast<size_t>(M * V));
   pool.parallel_for(M, 1, [&](int64_t b, int64_t e) {
     for (int64_t m = b; m < e; ++m) {

@@ -1,5 +1,5 @@
-// GEMM drivers (threading, A packing) and the GEMM-shaped ops: linear,
-// router_topk (scores GEMM), soft_embedding (probabilities × table).
+// GEMM drivers (threading, A packing) and the GEMM-shaped ops linear and
+// router_topk (scores GEMM); soft_embedding is in fast_soft_embedding.cc.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -61,10 +61,11 @@ static const void* pack_a(CpuContext& ctx, const float* x, int64_t ldx, const in
 }
 
 void gemm_packed(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* a_rows, int64_t m, int64_t k,
-                 const GemmB& b, int64_t n, float* c, int64_t ldc) {
+                 const GemmB& b, int64_t n, float* c, int64_t ldc, bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, 0.0f);
+    if (!accumulate)
+      for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, 0.0f);
     return;
   }
   GemmArgs g;
@@ -75,6 +76,7 @@ void gemm_packed(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* a_
   g.b = b;
   g.c = c;
   g.ldc = ldc;
+  g.accumulate = accumulate;
   run_gemm(ctx, g);
 }
 
@@ -142,72 +144,6 @@ void router_topk(const OpCall& c, CpuContext& ctx) {
       }
     }
   });
-}
-
-// Expected embedding (spec §2.3, §3.3): softmax over V of the logits (rounded
-// to the table dtype first, probabilities rounded again), times the table.
-// Two passes over the logits: row max and sum first, then the probabilities
-// chunk by chunk (kChunk vocabulary entries, so the probability buffer stays
-// 8 MB instead of M·V·4 = 268 MB at M = 256), each chunk packed as A and
-// multiplied with the matching table rows (read in place, packed per panel on
-// the fly). Over a bf16 table the probabilities are bf16 values already, so
-// the bf16 dot-product kernel is exact per product and is used when present.
-void soft_embedding(const OpCall& c, CpuContext& ctx) {
-  if (c.w[0]->quant) return quant_soft_embedding(c, [&](const OpCall& d) { soft_embedding(d, ctx); });
-  const Tensor& logits = *c.in[0];
-  const WeightRef& table = *c.w[0];
-  Tensor& out = *c.out[0];
-  if (table.quant || (table.dtype != DType::kF32 && table.dtype != DType::kBF16)) return reference::soft_embedding(c, *ctx.pool);
-  const IsaKernels& isa = *ctx.isa;
-  const int64_t M = logits.dim(0), V = table.shape[0], H = table.shape[1];
-  const bool to_bf16 = table.dtype == DType::kBF16;
-  const PanelType type = !to_bf16 ? PanelType::kF32 : isa.pack_a_pairs ? PanelType::kBF16Pairs : PanelType::kBF16;
-  constexpr int64_t kChunk = 8192;  // a multiple of kKc (even: pair blocks align)
-  std::vector<float>& mx = ctx.buf0;
-  std::vector<float>& sum = ctx.buf1;
-  std::vector<float>& probs = ctx.buf2;
-  mx.resize(size_t(M));
-  sum.resize(size_t(M));
-  probs.resize(size_t(M * std::min(V, kChunk)));
-  // Pass 1: per-row max and Σ e^(z − max) over the (rounded) logits.
-  ctx.pool->parallel_for(M, 1, [&](int64_t b, int64_t e) {
-    float* row = thread_scratch(size_t(V));
-    for (int64_t m = b; m < e; ++m) {
-      std::memcpy(row, logits.f.data() + m * V, size_t(V) * 4);
-      if (to_bf16) isa.scale_round_bf16(row, 1.0f, V);
-      mx[size_t(m)] = isa.row_max(row, V);
-      sum[size_t(m)] = isa.exp_sum(row, mx[size_t(m)], row, V);
-    }
-  });
-  std::fill(out.f.begin(), out.f.begin() + out.numel(), 0.0f);  // not past numel: the checker pads outputs with canaries
-  for (int64_t v0 = 0; v0 < V; v0 += kChunk) {
-    const int64_t vc = std::min(kChunk, V - v0);
-    ctx.pool->parallel_for(M, 1, [&](int64_t b, int64_t e) {
-      for (int64_t m = b; m < e; ++m) {
-        float* p = probs.data() + m * vc;
-        std::memcpy(p, logits.f.data() + m * V + v0, size_t(vc) * 4);
-        if (to_bf16) isa.scale_round_bf16(p, 1.0f, vc);
-        isa.exp_sum(p, mx[size_t(m)], p, vc);
-        const float s = sum[size_t(m)];
-        for (int64_t v = 0; v < vc; ++v) p[v] /= s;
-        if (to_bf16) isa.scale_round_bf16(p, 1.0f, vc);
-      }
-    });
-    GemmArgs g;
-    g.m = M;
-    g.n = H;
-    g.k = vc;
-    g.a = pack_a(ctx, probs.data(), vc, nullptr, M, vc, type);
-    g.b.type = type;
-    g.b.rows = static_cast<const uint8_t*>(table.data) + size_t(v0 * H) * (to_bf16 ? 2 : 4);
-    g.b.ld = H;
-    g.c = out.f.data();
-    g.ldc = H;
-    g.accumulate = v0 > 0;
-    run_gemm(ctx, g);
-  }
-  const float s = c.attrs.scale;
-  for (int64_t k = 0; k < out.numel(); ++k) out.f[size_t(k)] *= s;  // not the canary padding
 }
 
 }  // namespace fast

@@ -7,11 +7,13 @@
 // summation order, vector exp/tanh within a few ulp) except where a comment
 // says otherwise (bf16_dot).
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "ops/cpu/isa_kernels.h"
 #include "ops/cpu/packed_weights.h"
+#include "ops/cpu/soft_embedding_stats.h"
 #include "ops/op.h"
 
 namespace dgemma::cpu {
@@ -25,15 +27,21 @@ struct CpuContext {
   std::vector<float> a_pack, buf0, buf1, buf2;
   std::vector<uint32_t> a_pairs;
   std::vector<int32_t> ibuf0, ibuf1;
+  // soft_embedding: the largest row norm of each table it has seen (keyed by
+  // the table's data), and what its sparse path did (sparse_self_conditioning).
+  bool sparse_self_conditioning = true;
+  std::unordered_map<const void*, double> table_max_row_norm;
+  SoftEmbeddingStats soft_embedding_stats;
 };
 
 // Per-thread scratch that survives across calls (no allocation in steady state).
 float* thread_scratch(size_t floats);
 
-// C[M, N] (ldc) = A · B for a packed B (packed A in ctx buffers), on the pool.
+// C[M, N] (ldc) = A · B (or C += A · B when `accumulate`) for a B operand of
+// any panel type (A is packed for it into ctx buffers), on the pool.
 // `a_rows`: optional row indices into x (gather), x row stride ldx.
 void gemm_packed(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* a_rows, int64_t m, int64_t k,
-                 const GemmB& b, int64_t n, float* c, int64_t ldc);
+                 const GemmB& b, int64_t n, float* c, int64_t ldc, bool accumulate = false);
 
 namespace fast {
 void linear(const OpCall& c, CpuContext& ctx);

@@ -1,6 +1,6 @@
 // Embedding lookups from a quantized table: each requested row is
-// dequantized and rounded to the table's logical dtype (the value a reference
-// runtime's dequantize returns), then scaled. soft_embedding needs the whole
+// dequantized (and rounded to bf16 in a bf16 run, the value a reference
+// runtime's dequantize returns in that dtype), then scaled. soft_embedding needs the whole
 // table and uses its dense copy (quantize/quantized_weight.h).
 #include "dgemma/error.h"
 #include "ops/cpu/quant_kernels.h"
@@ -20,7 +20,7 @@ void quant_embedding(const OpCall& c, ThreadPool& pool) {
     for (int64_t m = b; m < e; ++m) {
       float* o = out.f.data() + m * H;
       dequantize_row(table, ids.i[size_t(m)], 0, H, o);
-      round_to_dtype(table.dtype, o, H);
+      if (c.attrs.round_to_bf16) round_to_dtype(DType::kBF16, o, H);
       for (int64_t h = 0; h < H; ++h) o[h] *= s;
     }
   });
@@ -28,7 +28,7 @@ void quant_embedding(const OpCall& c, ThreadPool& pool) {
 
 void quant_soft_embedding(const OpCall& c, const std::function<void(const OpCall&)>& dense_kernel) {
   OpCall dense = c;
-  dense.w = {&c.w[0]->quant->dense(dequantize_row)};
+  dense.w = {&c.w[0]->quant->dense(c.attrs.round_to_bf16 ? DType::kBF16 : DType::kF32, dequantize_row)};
   dense_kernel(dense);
 }
 

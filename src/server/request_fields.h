@@ -1,0 +1,41 @@
+#pragma once
+// The one rule for request fields: every field is either honoured or, when
+// its value would ask for something this server does not do, refused with
+// HTTP 400, code "unsupported_parameter", naming the field. Nothing is
+// silently ignored.
+//
+// Honoured (parsed in request.cc): model, messages (chat), prompt
+// (completions), max_tokens, max_completion_tokens, temperature, t_min, t_max,
+// max_denoising_steps, seed, stop, stream, stream_options {include_usage,
+// include_drafts}.
+//
+// Accepted only with the value that changes nothing (kNoOpFields below; JSON
+// null always counts as not given): n = 1, best_of = 1, top_p = 1,
+// frequency_penalty = 0, presence_penalty = 0, logprobs = false / 0,
+// top_logprobs = 0, echo = false, suffix = "", tools = [], functions = [],
+// tool_choice / function_call = "none" or "auto", parallel_tool_calls (any
+// boolean), logit_bias = {}, response_format = {"type": "text"}, modalities =
+// ["text"], store = false, service_tier = "auto" or "default", and the
+// bookkeeping fields user (a string) and metadata (an object), which do not
+// change the answer.
+//
+// Chat messages: role and content are honoured; name (any non-null value) is
+// refused; refusal/audio/function_call must be null, tool_calls and
+// annotations null or []. Anything else is an unknown field: 400
+// unsupported_parameter.
+#include <string>
+
+#include "core/json.h"
+#include "server/request.h"
+
+namespace dgemma::server {
+
+// Throws ApiError(400, unsupported_parameter) for the first field of `body`
+// (a JSON object) that is neither honoured nor a no-op, or for a
+// stream_options key other than include_usage / include_drafts.
+void reject_unsupported_fields(const json::Value& body, Endpoint endpoint);
+
+// The same for one chat message object; `param` names it ("messages[2]").
+void reject_unsupported_message_fields(const json::Value& message, const std::string& param);
+
+}  // namespace dgemma::server

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Command-line conventions (issue 14, item 10): --version/-V; usage errors
+# (unknown option or command, missing or malformed value) exit 2 with a
+# "did you mean" hint where one is close, runtime errors exit 1; tokenize
+# falls back to the default model's tokenizer and its output feeds
+# generate --prompt-ids; an empty prompt warns; doctor knows cuda.
+#
+# usage: usage.sh DGEMMA_BINARY SOURCE_DIR
+set -u
+BIN=$1
+SRC=$2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export DGEMMA_CACHE="$TMP/cache"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+
+# expect_exit DESCRIPTION CODE STDERR_SUBSTRING COMMAND...
+expect_exit() {
+  local what=$1 code=$2 want=$3 rc
+  shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq "$code" ] && grep -qF -- "$want" "$TMP/err"; then
+    ok "$what: exit $rc: $(grep -F -- "$want" "$TMP/err" | head -1 | head -c 140)"
+  else
+    bad "$what: exit $rc (want $code), stderr: $(head -c 400 "$TMP/err")"
+  fi
+}
+
+version=$("$BIN" --version)
+if [[ "$version" =~ ^dgemma\ [0-9]+\.[0-9]+\.[0-9]+ ]] && [ "$("$BIN" -V)" = "$version" ]; then
+  ok "--version and -V print '$version'"
+else
+  bad "--version printed '$version'"
+fi
+
+expect_exit "unknown option" 2 "did you mean --seed?" "$BIN" run -p hi --sed 1
+expect_exit "unknown option, nothing close" 2 "unknown option '--zzzzzz'" "$BIN" run -p hi --zzzzzz
+expect_exit "missing value" 2 "option -p needs a value" "$BIN" run -p
+expect_exit "malformed integer" 2 "expected an integer, got 'x'" "$BIN" run -p hi -n x
+expect_exit "malformed number" 2 "expected a number, got 'warm'" "$BIN" run -p hi --temp warm
+expect_exit "negative temperature" 2 "--temp" "$BIN" run -p hi --temp -1
+expect_exit "no prompt" 2 "-p" "$BIN" run
+expect_exit "unknown command" 2 "did you mean chat?" "$BIN" chta
+expect_exit "unknown top-level option" 2 "did you mean --version?" "$BIN" --verison
+expect_exit "no command" 2 "usage:" "$BIN"
+expect_exit "runtime error: missing model folder" 1 "no such checkpoint folder" "$BIN" run -m "$TMP/nope" -p hi
+expect_exit "malformed --prompt-ids" 2 "'x' is not a token id" \
+  "$BIN" generate -m "$TMP/nope" --prompt-ids "2 x"
+
+# tokenize without -m uses the default model's tokenizer; its output (space-
+# separated ids, a newline) is what generate --prompt-ids takes, as is JSON.
+ids=$("$BIN" tokenize --add-special "Hello world" 2>"$TMP/tok.err")
+if [ $? -eq 0 ] && [[ "$ids" =~ ^2\ [0-9]+\ [0-9]+$ ]]; then
+  ok "tokenize without -m: default model tokenizer: '$ids'"
+else
+  bad "tokenize without -m: '$ids' $(cat "$TMP/tok.err")"
+fi
+M="$DGEMMA_CACHE/default-model-v1"
+G="-m $M -n 4 --max-denoising-steps 1 --seed 3 -q"
+comma=$("$BIN" generate $G --prompt-ids "$(tr ' ' ',' <<<"$ids")")
+spaced=$("$BIN" generate $G --prompt-ids "$("$BIN" tokenize --add-special "Hello world")")
+json=$("$BIN" generate $G --prompt-ids "[$(sed 's/ /, /g' <<<"$ids")]")
+stdin=$("$BIN" tokenize --add-special "Hello world" | "$BIN" generate $G --prompt-ids -)
+if [ -n "$comma" ] && [ "$comma" = "$spaced" ] && [ "$comma" = "$json" ] && [ "$comma" = "$stdin" ]; then
+  ok "generate --prompt-ids takes tokenize's output, commas, a JSON list and '-' (stdin) alike"
+else
+  bad "prompt-ids formats differ: '$comma' / '$spaced' / '$json' / '$stdin'"
+fi
+
+# An empty prompt warns (it still runs).
+if "$BIN" run -p "" -n 2 --max-denoising-steps 1 --seed 1 >/dev/null 2>"$TMP/empty.err" &&
+    grep -q "warning: the prompt is empty" "$TMP/empty.err"; then
+  ok "run -p '': warning on stderr"
+else
+  bad "empty prompt: $(cat "$TMP/empty.err")"
+fi
+
+# doctor: cuda is a listed backend; without a GPU the error says so plainly.
+if "$BIN" doctor --help | grep -q "cuda"; then ok "doctor --help lists cuda"; else bad "doctor --help lacks cuda"; fi
+# (A DGEMMA_CUDA=EMULATE build, the sanitizer build, has a CUDA device without
+# a GPU: there the check does not apply and is reported as skipped.)
+if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/nvidia0 ]; then
+  if "$BIN" doctor -m "$SRC/tests/data/golden_a" --backend cuda --steps 1 >"$TMP/out" 2>"$TMP/err" &&
+      grep -q "emulated device" "$TMP/err"; then
+    echo "skip doctor --backend cuda without a GPU: this build emulates a CUDA device (DGEMMA_CUDA=EMULATE)"
+  else
+    expect_exit "doctor --backend cuda without a GPU" 1 "no CUDA device" \
+      "$BIN" doctor -m "$SRC/tests/data/golden_a" --backend cuda
+    if grep -qi "driver version" "$TMP/err"; then bad "the no-GPU message talks about driver versions"; fi
+  fi
+fi
+
+finish

@@ -1,0 +1,120 @@
+// CLI helpers: "did you mean", token id lists as `tokenize` prints them,
+// the context-size check, --temp/--seed, and the line editor's buffer.
+#include <gtest/gtest.h>
+
+#include "flags.h"
+#include "generation_flags.h"
+#include "line_editor.h"
+#include "suggest.h"
+
+namespace dgemma::cli {
+namespace {
+
+TEST(Suggest, ClosestOptionOrCommand) {
+  const std::vector<std::string> flags = {"--max-new-tokens", "--seed", "--temp", "--ctx-size", "-n", "-p"};
+  EXPECT_EQ(closest_match("--sed", flags), "--seed");
+  EXPECT_EQ(closest_match("--tmep", flags), "--temp");  // a swap counts once
+  EXPECT_EQ(closest_match("--max-new-token", flags), "--max-new-tokens");
+  EXPECT_EQ(closest_match("--ctx", flags), "--ctx-size");  // unique prefix
+  EXPECT_EQ(closest_match("--zzzzzz", flags), "");
+  EXPECT_EQ(closest_match("-x", flags), "");  // too short to guess
+  EXPECT_EQ(closest_match("chta", {"chat", "run", "serve"}), "chat");
+  EXPECT_EQ(did_you_mean("rnu", {"chat", "run"}), " (did you mean run?)");
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
+TEST(FlagParser, UnknownOptionIsAUsageErrorWithASuggestion) {
+  int64_t seed = 0;
+  FlagParser p("t", "t");
+  p.add_int("-s,--seed", &seed, "seed");
+  try {
+    p.parse({"--sed", "1"});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean --seed?"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(p.parse({"--seed"}), UsageError);       // missing value
+  EXPECT_THROW(p.parse({"--seed", "x"}), UsageError);  // bad value
+}
+
+TEST(ParseTokenIds, AcceptsWhatTokenizePrints) {
+  const std::vector<int32_t> want = {2, 427, 5};
+  EXPECT_EQ(parse_token_ids("2,427,5", "--prompt-ids"), want);
+  EXPECT_EQ(parse_token_ids("2 427 5\n", "--prompt-ids"), want);  // `dgemma tokenize`
+  EXPECT_EQ(parse_token_ids("[2, 427, 5]", "--prompt-ids"), want);  // JSON
+  EXPECT_EQ(parse_token_ids(" 2,\n427 ,5 ", "--prompt-ids"), want);
+  EXPECT_THROW(parse_token_ids("2,,5", "--prompt-ids"), UsageError);
+  EXPECT_THROW(parse_token_ids("2 x 5", "--prompt-ids"), UsageError);
+  EXPECT_THROW(parse_token_ids("", "--prompt-ids"), UsageError);
+  EXPECT_THROW(parse_token_ids("[]", "--prompt-ids"), UsageError);
+  EXPECT_THROW(parse_token_ids("-1", "--prompt-ids"), UsageError);
+}
+
+TEST(ContextCheck, NamesTheLimitAndTheLargestNThatFits) {
+  GenerationConfig c;
+  c.max_new_tokens = 3000000;
+  c.context_size = 131072;
+  try {
+    check_context_fits(c, 14, 0, 256);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("context size 131072 (-c/--ctx-size)"), std::string::npos) << m;
+    EXPECT_NE(m.find("at most -n 130816"), std::string::npos) << m;  // (131072 - 14) / 256 canvases
+  }
+  c.max_new_tokens = 130816;
+  EXPECT_NO_THROW(check_context_fits(c, 14, 0, 256));
+  c.context_size = 0;  // no limit
+  c.max_new_tokens = int64_t(1) << 62;
+  EXPECT_NO_THROW(check_context_fits(c, 14, 0, 256));
+  EXPECT_EQ(reply_positions(c, 256), int64_t(1) << 62);
+}
+
+TEST(GenerationFlags, TempZeroIsGreedyWithSeedZero) {
+  GenerationFlags f;
+  f.temperature = "0";
+  EXPECT_EQ(f.resolve_seed(), 0u);
+  f.seed = 7;
+  EXPECT_EQ(f.resolve_seed(), 7u);
+}
+
+TEST(EditBuffer, EditsByCodePoint) {
+  EditBuffer b;
+  b.insert("h\xC3\xA9llo");  // héllo
+  b.left();
+  b.left();
+  b.left();
+  b.left();  // after "h"... then before é
+  EXPECT_EQ(b.cursor(), 1u);
+  b.right();
+  EXPECT_EQ(b.cursor(), 3u);  // over the two bytes of é
+  b.backspace();
+  EXPECT_EQ(b.text(), "hllo");
+  b.end();
+  b.insert(" world");
+  b.kill_word();
+  EXPECT_EQ(b.text(), "hllo ");
+  b.home();
+  b.erase();
+  EXPECT_EQ(b.text(), "llo ");
+  b.right();
+  b.kill_to_end();
+  EXPECT_EQ(b.text(), "l");
+  b.kill_to_start();
+  EXPECT_EQ(b.text(), "");
+}
+
+TEST(EditView, ScrollsSoThatTheCursorShows) {
+  const EditView all = edit_view("> ", "hello", 5, 80);
+  EXPECT_EQ(all.visible, "hello");
+  EXPECT_EQ(all.cursor_column, 7);
+  const std::string text(100, 'x');
+  const EditView end = edit_view("> ", text, 100, 20);
+  EXPECT_LE(int(end.visible.size()) + 2, 19);
+  EXPECT_LE(end.cursor_column, 19);
+  const EditView start = edit_view("> ", text, 0, 20);
+  EXPECT_EQ(start.cursor_column, 2);
+}
+
+}  // namespace
+}  // namespace dgemma::cli

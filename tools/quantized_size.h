@@ -1,0 +1,19 @@
+#pragma once
+// Bytes a weight would take after `--quantize MODE` (quantize at load,
+// src/quantize/load_quantize.h), estimated from its shape alone, for
+// `dgemma plan --quantize`: "would the model fit if quantized?".
+#include <cstdint>
+
+#include "model/weights.h"
+#include "quantize/load_quantize.h"
+
+namespace dgemma::cli {
+
+// The stored bytes of `t` (t.nbytes) when `mode` leaves it as it is;
+// otherwise codes plus scales in the mode's layout:
+//   nf4            n/2 + n/64 (8-bit block absmax) + 4 per 256 blocks (double quant)
+//   nvfp4-experts  n/2 + n/16 (fp8 scale per 16) + 4 per expert slice
+//   q8             n + 4 per row block of 64/32/16 columns
+uint64_t quantized_bytes(const BoundTensor& t, LoadQuantization mode);
+
+}  // namespace dgemma::cli
