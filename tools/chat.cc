@@ -72,7 +72,7 @@ int run_chat(const Args& args) {
     verbose = false;
   }
   ChatSession session(*model, tokenizer, parse_chat_template_kind(template_name), system, thinking);
-  session.set_context_limit(config.context_size, reply_positions(config, model->canvas_length()));
+  session.set_context_limit(config.context_size, reply_positions(config.max_new_tokens, model->canvas_length()));
 
   const bool interactive = is_tty(stdin);
   const TerminalCaps out_caps = terminal_caps(stdout);

@@ -75,14 +75,6 @@ int64_t model_canvas_length(const std::string& model_dir, const std::string& mod
   return load_model_config(config_path(model_dir, model_config)).canvas_length;
 }
 
-int64_t reply_positions(const GenerationConfig& config, int64_t canvas_length) {
-  const int64_t n = config.max_new_tokens;
-  if (n <= 0 || canvas_length <= 0) return 0;
-  const int64_t canvases = n / canvas_length + (n % canvas_length != 0 ? 1 : 0);
-  if (canvases > std::numeric_limits<int64_t>::max() / canvas_length) return std::numeric_limits<int64_t>::max();
-  return canvases * canvas_length;
-}
-
 void check_context_fits(const GenerationConfig& config, int64_t prompt_tokens, int64_t cached, int64_t canvas_length) {
   if (config.context_size <= 0) return;
   const int64_t limit = config.context_size;
@@ -90,7 +82,7 @@ void check_context_fits(const GenerationConfig& config, int64_t prompt_tokens, i
   if (prompt_tokens + cached > limit)
     throw Error("the prompt (" + std::to_string(prompt_tokens) + " tokens" +
                 (cached ? " + " + std::to_string(cached) + " cached" : std::string()) + ") exceeds " + what);
-  const int64_t need = reply_positions(config, canvas_length);
+  const int64_t need = reply_positions(config.max_new_tokens, canvas_length);
   if (need > limit - prompt_tokens - cached) {
     const int64_t room = (limit - prompt_tokens - cached) / canvas_length * canvas_length;
     throw Error("-n " + std::to_string(config.max_new_tokens) + " needs " + std::to_string(need) +

@@ -41,8 +41,6 @@ std::vector<int32_t> parse_token_ids(const std::string& text, const std::string&
 // canvases of `canvas_length` for max_new_tokens. Lets the CLI refuse before
 // it loads the model; generate() checks again.
 void check_context_fits(const GenerationConfig& config, int64_t prompt_tokens, int64_t cached, int64_t canvas_length);
-// Positions one reply may need: whole canvases for max_new_tokens.
-int64_t reply_positions(const GenerationConfig& config, int64_t canvas_length);
 // Canvas length of the model in `model_dir` (or `model_config`), from config.json.
 int64_t model_canvas_length(const std::string& model_dir, const std::string& model_config = "");
 

@@ -98,6 +98,14 @@ void apply_temperature_override(GenerationConfig& c, double temperature, const s
   c.t_max = temperature;
 }
 
+int64_t reply_positions(int64_t max_new_tokens, int64_t canvas_length) {
+  const int64_t n = max_new_tokens;
+  if (n <= 0 || canvas_length <= 0) return 0;
+  const int64_t canvases = n / canvas_length + (n % canvas_length != 0 ? 1 : 0);
+  if (canvases > std::numeric_limits<int64_t>::max() / canvas_length) return std::numeric_limits<int64_t>::max();
+  return canvases * canvas_length;
+}
+
 int64_t resolve_max_new_tokens(const GenerationConfig& config, int64_t cur_len) {
   if (config.max_length > 0 && config.max_new_tokens == kReferenceDefaultMaxNewTokens)
     return config.max_length - cur_len;

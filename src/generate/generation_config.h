@@ -48,6 +48,12 @@ struct GenerationConfig {
   int64_t context_size = 0;
 };
 
+// Positions `max_new_tokens` occupy in the context: whole canvases of
+// `canvas_length` (spec §3.4), saturating at INT64_MAX; 0 when either is
+// <= 0. The one rule the context-size checks of the CLI, the server and chat
+// history use (generate() counts the same canvases).
+int64_t reply_positions(int64_t max_new_tokens, int64_t canvas_length);
+
 // Applies an OpenAI-style `temperature` (>= 0) to `config`: 0 selects greedy
 // decoding (schedule unchanged); t > 0 keeps the schedule's shape (t_max at the
 // first step, t_min at the last, spec §3.1) and scales it so that the first

@@ -270,7 +270,7 @@ int64_t CompletionService::fit_max_tokens(const CompletionRequest& req, int64_t 
   // ceil(max_tokens / L) * L positions after the prompt.
   const int64_t L = canvas_length_;
   const int64_t room = (limit - prompt_tokens) / L * L;  // new positions that fit, in whole canvases
-  const int64_t needed = (wanted + L - 1) / L * L;
+  const int64_t needed = reply_positions(wanted, L);
   if (needed <= room) return wanted;
   // The server default shrinks to what fits; a max_tokens the client asked
   // for is an error.

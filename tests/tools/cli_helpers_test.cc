@@ -2,6 +2,8 @@
 // the context-size check, --temp/--seed, and the line editor's buffer.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "flags.h"
 #include "generation_flags.h"
 #include "line_editor.h"
@@ -67,7 +69,10 @@ TEST(ContextCheck, NamesTheLimitAndTheLargestNThatFits) {
   c.context_size = 0;  // no limit
   c.max_new_tokens = int64_t(1) << 62;
   EXPECT_NO_THROW(check_context_fits(c, 14, 0, 256));
-  EXPECT_EQ(reply_positions(c, 256), int64_t(1) << 62);
+  EXPECT_EQ(reply_positions(c.max_new_tokens, 256), int64_t(1) << 62);
+  EXPECT_EQ(reply_positions(257, 256), 512);
+  EXPECT_EQ(reply_positions(256, 256), 256);
+  EXPECT_EQ(reply_positions(std::numeric_limits<int64_t>::max(), 3), std::numeric_limits<int64_t>::max());  // saturates
 }
 
 TEST(GenerationFlags, TempZeroIsGreedyWithSeedZero) {
