@@ -6,7 +6,9 @@
 //
 // Shapes: an expert projection (gate_up of one expert, [1408, 2816]) at
 // M = 16 tokens, and a canvas GEMM (dense MLP gate, [2112, 2816]) at M = 256
-// canvas positions (spec §1.1 sizes). Counters: GFLOP/s (2·M·N·K per
+// canvas positions (spec §1.1 sizes). Each quantized format runs twice: on the
+// exact path (fp32 activations) and with `int8-dot` (int8 activations,
+// integer dot products; ops/cpu/int8_dot.h). Counters: GFLOP/s (2·M·N·K per
 // iteration) and the weight bytes streamed per second.
 #include <benchmark/benchmark.h>
 
@@ -32,19 +34,36 @@ enum class Kind { kBf16, kF32, kNf4, kNvfp4, kMlx4, kMlx8, kInt8, kSgemm };
 struct Variant {
   const char* label;
   Kind kind;
+  bool int8_dot = false;
 };
-constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},   {"f32", Kind::kF32},   {"nf4", Kind::kNf4},
-                                 {"nvfp4", Kind::kNvfp4}, {"mlx4", Kind::kMlx4}, {"mlx8", Kind::kMlx8},
-                                 {"int8", Kind::kInt8},   {"sgemm", Kind::kSgemm}};
+constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},
+                                 {"f32", Kind::kF32},
+                                 {"nf4", Kind::kNf4},
+                                 {"nf4_int8dot", Kind::kNf4, true},
+                                 {"nvfp4", Kind::kNvfp4},
+                                 {"nvfp4_int8dot", Kind::kNvfp4, true},
+                                 {"mlx4", Kind::kMlx4},
+                                 {"mlx4_int8dot", Kind::kMlx4, true},
+                                 {"mlx8", Kind::kMlx8},
+                                 {"mlx8_int8dot", Kind::kMlx8, true},
+                                 {"int8", Kind::kInt8},
+                                 {"int8_int8dot", Kind::kInt8, true},
+                                 {"sgemm", Kind::kSgemm}};
 
 int threads() {
   const char* t = std::getenv("DGEMMA_BENCH_THREADS");
   return t ? std::atoi(t) : 0;
 }
 
-CpuBackend& backend() {
-  static CpuBackend b(threads());
-  return b;
+CpuBackend& backend(bool int8_dot) {
+  static CpuBackend exact(threads());
+  static CpuBackend dot([] {
+    CpuBackendOptions o;
+    o.threads = threads();
+    o.int8_dot = true;
+    return o;
+  }());
+  return int8_dot ? dot : exact;
 }
 
 struct Weights {
@@ -129,7 +148,7 @@ void bench(benchmark::State& state, Shape s, Variant v) {
     c.in = {&x};
     c.w = {&w.ref};
     c.out = {&out};
-    Executor ex(backend());
+    Executor ex(backend(v.int8_dot));
     ex.run(c);  // packs the bf16/f32 panels once, outside the timing
     for (auto _ : state) {
       ex.run(c);

@@ -2,7 +2,7 @@
 # CPU speed figures of bench/README.md, in one command:
 #   scripts/bench.sh            kernels vs OpenBLAS and peak, MoE, attention, model steps, CLI benches
 #   scripts/bench.sh kernels    only the kernel benchmarks (no 4.7 GB model slice)
-#   scripts/bench.sh quant      quantized GEMMs and the memory of quantized checkpoints
+#   scripts/bench.sh quant      quantized GEMMs (exact and int8-dot), quantized steps, memory of quantized checkpoints
 # Builds the Release benchmarks in $DGEMMA_BENCH_BUILD (default build/release),
 # writes results to $DGEMMA_BENCH_OUT (default bench/results) and the model
 # slice to $DGEMMA_BENCH_SLICE (default $TMPDIR/dgemma_bench_slice_2l, reused).
@@ -30,10 +30,15 @@ mkdir -p "$out"
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 
 quant() {
-  echo "== quantized GEMMs (dequantize in the tile) vs the bf16 path and OpenBLAS sgemm =="
+  echo "== quantized GEMMs (exact: dequantize in the tile; int8-dot) vs the bf16 path and OpenBLAS sgemm =="
   "$build/bench_quant_gemm" --benchmark_min_time=0.3 --benchmark_out="$out/quant_gemm.json" --benchmark_out_format=json
-  echo "== memory of quantized checkpoints (2-layer slice at real shapes) =="
+  echo "== whole steps on the slice: quantized at load, exact path vs int8-dot (and the bf16 exact step) =="
   "$build/dgemma" bench slice -o "$slice"
+  for run in "" "--quantize nf4" "--quantize nf4 --precision int8-dot" "--quantize q8 --precision int8-dot" \
+      "--quantize nvfp4-experts --precision int8-dot"; do
+    "$build/dgemma" bench step -m "$slice" --steps 2 $run --json | tee -a "$out/dgemma_bench_step_quant.jsonl"
+  done
+  echo "== memory of quantized checkpoints (2-layer slice at real shapes) =="
   for fmt in nf4 nvfp4-experts mlx4; do
     q="$slice-$fmt"
     [ -f "$q/model.safetensors" ] || "$build/dgemma" quantize "$slice" "$q" --format "$fmt"

@@ -224,7 +224,8 @@ int run_step(const Args& args) {
                 mf.backend);
   CpuBackendOptions o;
   o.threads = int(mf.threads);
-  o.bf16_dot = dot || mf.precision == "bf16-dot";  // the same switch as on run
+  o.bf16_dot = dot || mf.precision == "bf16-dot" || mf.precision == "int8-dot";  // the same switches as on run
+  o.int8_dot = mf.precision == "int8-dot";
   if (!isa_text.empty()) {
     auto l = parse_isa(isa_text);
     if (!l) throw Error("--isa: expected scalar, avx2, avx512 or avx512bf16, got '" + isa_text + "'");
@@ -327,6 +328,7 @@ int run_step(const Args& args) {
     v.set("threads", cpu_backend->pool().size());
     v.set("isa", std::string(isa_name(cpu_backend->isa())));
     v.set("mode", cpu_backend->bf16_dot() ? "dot" : "fma");
+    v.set("int8_dot", cpu_backend->int8_dot());
   }
   v.set("precision", mf.precision);
   v.set("quantize", mf.quantize.empty() ? std::string("none") : mf.quantize);
@@ -384,10 +386,11 @@ int run_step(const Args& args) {
     return 0;
   }
   if (cpu_backend)
-    std::printf("model %s: %lld layers, canvas %lld, context %lld; %d threads, %s, mode %s\n", mf.model_dir.c_str(),
+    std::printf("model %s: %lld layers, canvas %lld, context %lld; %d threads, %s, mode %s%s\n", mf.model_dir.c_str(),
                 (long long)layers, (long long)L, (long long)P, cpu_backend->pool().size(),
                 std::string(isa_name(cpu_backend->isa())).c_str(),
-                cpu_backend->bf16_dot() ? "dot (bf16 activations)" : "fma");
+                cpu_backend->bf16_dot() ? "dot (bf16 activations)" : "fma",
+                cpu_backend->int8_dot() ? ", quantized weights on int8 activations (int8-dot)" : "");
   else
     std::printf("model %s: %lld layers, canvas %lld, context %lld; backend %s\n", mf.model_dir.c_str(),
                 (long long)layers, (long long)L, (long long)P, backend_name.c_str());

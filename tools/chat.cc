@@ -66,6 +66,7 @@ int run_chat(const Args& args) {
   const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
   const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
   const uint64_t seed = gf.resolve_seed();
+  mf.no_progress = mf.no_progress || quiet;  // -q: no progress bar either
   auto model = mf.load();
   if (!mf.is_output_rank()) {  // under MPI only rank 0 reports
     quiet = true;

@@ -9,6 +9,7 @@
 #include "flags.h"
 #include "model_flags.h"
 #include "ops/op.h"
+#include "progress_bar.h"
 
 namespace dgemma::cli {
 namespace {
@@ -17,7 +18,7 @@ int run_doctor_cmd(const Args& args) {
   DoctorOptions o;
   int64_t steps = 2, threads = 0;
   std::string prompt_ids, precision = "fp32", config;
-  bool as_json = false, list_ops = false, sync = false;
+  bool as_json = false, list_ops = false, sync = false, no_progress = false;
   FlagParser p(
       "dgemma doctor -m DIR --backend NAME [--steps N] [--prompt-ids a,b,...] [--json] | dgemma doctor --list-ops",
       "Differential checker: runs the encoder prefill and N denoising steps with every op executed on\n"
@@ -43,6 +44,7 @@ int run_doctor_cmd(const Args& args) {
   p.add_bool("--bisect", &o.bisect, "confirm the culprit by re-running prefixes of target-executed ops");
   p.add_bool("--sync", &sync, "synchronize after every launch (device backends; the CPU backends are synchronous)");
   p.add_bool("--json", &as_json, "print the report as JSON (first_failure is null when all ops agree)");
+  p.add_bool("--no-progress", &no_progress, "no progress bar on stderr while the model loads (only on a terminal)");
   p.add_bool("--list-ops", &list_ops, "print the op vocabulary: name and scope (layer or model)");
   if (!p.parse(args)) return 0;
   if (list_ops) {
@@ -67,6 +69,16 @@ int run_doctor_cmd(const Args& args) {
   // first (which leaves CUDA uninitialized) turns "no GPU" into a plain error.
   make_cli_backend(o.backend, 1);
   if (sync) o.backend = with_device_option(o.backend, "sync");
+  // The model loads in each checked run's child process, which inherits the
+  // bar as it is here (fresh): it ends it once all weights are bound.
+  ProgressBarOptions po;
+  po.enabled = !no_progress;
+  ProgressBar bar(stderr, po);
+  if (bar.active())
+    o.load_progress = [&bar](int64_t done, int64_t total) {
+      bar.update(uint64_t(done), uint64_t(total));
+      if (done == total) bar.finish();
+    };
   DoctorReport r = run_doctor(o);
   if (as_json) std::printf("%s\n", json::dump(doctor_report_json(r), 2).c_str());
   else std::fputs(doctor_report_text(r).c_str(), stdout);

@@ -78,6 +78,7 @@ int run_generate(const Args& args) {
   check_context_fits(gf.resolve(mf.model_dir, true, mf.config), int64_t(prompt.size()), 0,
                      model_canvas_length(mf.model_dir, mf.config));
 
+  mf.no_progress = mf.no_progress || quiet;  // -q: no progress bar either
   auto model = mf.load();
   quiet = quiet || !mf.is_output_rank();  // under MPI only rank 0 reports
   for (size_t i = 0; i < prompt.size(); ++i)

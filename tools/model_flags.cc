@@ -9,6 +9,7 @@
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_backend.h"
 #include "placement/mpi_transport.h"
+#include "progress_bar.h"
 
 namespace dgemma::cli {
 
@@ -33,7 +34,9 @@ void ModelFlags::add_to(FlagParser& p) {
                "embedding scale and self-conditioning (parity, also on bf16 checkpoints); bf16: Transformers in "
                "bf16 where dgemma rounds - weights converted to bf16, the embedding scale and self-conditioning "
                "rounded to bf16, fp32 activations and accumulation (product path); bf16-dot: bf16 plus GEMM inputs "
-               "rounded to bf16, vdpbf16ps (fastest on AVX512_BF16 CPUs)",
+               "rounded to bf16, vdpbf16ps (fastest on AVX512_BF16 CPUs); int8-dot: bf16-dot plus GEMMs over quantized "
+               "weights (--quantize or a quantized checkpoint) on activations quantized to int8 blocks of 32, integer "
+               "dot products; the weights stay the stored codes (CPU backend)",
                "MODE");
   p.add_string("--decoder-window", &decoder_window,
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
@@ -51,6 +54,8 @@ void ModelFlags::add_to(FlagParser& p) {
   p.add_bool("--debug-device", &debug_device,
              "device fault guards in a normal run (CUDA): synchronize after every launch, canary-padded and "
              "NaN-filled buffers, index bounds checks, and the last launches printed on a fault");
+  p.add_bool("--no-progress", &no_progress,
+             "no progress bar on stderr while the model loads (drawn only on a terminal, for a slow load)");
   p.add_string("--plan", &plan,
                "run the stages of a `dgemma plan --json` file on its devices: a device named cuda:N is CUDA "
                "device N, any other a virtual CPU device; the LM head, embedding and sampler inputs run on the "
@@ -64,7 +69,8 @@ ModelOptions ModelFlags::options() const {
   if (precision == "fp32") o.precision = WeightPrecision::kAsStored;
   else if (precision == "bf16") o.precision = WeightPrecision::kBF16;
   else if (precision == "bf16-dot") o.precision = WeightPrecision::kBF16, o.bf16_dot = true;
-  else throw Error("--precision: expected fp32, bf16 or bf16-dot, got '" + precision + "'");
+  else if (precision == "int8-dot") o.precision = WeightPrecision::kBF16, o.bf16_dot = true, o.int8_dot = true;
+  else throw Error("--precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
   if (threads < 0) throw Error("--threads must be >= 0, got " + std::to_string(threads));
   o.threads = int(threads);
   o.decoder_window = parse_decoder_window(decoder_window);
@@ -82,10 +88,20 @@ bool is_cuda_device(const std::string& name) { return name == "cuda" || name.rfi
 
 std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   if (model_dir.empty()) throw Error("no model given: use -m DIR");
-  auto model = config.empty() ? DiffusionGemma::load(model_dir, options())
-                              : DiffusionGemma::load(model_dir, config, options());
+  ModelOptions o = options();
+  ProgressBarOptions po;
+  po.label = "loading";
+  po.enabled = !no_progress;
+  ProgressBar bar(stderr, po);
+  if (bar.active())
+    o.load_progress = [&bar](int64_t done, int64_t total) { bar.update(uint64_t(done), uint64_t(total)); };
+  auto model = config.empty() ? DiffusionGemma::load(model_dir, o) : DiffusionGemma::load(model_dir, config, o);
+  bar.finish();  // erased before anything else is printed (also when the load throws: the destructor)
   if (!plan.empty() && backend != "cpu")
     throw Error("--backend: not combinable with --plan (a plan names its devices)");
+  if (model->options().int8_dot && backend != "cpu")
+    throw Error("--precision int8-dot: a mode of the CPU backend; use --backend cpu or another precision for '" +
+                backend + "'");
   // A device backend's spec with the fault guards of --debug-device.
   auto device_spec = [this](const std::string& name) {
     return debug_device ? with_device_option(name, "debug") : name;
@@ -109,6 +125,7 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     CpuBackendOptions co;
     co.threads = int(threads);
     co.bf16_dot = model->options().bf16_dot;
+    co.int8_dot = model->options().int8_dot;
     return std::make_unique<CpuBackend>(co);
   };
   if (launched_under_mpi()) {

@@ -28,12 +28,16 @@ struct ModelFlags {
   std::string plan;  // optional `dgemma plan --json` output: run its stages
   std::string backend = "cpu";  // backend_factory.h name: cpu, cuda, cuda:1, inject:...
   bool debug_device = false;     // device fault guards (CUDA "debug": canaries, NaN fill, launch ring)
+  // No progress bar while loading (there is one only on a terminal, and only
+  // for a load that takes noticeable time: progress_bar.h). -q sets it too.
+  bool no_progress = false;
 
   // Whether this process should print results (rank 0, or not under MPI).
   bool is_output_rank() const { return output_rank_; }
 
   void add_to(FlagParser& p);
   ModelOptions options() const;
+  // Loads the model, with a progress bar on stderr unless no_progress.
   std::unique_ptr<DiffusionGemma> load() const;
 
  private:

@@ -5,8 +5,8 @@
 #include "cli.h"
 #include "dgemma/error.h"
 #include "flags.h"
+#include "progress_bar.h"
 #include "quantize/export.h"
-#include "terminal.h"
 
 namespace dgemma::cli {
 namespace {
@@ -18,31 +18,33 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
-// One-line progress bar on stderr, redrawn in place on a terminal, else a
-// line per 10% (logs stay readable).
+// Progress on stderr: the bar of progress_bar.h on a terminal (left on its
+// line at the end), else a line per 10% (logs stay readable).
 class Progress {
  public:
-  Progress() : tty_(is_tty(stderr)), start_(std::chrono::steady_clock::now()) {}
+  Progress() : bar_(stderr, bar_options()), start_(std::chrono::steady_clock::now()) {}
   void update(uint64_t done, uint64_t total, const std::string& tensor) {
+    if (bar_.active()) return bar_.update(done, total, tensor);
     const double f = total ? double(done) / double(total) : 1.0;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (tty_) {
-      const int width = 30, fill = int(f * width);
-      std::string name = tensor.size() > 48 ? "..." + tensor.substr(tensor.size() - 45) : tensor;
-      std::fprintf(stderr, "\r[%s%s] %5.1f%% %s/%s %5.0fs %-48s", std::string(size_t(fill), '#').c_str(),
-                   std::string(size_t(width - fill), ' ').c_str(), 100.0 * f, human_bytes(done).c_str(),
-                   human_bytes(total).c_str(), secs, name.c_str());
-      if (done == total) std::fputc('\n', stderr);
-      std::fflush(stderr);
-    } else if (int(f * 10) > last_decile_ || done == total) {
+    if (int(f * 10) > last_decile_ || done == total) {
       last_decile_ = int(f * 10);
       std::fprintf(stderr, "quantize: %5.1f%% (%s of %s, %.0fs)\n", 100.0 * f, human_bytes(done).c_str(),
                    human_bytes(total).c_str(), secs);
     }
   }
+  void finish() { bar_.finish(); }
 
  private:
-  bool tty_;
+  static ProgressBarOptions bar_options() {
+    ProgressBarOptions o;
+    o.label = "quantize";
+    o.unit = ProgressUnit::kBytes;
+    o.delay_s = 0;  // the export is the whole command: show it at once
+    o.keep = true;
+    return o;
+  }
+  ProgressBar bar_;
   std::chrono::steady_clock::time_point start_;
   int last_decile_ = -1;
 };
@@ -75,6 +77,7 @@ int run_quantize(const Args& args) {
   Progress progress;
   if (!quiet) o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };
   const ExportReport r = export_quantized(p.positional()[0], p.positional()[1], o);
+  progress.finish();
   std::fprintf(stderr, "quantize: %d tensors quantized, %d copied, %d tied copies dropped; %s -> %s (%s)\n",
                r.quantized, r.copied, r.dropped, human_bytes(r.input_bytes).c_str(), human_bytes(r.output_bytes).c_str(),
                r.out_file.c_str());

@@ -85,6 +85,7 @@ int run_run(const Args& args) {
   }
   // Refuse a request that cannot fit before loading the model.
   check_context_fits(config, int64_t(ids.size()), 0, model_canvas_length(mf.model_dir, mf.config));
+  mf.no_progress = mf.no_progress || quiet;  // -q: no progress bar either
   auto model = mf.load();
   quiet = quiet || !mf.is_output_rank();  // under MPI only rank 0 reports
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

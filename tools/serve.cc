@@ -132,6 +132,7 @@ int run_serve(const Args& args) {
   mf.model_dir = resolve_model_dir(mf, quiet);
   const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
   const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
+  mf.no_progress = mf.no_progress || quiet;  // -q: no progress bar either
   auto model = mf.load();
 
   server::ServiceOptions so;

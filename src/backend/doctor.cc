@@ -76,6 +76,7 @@ class PipeListener : public DifferentialListener {
     ModelOptions mo;
     mo.threads = opt.threads;
     mo.precision = opt.precision_bf16 ? WeightPrecision::kBF16 : WeightPrecision::kAsStored;
+    mo.load_progress = opt.load_progress;
     auto model = opt.config_path.empty() ? DiffusionGemma::load(opt.model_dir, mo)
                                          : DiffusionGemma::load(opt.model_dir, opt.config_path, mo);
     CpuBackend reference(opt.threads);

@@ -6,6 +6,7 @@
 // a faulting target cannot take the checker down (placement-and-faults.md
 // §1.3: isolate, attribute, bisect).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -27,6 +28,9 @@ struct DoctorOptions {
   bool precision_bf16 = false;
   int threads = 0;
   Tolerance tolerance;
+  // Loading progress of each checked run's model (ModelOptions::load_progress),
+  // called in the child process; optional.
+  std::function<void(int64_t done, int64_t total)> load_progress;
 };
 
 struct OpFailure {

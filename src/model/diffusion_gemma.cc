@@ -102,6 +102,7 @@ CpuBackendOptions cpu_options(const ModelOptions& o) {
   CpuBackendOptions c;
   c.threads = o.threads;
   c.bf16_dot = o.bf16_dot;
+  c.int8_dot = o.int8_dot;
   return c;
 }
 

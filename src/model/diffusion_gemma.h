@@ -36,6 +36,10 @@ struct ModelOptions {
   // bf16 (CpuBackendOptions::bf16_dot): about twice the fp32 rate on
   // AVX512_BF16 CPUs, numerically a bf16 run rather than the fp32 reference.
   bool bf16_dot = false;
+  // CPU GEMMs over quantized weights quantize their activations to int8
+  // blocks and use integer dot products (CpuBackendOptions::int8_dot):
+  // faster than dequantizing to fp32; only the activations are rounded.
+  bool int8_dot = false;
   // Loading progress (weights.h BindOptions::progress); optional.
   std::function<void(int64_t done, int64_t total)> load_progress;
 };

@@ -2,6 +2,7 @@
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/fast_ops.h"
+#include "ops/cpu/quant_kernels.h"
 
 namespace dgemma {
 
@@ -21,6 +22,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
   if (!ctx_->isa) isa_ = CpuIsa::kScalar;
   ctx_->bf16_dot = options.bf16_dot && ctx_->isa && ctx_->isa->pack_a_pairs;
   ctx_->sparse_self_conditioning = options.sparse_self_conditioning;
+  ctx_->int8_dot = options.int8_dot;
 }
 
 CpuBackend::~CpuBackend() = default;
@@ -46,6 +48,11 @@ void CpuBackend::run(const OpCall& c) {
   ThreadPool& p = *pool_;
   namespace ref = cpu::reference;
   if (!ctx_->isa) {  // scalar level: the reference kernels
+    const auto dot = ctx_->int8_dot ? cpu::QuantDot::kInt8 : cpu::QuantDot::kExact;
+    if (dot == cpu::QuantDot::kInt8 && c.kind == OpKind::kLinear && c.w[0]->quant)
+      return cpu::quant_linear(c, p, dot);
+    if (dot == cpu::QuantDot::kInt8 && c.kind == OpKind::kMoeExperts && (c.w[0]->quant || c.w[1]->quant))
+      return cpu::quant_moe_experts(c, p, dot);
     switch (c.kind) {
       case OpKind::kEmbedding: return ref::embedding(c, p);
       case OpKind::kSoftEmbedding: return ref::soft_embedding(c, p);

@@ -31,6 +31,12 @@ struct CpuBackendOptions {
   // so bf16 weights give the same result as those values stored as fp32.
   // Has no effect without AVX512_BF16 or for fp32 weights.
   bool bf16_dot = false;
+  // Linear and expert GEMMs over quantized weights (NF4, NVFP4, MLX affine,
+  // int8) quantize their activations to int8 in blocks of 32 and use integer
+  // dot products (ops/cpu/int8_dot.h); the weights stay the stored codes. Off:
+  // the weights are dequantized to fp32 in tiles and the activations stay
+  // fp32. Plain weights are not affected. Runs at every dispatch level.
+  bool int8_dot = false;
   // soft_embedding sums, per canvas row, only the vocabulary entries that
   // carry the probability mass when a bound proves the rest changes the row by
   // less than 1e-6 relative (ops/cpu/fast_soft_embedding.cc); off: always the
@@ -50,6 +56,7 @@ class CpuBackend : public Backend {
   // The dispatch level in use (after clamping).
   CpuIsa isa() const { return isa_; }
   bool bf16_dot() const;
+  bool int8_dot() const { return options_.int8_dot; }
   const CpuBackendOptions& options() const { return options_; }
   // Packed weight panels held (bytes, count); clear_packed_weights() forgets
   // them (needed if a weight buffer is reused for different values).

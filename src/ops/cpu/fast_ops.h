@@ -22,6 +22,7 @@ struct CpuContext {
   ThreadPool* pool = nullptr;
   const IsaKernels* isa = nullptr;  // never null inside fast::
   bool bf16_dot = false;            // use kBF16Pairs for bf16 weights (isa has pack_a_pairs)
+  bool int8_dot = false;            // GEMMs over quantized weights on int8 activations (int8_dot.h)
   PackedWeightCache weights;
   // Per-call buffers reused across calls (the backend runs one op at a time).
   std::vector<float> a_pack, buf0, buf1, buf2;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/cpu/int8_dot.h"
 #include "ops/cpu/quant_kernels.h"
 #include "ops/cpu/quant_simd.h"
 
@@ -37,7 +38,9 @@ inline float reduce_lanes(const float* a) {
 }  // namespace
 
 void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
-                ThreadPool& pool) {
+                ThreadPool& pool, QuantDot dot) {
+  if (dot == QuantDot::kInt8 && w.quant && int8_dot_supported(*w.quant))
+    return int8_dot_gemm(w, row0, n, x, M, out, ld_out, pool);
   const int64_t K = w.shape.back();
   const int64_t tiles = (n + kQuantNr - 1) / kQuantNr;
   if (n <= 0 || M <= 0) return;
@@ -71,11 +74,11 @@ void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int
   });
 }
 
-void quant_linear(const OpCall& c, ThreadPool& pool) {
+void quant_linear(const OpCall& c, ThreadPool& pool, QuantDot dot) {
   const Tensor& x = *c.in[0];
   const WeightRef& w = *c.w[0];
   Tensor& out = *c.out[0];
-  quant_gemm(w, 0, w.shape[0], x.f.data(), x.dim(0), out.f.data(), w.shape[0], pool);
+  quant_gemm(w, 0, w.shape[0], x.f.data(), x.dim(0), out.f.data(), w.shape[0], pool, dot);
 }
 
 }  // namespace dgemma::cpu

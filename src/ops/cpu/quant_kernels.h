@@ -27,9 +27,15 @@ namespace dgemma::cpu {
 inline constexpr int kQuantNr = 8;
 inline constexpr int64_t kQuantKc = 512;
 
+// How GEMMs over quantized weights multiply: kExact dequantizes the weights
+// to fp32 in tiles (fp32 activations and accumulation); kInt8 quantizes the
+// activations to int8 blocks and uses integer dot products (int8_dot.h;
+// CpuBackendOptions::int8_dot), for the weights int8_dot_supported() accepts.
+enum class QuantDot : uint8_t { kExact, kInt8 };
+
 // Op kernels with the contracts of ops/op.h.
-void quant_linear(const OpCall& c, ThreadPool& pool);
-void quant_moe_experts(const OpCall& c, ThreadPool& pool);
+void quant_linear(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact);
+void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact);
 void quant_embedding(const OpCall& c, ThreadPool& pool);
 // soft_embedding multiplies with the whole table, which needs it dense (spec
 // §6.3 pitfall 10): runs `dense_kernel` (the calling level's soft_embedding)
@@ -41,7 +47,7 @@ void quant_soft_embedding(const OpCall& c, const std::function<void(const OpCall
 // plain (F32/BF16/F16), so a layer with one quantized expert tensor and one
 // plain one still works.
 void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
-                ThreadPool& pool);
+                ThreadPool& pool, QuantDot dot = QuantDot::kExact);
 
 // Logical elements [col, col + n) of row `row` as fp32: the fast path,
 // bit-identical to dequantize_reference().

@@ -13,7 +13,7 @@
 
 namespace dgemma::cpu {
 
-void quant_moe_experts(const OpCall& c, ThreadPool& pool) {
+void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot) {
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];
@@ -41,13 +41,13 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool) {
     xe.resize(size_t(n * H));
     for (int64_t t = 0; t < n; ++t) std::copy_n(x.f.data() + token[size_t(s0 + t)] * H, H, xe.data() + t * H);
     g.resize(size_t(n * 2 * I));
-    quant_gemm(gu, e * 2 * I, 2 * I, xe.data(), n, g.data(), 2 * I, pool);
+    quant_gemm(gu, e * 2 * I, 2 * I, xe.data(), n, g.data(), 2 * I, pool, dot);
     act.resize(size_t(n * I));
     for (int64_t t = 0; t < n; ++t)
       for (int64_t i = 0; i < I; ++i)
         act[size_t(t * I + i)] = reference::gelu_tanh(g[size_t(t * 2 * I + i)]) * g[size_t(t * 2 * I + I + i)];
     y.resize(size_t(n * H));
-    quant_gemm(down, e * H, H, act.data(), n, y.data(), H, pool);
+    quant_gemm(down, e * H, H, act.data(), n, y.data(), H, pool, dot);
     for (int64_t t = 0; t < n; ++t) {
       float* o = out.f.data() + token[size_t(s0 + t)] * H;
       const float wk = weight[size_t(s0 + t)];

@@ -1,0 +1,94 @@
+#pragma once
+// Integer-dot GEMMs over quantized weights (`--precision int8-dot`,
+// CpuBackendOptions::int8_dot). The activations are quantized per row in
+// blocks of 32 columns (symmetric int8: d = max|x| / 127, q = round(x / d));
+// the weights stay exactly the stored codes and scales, decoded in tiles
+// into small integers (below) and never widened to floats. Per (activation
+// row m, weight row j, block b) the integer sum Σ q·V is exact in int32 and
+// the output is
+//     out[m, j] = Σ_b fma-chain( float(Σ_k q[m,k]·V[j,k]) · (ws[j,b]·d[m,b]) )
+//                 (+ wb[j,b] · (d[m,b]·Σ_k q[m,k]) for MLX affine weights),
+// blocks in ascending order, each term one fma into an fp32 accumulator. The
+// integer value V and the block scale ws of each format (formats.md §2-§4):
+//   int8 (ours)   V = q,                    ws = scale
+//   MLX affine    V = q (0..15 or 0..255),  ws = scale, wb = bias (the bias
+//                 is folded through the activation block sums)
+//   NVFP4         V = 2·E2M1 (0, ±1, ±2, ±3, ±4, ±6, ±8, ±12: exact),
+//                 ws = (e4m3(scale) · global) · 0.5, per 16 columns
+//   NF4           V = round(code / cmax · 32767) with cmax = max |code|,
+//                 ws = absmax · cmax / 32767: the 16 code-book levels to 15
+//                 bits (error ≤ 1.5e-5 of the block's absmax, 250× finer than
+//                 the bf16 a reference runtime dequantizes to).
+// So only the activations are rounded (≤ d/2 per element) and, for NF4, the
+// code book to 15 bits. Everything is integer-exact up to the per-block fma
+// chain, whose order is fixed: every level (portable, AVX2) and every thread
+// count gives bit-identical results (tests/ops/int8_dot_test.cc).
+//
+// Products are int16 × int16 pairs (vpmaddwd): |V| ≤ 32767 and |q| ≤ 127, so
+// a block of 32 sums to at most 32·32767·127 < 2^31 without overflow; its
+// conversion to fp32 is exact below 2^24 and rounds to nearest above (every
+// level alike).
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "ops/op.h"
+#include "quantize/quantized_weight.h"
+
+namespace dgemma::cpu {
+
+inline constexpr int kI8Block = 32;  // activation block (columns per scale d)
+
+// Whether `w` can run on the integer path: its scale blocks tile each row's
+// 32-column activation blocks (rows of K % 32 == 0 columns; NF4 blocks,
+// MLX groups and int8 blocks a multiple of 32, NVFP4 blocks of 16). Other
+// weights (e.g. the tiny golden shapes) take the exact path.
+bool int8_dot_supported(const QuantizedWeight& w);
+
+// out[m·ld_out + j] = Σ_k x[m·K + k] · W[row0 + j, k] for m < M, j < n, on
+// the integer path (module comment). Requires int8_dot_supported(*w.quant).
+void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out,
+                   int64_t ld_out, ThreadPool& pool);
+
+// Activations quantized in blocks of 32: q[m·kp + k] (int16 holding int8
+// values, zero-padded to kp = K rounded up to 32), d[m·nb + b] and
+// ds[m·nb + b] = d · Σ_k q over the block (nb = kp / 32). A block with a NaN
+// or ±Inf gets q = 0 and d = ds = NaN, so the outputs it feeds become NaN.
+struct Int8Activations {
+  int64_t m = 0, k = 0, kp = 0, nb = 0;
+  int16_t* q = nullptr;
+  float* d = nullptr;
+  float* ds = nullptr;
+};
+
+// The building blocks of one dispatch level (int8_dot_kernels.cc).
+struct Int8DotIsa {
+  const char* name;
+  // Quantizes rows [m0, m1) of x (row stride ldx, K columns) into a.
+  void (*quantize_rows)(const float* x, int64_t ldx, int64_t m0, int64_t m1, const Int8Activations& a);
+  // Weight tile of 16 rows over columns [k0, k0 + kc) (kc a multiple of 32),
+  // decoded: v = int16 pairs interleaved by row, v[(p·16 + j)·2 + i] = V[j,
+  // k0 + 2p + i]; ws[s·16 + j] the scale of sub-block s (of `sub` columns:
+  // 32, or 16 for NVFP4) of row j; wb[b·16 + j] the affine bias of block b
+  // (null when none). acc[(m - m0)·16 + j] += this chunk's terms (module
+  // comment) for rows m ∈ [m0, m1) of a.
+  void (*tile)(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const int16_t* v,
+               const float* ws, const float* wb, float* acc);
+  // Weight decoding: n values (a multiple of 32) of 4-bit codes through a
+  // 16-entry table (element 2k in the high nibble of byte k when high_first,
+  // else the low one), and of 8-bit codes (signed or unsigned), as int16.
+  void (*nibbles)(const uint8_t* codes, int64_t n, bool high_first, const int16_t* table, int16_t* out);
+  void (*bytes)(const uint8_t* codes, int64_t n, bool is_signed, int16_t* out);
+  // v[(p·16 + j)·2 + i] = rows[j·ld + 2p + i] for j < 16, p < kc / 2.
+  void (*interleave)(const int16_t* rows, int64_t ld, int64_t kc, int16_t* v);
+};
+inline constexpr int kI8TileRows = 16;
+
+// The level for the running CPU (capped by DGEMMA_CPU_ISA) and the portable one.
+const Int8DotIsa& int8_dot_isa();
+const Int8DotIsa& int8_dot_isa_portable();
+
+// Same as int8_dot_gemm on a given level (tests compare the levels).
+void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
+                      float* out, int64_t ld_out, ThreadPool& pool);
+
+}  // namespace dgemma::cpu

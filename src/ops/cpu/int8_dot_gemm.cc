@@ -1,0 +1,161 @@
+// The integer-dot GEMM driver (int8_dot.h): quantizes the activation rows
+// once, then per tile of 16 weight rows and K-chunk of kChunk columns decodes
+// the stored codes into int16 values (row by row, then interleaved in pairs
+// for vpmaddwd) and the block scales, and streams every activation row past
+// the tile. A quantized weight is never expanded beyond one chunk.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/cpu/int8_dot.h"
+#include "quantize/format_tables.h"
+
+namespace dgemma::cpu {
+namespace {
+
+// Columns per decoded chunk: 16 rows × 512 int16 = 16 KB, which stays in L1
+// while the activation rows stream past. A multiple of 32.
+constexpr int64_t kChunk = 512;
+
+// What decoding a weight needs besides the weight (prepared once per GEMM).
+struct Decoder {
+  const QuantizedWeight& w;
+  int sub = kI8Block;    // columns per weight scale: 32, or 16 for NVFP4
+  bool bias = false;     // MLX affine
+  int16_t table[16] = {};  // 4-bit code → integer value
+  float nf4_factor = 0;  // NF4: cmax / 32767
+
+  explicit Decoder(const QuantizedWeight& qw) : w(qw) {
+    switch (w.scheme) {
+      case QuantScheme::kNF4: {
+        float cmax = 0.0f;
+        for (float c : w.code_map) cmax = std::max(cmax, std::fabs(c));
+        if (cmax > 0.0f)
+          for (int i = 0; i < 16; ++i) table[i] = int16_t(std::lround(w.code_map[i] / cmax * 32767.0f));
+        nf4_factor = cmax / 32767.0f;
+        break;
+      }
+      case QuantScheme::kNVFP4:
+        sub = 16;
+        for (int i = 0; i < 16; ++i) table[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
+        break;
+      case QuantScheme::kAffine:
+        bias = true;
+        for (int i = 0; i < 16; ++i) table[i] = int16_t(i);
+        break;
+      case QuantScheme::kInt8: break;
+    }
+  }
+
+  // Row r, columns [k0, k0 + kc): values into v, the scale of sub-block s
+  // into ws[s·16], the bias of block b into wb[b·16].
+  void row(const Int8DotIsa& isa, int64_t r, int64_t k0, int64_t kc, int16_t* v, float* ws, float* wb) const {
+    const int64_t K = w.cols;
+    switch (w.scheme) {
+      case QuantScheme::kNF4: {
+        const int64_t i = r * K + k0;  // blocks run over the flattened tensor (formats.md §2.2)
+        isa.nibbles(w.slices.front().codes + i / 2, kc, true, table, v);
+        // One (possibly double-quant decoded) absmax per NF4 block, shared by its sub-blocks.
+        int64_t block = -1;
+        float scale = 0.0f;
+        for (int64_t s = 0; s < kc / sub; ++s) {
+          if ((i + s * sub) / w.block != block) {
+            block = (i + s * sub) / w.block;
+            scale = w.nf4_block_scale(block) * nf4_factor;
+          }
+          ws[s * kI8TileRows] = scale;
+        }
+        return;
+      }
+      case QuantScheme::kNVFP4: {
+        const QuantSlice& sl = w.slice_for(r);
+        const int64_t lr = r - sl.row_begin;
+        isa.nibbles(sl.codes + lr * (K / 2) + k0 / 2, kc, false, table, v);
+        const float* e4m3 = quant::e4m3_table();
+        const uint8_t* sc = sl.scales + lr * (K / 16) + k0 / 16;
+        for (int64_t s = 0; s < kc / 16; ++s) ws[s * kI8TileRows] = (e4m3[sc[s]] * sl.global_scale) * 0.5f;
+        return;
+      }
+      case QuantScheme::kAffine: {
+        const QuantSlice& sl = w.slice_for(r);
+        const int64_t lr = r - sl.row_begin, groups = K / w.block;
+        const uint8_t* codes = sl.codes + lr * (K * w.bits / 8);
+        if (w.bits == 4) isa.nibbles(codes + k0 / 2, kc, false, table, v);
+        else isa.bytes(codes + k0, kc, false, v);
+        for (int64_t s = 0; s < kc / kI8Block; ++s) {
+          const size_t g = size_t(lr * groups + (k0 + s * kI8Block) / w.block);
+          ws[s * kI8TileRows] = load_as_f32(w.scale_dtype, sl.scales, g);
+          wb[s * kI8TileRows] = load_as_f32(w.scale_dtype, sl.biases, g);
+        }
+        return;
+      }
+      case QuantScheme::kInt8: {
+        const QuantSlice& sl = w.slice_for(r);
+        const int64_t lr = r - sl.row_begin, groups = K / w.block;
+        isa.bytes(sl.codes + lr * K + k0, kc, true, v);
+        for (int64_t s = 0; s < kc / kI8Block; ++s)
+          ws[s * kI8TileRows] = load_as_f32(DType::kF32, sl.scales, size_t(lr * groups + (k0 + s * kI8Block) / w.block));
+        return;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+bool int8_dot_supported(const QuantizedWeight& w) {
+  if (w.cols % kI8Block != 0 || w.block <= 0) return false;
+  switch (w.scheme) {
+    case QuantScheme::kNVFP4: return w.block == 16;
+    case QuantScheme::kAffine: return w.block % kI8Block == 0 && (w.bits == 4 || w.bits == 8);
+    case QuantScheme::kNF4:
+    case QuantScheme::kInt8: return w.block % kI8Block == 0;
+  }
+  return false;
+}
+
+void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
+                      float* out, int64_t ld_out, ThreadPool& pool) {
+  if (n <= 0 || M <= 0) return;
+  const Decoder dec(*w.quant);
+  const int64_t K = w.quant->cols;
+  std::vector<int16_t> q(size_t(M * K));
+  std::vector<float> d(size_t(M * (K / kI8Block))), ds(d.size());
+  const Int8Activations a{M, K, K, K / kI8Block, q.data(), d.data(), ds.data()};
+  pool.parallel_for(M, 8, [&](int64_t b, int64_t e) { isa.quantize_rows(x, K, b, e, a); });
+
+  const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows;
+  pool.parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
+    std::vector<int16_t> rows(size_t(kI8TileRows * kChunk)), v(rows.size());
+    std::vector<float> ws(size_t(kChunk / 16 * kI8TileRows)), wb(size_t(kChunk / kI8Block * kI8TileRows));
+    std::vector<float> acc(size_t(M * kI8TileRows));
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t j0 = t * kI8TileRows;
+      const int nr = int(std::min<int64_t>(kI8TileRows, n - j0));
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+        const int64_t kc = std::min(kChunk, K - k0);
+        for (int j = 0; j < kI8TileRows; ++j) {
+          if (j < nr) {
+            dec.row(isa, row0 + j0 + j, k0, kc, rows.data() + j * kChunk, ws.data() + j, wb.data() + j);
+          } else {  // past the last weight row: zeros
+            std::fill_n(rows.data() + j * kChunk, kc, int16_t(0));
+            for (int64_t s = 0; s < kc / dec.sub; ++s) ws[size_t(s * kI8TileRows + j)] = 0.0f;
+            for (int64_t s = 0; s < kc / kI8Block; ++s) wb[size_t(s * kI8TileRows + j)] = 0.0f;
+          }
+        }
+        isa.interleave(rows.data(), kChunk, kc, v.data());
+        isa.tile(a, 0, M, k0, kc, dec.sub, v.data(), ws.data(), dec.bias ? wb.data() : nullptr, acc.data());
+      }
+      for (int64_t m = 0; m < M; ++m)
+        std::copy_n(acc.data() + m * kI8TileRows, nr, out + m * ld_out + j0);
+    }
+  });
+}
+
+void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
+                   ThreadPool& pool) {
+  int8_dot_gemm_on(int8_dot_isa(), w, row0, n, x, M, out, ld_out, pool);
+}
+
+}  // namespace dgemma::cpu

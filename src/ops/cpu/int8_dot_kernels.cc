@@ -1,0 +1,292 @@
+// Int8DotIsa tables (int8_dot.h): the portable level (plain loops, the
+// oracle) and the AVX2 level (vpmaddwd). Both evaluate the same integer sums
+// and the same fp32 operations in the same order, so their results are
+// bit-identical. Functions compiled for AVX2 use only intrinsics and plain
+// loops, no standard-library code (see isa_kernels.h for why).
+#include <immintrin.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "core/cpu_features.h"
+#include "ops/cpu/int8_dot.h"
+
+namespace dgemma::cpu {
+namespace {
+
+// Blocks whose largest magnitude is below this are quantized to zero: 127 /
+// amax would overflow, and their contribution (< 1e-30 per element) is
+// below anything fp32 accumulation of the other blocks can resolve.
+constexpr float kTinyBlock = 1e-30f;
+
+// ---- portable -------------------------------------------------------------------
+
+void quantize_rows_portable(const float* x, int64_t ldx, int64_t m0, int64_t m1, const Int8Activations& a) {
+  for (int64_t m = m0; m < m1; ++m) {
+    const float* xr = x + m * ldx;
+    for (int64_t b = 0; b < a.nb; ++b) {
+      const int64_t c0 = b * kI8Block, n = c0 + kI8Block <= a.k ? kI8Block : a.k - c0;
+      int16_t* q = a.q + m * a.kp + c0;
+      float amax = 0.0f;
+      bool finite = true;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = std::fabs(xr[c0 + i]);
+        finite = finite && v <= FLT_MAX;
+        amax = v > amax ? v : amax;
+      }
+      if (!finite) {
+        for (int i = 0; i < kI8Block; ++i) q[i] = 0;
+        a.d[m * a.nb + b] = a.ds[m * a.nb + b] = NAN;
+        continue;
+      }
+      const bool tiny = amax < kTinyBlock;
+      const float id = tiny ? 0.0f : 127.0f / amax, d = tiny ? 0.0f : amax / 127.0f;
+      int32_t sum = 0;
+      for (int64_t i = 0; i < kI8Block; ++i) {
+        const int16_t v = i < n ? int16_t(std::nearbyint(xr[c0 + i] * id)) : int16_t(0);
+        q[i] = v;
+        sum += v;
+      }
+      a.d[m * a.nb + b] = d;
+      a.ds[m * a.nb + b] = d * float(sum);
+    }
+  }
+}
+
+void tile_portable(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub,
+                   const int16_t* v, const float* ws, const float* wb, float* acc) {
+  for (int64_t m = m0; m < m1; ++m) {
+    const int16_t* q = a.q + m * a.kp + k0;
+    float* am = acc + (m - m0) * kI8TileRows;
+    for (int64_t s = 0; s < kc / sub; ++s) {
+      const int64_t b = (k0 + s * sub) / kI8Block;
+      const float d = a.d[m * a.nb + b];
+      for (int j = 0; j < kI8TileRows; ++j) {
+        int32_t isum = 0;
+        for (int64_t k = s * sub; k < (s + 1) * sub; ++k) isum += int32_t(q[k]) * v[((k / 2) * kI8TileRows + j) * 2 + k % 2];
+        am[j] = std::fma(float(isum), ws[s * kI8TileRows + j] * d, am[j]);
+      }
+      if (wb && (s + 1) * sub % kI8Block == 0) {
+        const int64_t bl = (s * sub) / kI8Block;
+        for (int j = 0; j < kI8TileRows; ++j) am[j] = std::fma(wb[bl * kI8TileRows + j], a.ds[m * a.nb + b], am[j]);
+      }
+    }
+  }
+}
+
+void nibbles_portable(const uint8_t* codes, int64_t n, bool high_first, const int16_t* table, int16_t* out) {
+  for (int64_t k = 0; k < n / 2; ++k) {
+    const uint8_t c = codes[k];
+    out[2 * k] = table[high_first ? c >> 4 : c & 0xF];
+    out[2 * k + 1] = table[high_first ? c & 0xF : c >> 4];
+  }
+}
+
+void bytes_portable(const uint8_t* codes, int64_t n, bool is_signed, int16_t* out) {
+  for (int64_t k = 0; k < n; ++k) out[k] = is_signed ? int16_t(int8_t(codes[k])) : int16_t(codes[k]);
+}
+
+void interleave_portable(const int16_t* rows, int64_t ld, int64_t kc, int16_t* v) {
+  for (int64_t p = 0; p < kc / 2; ++p)
+    for (int j = 0; j < kI8TileRows; ++j) {
+      v[(p * kI8TileRows + j) * 2] = rows[j * ld + 2 * p];
+      v[(p * kI8TileRows + j) * 2 + 1] = rows[j * ld + 2 * p + 1];
+    }
+}
+
+// ---- AVX2 -----------------------------------------------------------------------
+
+#define DGEMMA_I8_AVX2 __attribute__((target("avx2,fma")))
+
+DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, int64_t m1, const Int8Activations& a) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
+  for (int64_t m = m0; m < m1; ++m) {
+    const float* xr = x + m * ldx;
+    for (int64_t b = 0; b < a.nb; ++b) {
+      const int64_t c0 = b * kI8Block;
+      if (c0 + kI8Block > a.k) {  // a ragged last block: this row by the portable code
+        quantize_rows_portable(x, ldx, m, m + 1, a);
+        break;
+      }
+      __m256 xv[4], mx = _mm256_setzero_ps(), ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+      for (int i = 0; i < 4; ++i) {
+        xv[i] = _mm256_loadu_ps(xr + c0 + 8 * i);
+        const __m256 av = _mm256_andnot_ps(sign, xv[i]);
+        ok = _mm256_and_ps(ok, _mm256_cmp_ps(av, big, _CMP_LE_OQ));  // false for NaN and ±Inf
+        mx = _mm256_max_ps(mx, av);
+      }
+      int16_t* q = a.q + m * a.kp + c0;
+      if (_mm256_movemask_ps(ok) != 0xFF) {
+        for (int i = 0; i < kI8Block; ++i) q[i] = 0;
+        a.d[m * a.nb + b] = a.ds[m * a.nb + b] = NAN;
+        continue;
+      }
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+      const float amax = _mm_cvtss_f32(h);
+      const bool tiny = amax < kTinyBlock;
+      const float d = tiny ? 0.0f : amax / 127.0f;
+      const __m256 id = _mm256_set1_ps(tiny ? 0.0f : 127.0f / amax);
+      __m256i qi[4];
+      for (int i = 0; i < 4; ++i)
+        qi[i] = _mm256_cvtps_epi32(
+            _mm256_round_ps(_mm256_mul_ps(xv[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      // packs_epi32 interleaves 128-bit lanes: fix the order with a permute.
+      const __m256i q01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[0], qi[1]), 0xD8);
+      const __m256i q23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[2], qi[3]), 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), q01);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), q23);
+      const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(q01, _mm256_set1_epi16(1)),
+                                           _mm256_madd_epi16(q23, _mm256_set1_epi16(1)));
+      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+      a.d[m * a.nb + b] = d;
+      a.ds[m * a.nb + b] = d * float(_mm_cvtsi128_si32(s));
+    }
+  }
+}
+
+// R activation rows against the tile's 16 weight rows (two vectors of 8
+// int32 lanes, one lane per weight row), sub-block by sub-block. SUB is a
+// template argument so that the pair loop is fully unrolled (GCC otherwise
+// copies every accumulator once per step).
+template <int R, int SUB>
+DGEMMA_I8_AVX2 inline void tile_rows_avx2(const Int8Activations& a, int64_t m, int64_t k0, int64_t kc,
+                                          const int16_t* v, const float* ws, const float* wb, float* acc) {
+  constexpr int sub = SUB;
+  const int16_t* q[R];
+  for (int r = 0; r < R; ++r) q[r] = a.q + (m + r) * a.kp + k0;
+  for (int64_t s = 0; s < kc / sub; ++s) {
+    __m256i c[R][2];
+    for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = _mm256_setzero_si256();
+    const int16_t* vs = v + s * sub * kI8TileRows;
+#pragma GCC unroll 2
+    for (int p = 0; p < sub / 2; ++p) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vs + p * 2 * kI8TileRows));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vs + p * 2 * kI8TileRows + 16));
+      for (int r = 0; r < R; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, q[r] + s * sub + 2 * p, 4);
+        const __m256i xb = _mm256_set1_epi32(pair);
+        c[r][0] = _mm256_add_epi32(_mm256_madd_epi16(w0, xb), c[r][0]);
+        c[r][1] = _mm256_add_epi32(_mm256_madd_epi16(w1, xb), c[r][1]);
+      }
+    }
+    const int64_t b = (k0 + s * sub) / kI8Block;
+    const bool bias = wb && (s + 1) * sub % kI8Block == 0;
+    const int64_t bl = (s * sub) / kI8Block;
+    for (int r = 0; r < R; ++r) {
+      const __m256 d = _mm256_set1_ps(a.d[(m + r) * a.nb + b]);
+      float* am = acc + r * kI8TileRows;
+      for (int h = 0; h < 2; ++h) {
+        const __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(ws + s * kI8TileRows + 8 * h), d);
+        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[r][h]), sv, _mm256_loadu_ps(am + 8 * h));
+        if (bias)
+          f = _mm256_fmadd_ps(_mm256_loadu_ps(wb + bl * kI8TileRows + 8 * h), _mm256_set1_ps(a.ds[(m + r) * a.nb + b]),
+                              f);
+        _mm256_storeu_ps(am + 8 * h, f);
+      }
+    }
+  }
+}
+
+template <int SUB>
+DGEMMA_I8_AVX2 void tile_avx2_sub(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc,
+                                  const int16_t* v, const float* ws, const float* wb, float* acc) {
+  // Three rows at a time: 6 accumulators, 2 weight vectors, 3 broadcasts
+  // and the products stay in the 16 registers (four rows spill an
+  // accumulator, and the store-to-load round trip per step costs 3×).
+  int64_t m = m0;
+  for (; m + 3 <= m1; m += 3) tile_rows_avx2<3, SUB>(a, m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);
+  float* am = acc + (m - m0) * kI8TileRows;
+  switch (m1 - m) {
+    case 2: return tile_rows_avx2<2, SUB>(a, m, k0, kc, v, ws, wb, am);
+    case 1: return tile_rows_avx2<1, SUB>(a, m, k0, kc, v, ws, wb, am);
+    default: return;
+  }
+}
+
+DGEMMA_I8_AVX2 void tile_avx2(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub,
+                              const int16_t* v, const float* ws, const float* wb, float* acc) {
+  if (sub == 16) return tile_avx2_sub<16>(a, m0, m1, k0, kc, v, ws, wb, acc);
+  tile_avx2_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);
+}
+
+DGEMMA_I8_AVX2 void nibbles_avx2(const uint8_t* codes, int64_t n, bool high_first, const int16_t* table,
+                                 int16_t* out) {
+  // The table's low and high bytes as two pshufb tables.
+  alignas(16) uint8_t lo[16], hi[16];
+  for (int i = 0; i < 16; ++i) {
+    lo[i] = uint8_t(uint16_t(table[i]) & 0xFF);
+    hi[i] = uint8_t(uint16_t(table[i]) >> 8);
+  }
+  const __m128i tlo = _mm_load_si128(reinterpret_cast<const __m128i*>(lo));
+  const __m128i thi = _mm_load_si128(reinterpret_cast<const __m128i*>(hi));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  for (int64_t i = 0; i < n; i += 32) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2));
+    const __m128i low = _mm_and_si128(b, mask), high = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
+    const __m128i first = high_first ? high : low, second = high_first ? low : high;
+    const __m128i e[2] = {_mm_unpacklo_epi8(first, second), _mm_unpackhi_epi8(first, second)};
+    for (int h = 0; h < 2; ++h) {
+      const __m128i vl = _mm_shuffle_epi8(tlo, e[h]), vh = _mm_shuffle_epi8(thi, e[h]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16 * h), _mm_unpacklo_epi8(vl, vh));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16 * h + 8), _mm_unpackhi_epi8(vl, vh));
+    }
+  }
+}
+
+DGEMMA_I8_AVX2 void bytes_avx2(const uint8_t* codes, int64_t n, bool is_signed, int16_t* out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), is_signed ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b));
+  }
+}
+
+// 8 × 8 transposes of 32-bit pairs: rows j = 0..7 and 8..15, 8 pairs at a time.
+DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc, int16_t* v) {
+  for (int64_t p0 = 0; p0 < kc / 2; p0 += 8) {
+    for (int g = 0; g < 2; ++g) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j)
+        r[j] = _mm256_castsi256_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + (8 * g + j) * ld + 2 * p0)));
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      // Row p of the transpose holds pair p0 + p of rows 8g .. 8g + 7.
+      const __m256 o[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                           _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                           _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                           _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+      for (int p = 0; p < 8; ++p)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + ((p0 + p) * kI8TileRows + 8 * g) * 2),
+                            _mm256_castps_si256(o[p]));
+    }
+  }
+}
+
+#undef DGEMMA_I8_AVX2
+
+const Int8DotIsa kPortable = {"portable",       quantize_rows_portable, tile_portable, nibbles_portable,
+                              bytes_portable,   interleave_portable};
+const Int8DotIsa kAvx2 = {"avx2", quantize_rows_avx2, tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2};
+
+}  // namespace
+
+const Int8DotIsa& int8_dot_isa_portable() { return kPortable; }
+
+const Int8DotIsa& int8_dot_isa() {
+  static const Int8DotIsa* isa = default_isa() >= CpuIsa::kAvx2 ? &kAvx2 : &kPortable;
+  return *isa;
+}
+
+}  // namespace dgemma::cpu

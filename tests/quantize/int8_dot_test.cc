@@ -1,0 +1,294 @@
+// The integer-dot GEMM (ops/cpu/int8_dot.h) per format:
+//  * it computes the documented formula: activations rounded to int8 blocks
+//    of 32 and the stored weights (NF4 levels to 15 bits), checked against a
+//    double-precision product of independently quantized activations and
+//    the dequantized weights;
+//  * every dispatch level and thread count gives bit-identical results;
+//  * its error against the exact fp32 path is the activation rounding;
+//  * non-finite activations give NaN outputs; shapes it cannot tile take the
+//    exact path;
+//  * the CPU backend's int8_dot mode routes linear and moe_experts on
+//    quantized weights through it, at the scalar and the detected level.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/cpu_features.h"
+#include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/int8_dot.h"
+#include "ops/cpu/quant_kernels.h"
+#include "quantize/quantizers.h"
+
+namespace dgemma {
+namespace {
+
+struct Case {
+  const char* label;
+  QuantScheme scheme;
+  int block, bits;
+  bool double_quant;
+  int64_t rows, cols;
+  int64_t slice_rows = 0;
+};
+
+std::vector<Case> cases() {
+  return {{"nf4_dq", QuantScheme::kNF4, 64, 4, true, 37, 192},
+          {"nf4_b32", QuantScheme::kNF4, 32, 4, false, 21, 64},
+          {"nvfp4_slices", QuantScheme::kNVFP4, 16, 4, false, 48, 64, 8},
+          {"affine4_g64", QuantScheme::kAffine, 64, 4, false, 33, 128},
+          {"affine4_g32", QuantScheme::kAffine, 32, 4, false, 8, 96},
+          {"affine8", QuantScheme::kAffine, 64, 8, false, 20, 64},
+          {"int8", QuantScheme::kInt8, 64, 8, false, 17, 1024}};
+}
+
+std::vector<float> random_values(int64_t n, uint32_t seed, float std = 0.2f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, std);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::shared_ptr<QuantizedWeight> make(const Case& c, uint32_t seed) {
+  const std::vector<float> w = random_values(c.rows * c.cols, seed);
+  quant::QuantizeParams p;
+  p.block = c.block;
+  p.bits = c.bits;
+  p.double_quant = c.double_quant;
+  p.slice_rows = c.slice_rows;
+  quant::FloatSource src{DType::kF32, w.data(), int64_t(w.size())};
+  return quant::quantize_weight(c.scheme, src, {c.rows, c.cols}, DType::kBF16, p);
+}
+
+WeightRef quant_ref(const std::shared_ptr<QuantizedWeight>& q) {
+  WeightRef w;
+  w.name = std::string("quantized");
+  w.dtype = q->dtype;
+  w.shape = q->shape;
+  w.data = q->slices.front().codes;
+  w.quant = q;
+  return w;
+}
+
+// max |a - b| / max |b|.
+double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0, m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    e = std::max(e, std::fabs(double(a[i]) - double(b[i])));
+    m = std::max(m, std::fabs(double(b[i])));
+  }
+  return e / std::max(m, 1e-30);
+}
+
+// The activations as the integer path sees them (int8_dot.h), written
+// independently: per block of 32, d = max|x| / 127 and q = round(x / d).
+std::vector<double> quantized_activations(const std::vector<float>& x, int64_t M, int64_t K) {
+  std::vector<double> out(x.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t b = 0; b < K; b += 32) {
+      double amax = 0;
+      for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::fabs(double(x[size_t(m * K + k)])));
+      const float d = float(amax) / 127.0f, id = 127.0f / float(amax);
+      for (int64_t k = b; k < b + 32; ++k)
+        out[size_t(m * K + k)] = double(d) * std::nearbyint(x[size_t(m * K + k)] * id);
+    }
+  return out;
+}
+
+std::vector<float> gemm(const cpu::Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n,
+                        const std::vector<float>& x, int64_t M, int threads) {
+  ThreadPool pool(threads);
+  std::vector<float> out(size_t(M * n));
+  cpu::int8_dot_gemm_on(isa, w, row0, n, x.data(), M, out.data(), n, pool);
+  return out;
+}
+
+TEST(Int8Dot, ComputesQuantizedActivationsTimesStoredWeights) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.label);
+    auto q = make(c, 3);
+    ASSERT_TRUE(cpu::int8_dot_supported(*q));
+    const WeightRef w = quant_ref(q);
+    std::vector<float> d(size_t(q->rows * q->cols));
+    for (int64_t r = 0; r < q->rows; ++r) dequantize_reference(*q, r, 0, q->cols, d.data() + r * q->cols);
+    for (int64_t M : {1, 6, 33}) {
+      SCOPED_TRACE(M);
+      const std::vector<float> x = random_values(M * c.cols, uint32_t(4 + M), 1.0f);
+      const std::vector<double> xq = quantized_activations(x, M, c.cols);
+      for (auto [row0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, c.rows}, {3, c.rows - 5}}) {
+        const std::vector<float> got = gemm(cpu::int8_dot_isa(), w, row0, n, x, M, 2);
+        std::vector<float> want(got.size());
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < c.cols; ++k)
+              s += xq[size_t(m * c.cols + k)] * double(d[size_t((row0 + j) * c.cols + k)]);
+            want[size_t(m * n + j)] = float(s);
+          }
+        // fp32 accumulation of exact block sums; NF4: the levels to 15 bits
+        // (1.5e-5 of absmax per weight, not cancelling over 64-192 columns).
+        EXPECT_LE(rel_error(got, want), c.scheme == QuantScheme::kNF4 ? 1e-4 : 2e-6);
+      }
+    }
+  }
+}
+
+TEST(Int8Dot, LevelsAndThreadCountsAreBitIdentical) {
+  const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = cpu::int8_dot_isa();
+  std::printf("int8-dot kernels use the %s level\n", f.name);
+  if (detected_isa() >= CpuIsa::kAvx2) {
+    EXPECT_STRNE(f.name, p.name) << "the AVX2 level is not in use on an AVX2 CPU";
+  }
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.label);
+    const WeightRef w = quant_ref(make(c, 5));
+    for (int64_t M : {1, 4, 7, 19}) {
+      const std::vector<float> x = random_values(M * c.cols, uint32_t(40 + M), 1.0f);
+      const std::vector<float> a = gemm(p, w, 0, c.rows, x, M, 1);
+      EXPECT_EQ(a, gemm(f, w, 0, c.rows, x, M, 1));
+      EXPECT_EQ(a, gemm(f, w, 0, c.rows, x, M, 3));
+    }
+  }
+}
+
+TEST(Int8Dot, DecodingLevelsAgree) {
+  const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = cpu::int8_dot_isa();
+  std::mt19937 rng(7);
+  std::vector<uint8_t> codes(512);
+  for (auto& c : codes) c = uint8_t(rng());
+  int16_t table[16];
+  for (auto& t : table) t = int16_t(int(rng() % 65535) - 32767);
+  std::vector<int16_t> a(512), b(512);
+  for (bool high : {true, false}) {
+    p.nibbles(codes.data(), 512, high, table, a.data());
+    f.nibbles(codes.data(), 512, high, table, b.data());
+    EXPECT_EQ(a, b);
+  }
+  for (bool is_signed : {true, false}) {
+    p.bytes(codes.data(), 512, is_signed, a.data());
+    f.bytes(codes.data(), 512, is_signed, b.data());
+    EXPECT_EQ(a, b);
+  }
+  std::vector<int16_t> rows(16 * 64), va(16 * 64), vb(16 * 64);
+  for (auto& r : rows) r = int16_t(rng());
+  p.interleave(rows.data(), 64, 64, va.data());
+  f.interleave(rows.data(), 64, 64, vb.data());
+  EXPECT_EQ(va, vb);
+  EXPECT_EQ(va[(5 * 16 + 3) * 2 + 1], rows[3 * 64 + 11]);  // pair 5 of row 3, second element
+}
+
+TEST(Int8Dot, ErrorAgainstTheExactPathIsTheActivationRounding) {
+  ThreadPool pool(2);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.label);
+    const WeightRef w = quant_ref(make(c, 9));
+    const int64_t M = 16;
+    const std::vector<float> x = random_values(M * c.cols, 10, 1.0f);
+    std::vector<float> exact(size_t(M * c.rows)), dot(exact.size());
+    cpu::quant_gemm(w, 0, c.rows, x.data(), M, exact.data(), c.rows, pool, cpu::QuantDot::kExact);
+    cpu::quant_gemm(w, 0, c.rows, x.data(), M, dot.data(), c.rows, pool, cpu::QuantDot::kInt8);
+    const double e = rel_error(dot, exact);
+    EXPECT_LT(e, 0.02);
+    EXPECT_GT(e, 0.0) << "the activations were not rounded";
+  }
+}
+
+TEST(Int8Dot, NonFiniteActivationsGiveNaN) {
+  const Case c = cases()[0];
+  const WeightRef w = quant_ref(make(c, 11));
+  for (const cpu::Int8DotIsa* isa : {&cpu::int8_dot_isa_portable(), &cpu::int8_dot_isa()}) {
+    SCOPED_TRACE(isa->name);
+    for (float bad : {INFINITY, -INFINITY, NAN}) {
+      std::vector<float> x = random_values(3 * c.cols, 12, 1.0f);
+      x[size_t(c.cols + 70)] = bad;  // row 1
+      const std::vector<float> out = gemm(*isa, w, 0, c.rows, x, 3, 2);
+      for (int64_t j = 0; j < c.rows; ++j) {
+        EXPECT_TRUE(std::isfinite(out[size_t(j)]));
+        EXPECT_TRUE(std::isnan(out[size_t(c.rows + j)]));
+        EXPECT_TRUE(std::isfinite(out[size_t(2 * c.rows + j)]));
+      }
+    }
+  }
+}
+
+TEST(Int8Dot, ZeroAndTinyBlocksGiveZero) {
+  const Case c = cases()[6];
+  const WeightRef w = quant_ref(make(c, 13));
+  std::vector<float> x(size_t(2 * c.cols), 0.0f);
+  for (int64_t k = 0; k < c.cols; ++k) x[size_t(c.cols + k)] = 1e-35f;
+  for (const cpu::Int8DotIsa* isa : {&cpu::int8_dot_isa_portable(), &cpu::int8_dot_isa()}) {
+    const std::vector<float> out = gemm(*isa, w, 0, c.rows, x, 2, 1);
+    for (float v : out) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+TEST(Int8Dot, UntileableShapesTakeTheExactPath) {
+  ThreadPool pool(2);
+  const Case c{"nf4_straddle_odd", QuantScheme::kNF4, 64, 4, false, 7, 99};
+  auto q = make(c, 14);
+  EXPECT_FALSE(cpu::int8_dot_supported(*q));
+  const WeightRef w = quant_ref(q);
+  const std::vector<float> x = random_values(5 * c.cols, 15, 1.0f);
+  std::vector<float> exact(size_t(5 * c.rows)), dot(exact.size());
+  cpu::quant_gemm(w, 0, c.rows, x.data(), 5, exact.data(), c.rows, pool, cpu::QuantDot::kExact);
+  cpu::quant_gemm(w, 0, c.rows, x.data(), 5, dot.data(), c.rows, pool, cpu::QuantDot::kInt8);
+  EXPECT_EQ(exact, dot);
+}
+
+Tensor run_op(Backend& b, const OpCall& proto) {
+  Tensor out = *proto.out[0];
+  OpCall c = proto;
+  c.out = {&out};
+  b.run(c);
+  return out;
+}
+
+TEST(Int8Dot, BackendModeRoutesLinearAndExperts) {
+  // linear: x [5, 128] · W [33, 128]ᵀ (MLX 4-bit).
+  const Case lc = cases()[3];
+  const WeightRef lw = quant_ref(make(lc, 16));
+  Tensor x = Tensor::f32({5, lc.cols});
+  x.f = random_values(5 * lc.cols, 17, 1.0f);
+  Tensor y = Tensor::f32({5, lc.rows});
+  OpCall lin;
+  lin.kind = OpKind::kLinear;
+  lin.in = {&x};
+  lin.w = {&lw};
+  lin.out = {&y};
+  // moe_experts: 4 experts, H = 64, I = 32, top-2 over 6 tokens (NF4).
+  const int64_t E = 4, H = 64, I = 32, T = 6;
+  const WeightRef gu = quant_ref(make({"gu", QuantScheme::kNF4, 64, 4, true, E * 2 * I, H}, 18));
+  const WeightRef dn = quant_ref(make({"dn", QuantScheme::kNF4, 64, 4, true, E * H, I}, 19));
+  WeightRef gu3 = gu, dn3 = dn;
+  gu3.shape = {E, 2 * I, H};
+  dn3.shape = {E, H, I};
+  Tensor xe = Tensor::f32({T, H}), idx = Tensor::i32({T, 2}), wts = Tensor::f32({T, 2}), ye = Tensor::f32({T, H});
+  xe.f = random_values(T * H, 20, 1.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    idx.i[size_t(2 * t)] = int32_t(t % E);
+    idx.i[size_t(2 * t + 1)] = int32_t((t + 1) % E);
+    wts.f[size_t(2 * t)] = 0.7f;
+    wts.f[size_t(2 * t + 1)] = 0.3f;
+  }
+  OpCall moe;
+  moe.kind = OpKind::kMoeExperts;
+  moe.in = {&xe, &idx, &wts};
+  moe.w = {&gu3, &dn3};
+  moe.out = {&ye};
+  for (const OpCall* op : {&lin, &moe}) {
+    SCOPED_TRACE(op_name(op->kind));
+    CpuBackendOptions exact_o, dot_o, dot_scalar_o;
+    dot_o.int8_dot = dot_scalar_o.int8_dot = true;
+    dot_scalar_o.isa = CpuIsa::kScalar;
+    CpuBackend exact(exact_o), dot(dot_o), dot_scalar(dot_scalar_o);
+    const Tensor a = run_op(exact, *op), b = run_op(dot, *op), s = run_op(dot_scalar, *op);
+    EXPECT_EQ(b.f, s.f) << "int8-dot differs between the scalar and the " << isa_name(dot.isa()) << " level";
+    const double e = rel_error(b.f, a.f);
+    EXPECT_LT(e, 0.02);
+    EXPECT_GT(e, 0.0) << "int8_dot did not change the path";
+  }
+}
+
+}  // namespace
+}  // namespace dgemma
