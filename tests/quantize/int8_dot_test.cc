@@ -19,6 +19,7 @@
 #include "ops/cpu/int8_dot.h"
 #include "ops/cpu/quant_kernels.h"
 #include "quantize/quantizers.h"
+#include "random_values.h"
 
 namespace dgemma {
 namespace {
@@ -42,13 +43,7 @@ std::vector<Case> cases() {
           {"int8", QuantScheme::kInt8, 64, 8, false, 17, 1024}};
 }
 
-std::vector<float> random_values(int64_t n, uint32_t seed, float std = 0.2f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, std);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using testing::random_values;
 
 std::shared_ptr<QuantizedWeight> make(const Case& c, uint32_t seed) {
   const std::vector<float> w = random_values(c.rows * c.cols, seed);
@@ -160,10 +155,12 @@ TEST(Int8Dot, DecodingLevelsAgree) {
   int16_t table[16];
   for (auto& t : table) t = int16_t(int(rng() % 65535) - 32767);
   std::vector<int16_t> a(512), b(512);
+  const cpu::NibbleTable nt = cpu::nibble_table(table);
   for (bool high : {true, false}) {
-    p.nibbles(codes.data(), 512, high, table, a.data());
-    f.nibbles(codes.data(), 512, high, table, b.data());
+    p.nibbles(codes.data(), 512, high, nt, a.data());
+    f.nibbles(codes.data(), 512, high, nt, b.data());
     EXPECT_EQ(a, b);
+    EXPECT_EQ(a[2], table[high ? codes[1] >> 4 : codes[1] & 0xF]);
   }
   for (bool is_signed : {true, false}) {
     p.bytes(codes.data(), 512, is_signed, a.data());

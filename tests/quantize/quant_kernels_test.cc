@@ -15,6 +15,7 @@
 #include "ops/cpu/quant_simd.h"
 #include "quantize/format_tables.h"
 #include "quantize/quantizers.h"
+#include "random_values.h"
 
 namespace dgemma {
 namespace {
@@ -50,13 +51,7 @@ std::vector<Case> cases() {
           {"int8", QuantScheme::kInt8, params(64, 8, false), DType::kF32, 17, 128}};
 }
 
-std::vector<float> random_values(int64_t n, uint32_t seed, float std = 0.2f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, std);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using testing::random_values;
 
 std::shared_ptr<QuantizedWeight> make(const Case& c, const std::vector<float>& w) {
   FloatSource src{DType::kF32, w.data(), int64_t(w.size())};

@@ -89,7 +89,7 @@ void linear(const OpCall& c, CpuContext& ctx) {
   Tensor& out = *c.out[0];
   if (!fast_readable(w)) return reference::linear(c, *ctx.pool);
   const int64_t M = x.dim(0), K = x.dim(1), N = w.shape[0];
-  const PackedWeight& pw = ctx.weights.get(w, 1, N, K, panel_type_for(w.dtype, ctx.bf16_dot), *ctx.pool);
+  const PackedWeight& pw = ctx.weights.get(w, 1, N, K, panel_type_for(w.dtype, *ctx.isa, ctx.bf16_dot), *ctx.pool);
   gemm_packed(ctx, x.f.data(), K, nullptr, M, K, pw.b(), N, out.f.data(), N);
 }
 
@@ -120,7 +120,7 @@ void router_topk(const OpCall& c, CpuContext& ctx) {
   });
   // Router weights are fp32-exact even in bf16_dot mode (routing decisions
   // are discrete; keep them on the fp32 path).
-  const PackedWeight& pw = ctx.weights.get(proj, 1, E, H, panel_type_for(proj.dtype, false), *ctx.pool);
+  const PackedWeight& pw = ctx.weights.get(proj, 1, E, H, panel_type_for(proj.dtype, *ctx.isa, false), *ctx.pool);
   gemm_packed(ctx, r.data(), H, nullptr, M, H, pw.b(), E, scores.data(), E);
   ctx.pool->parallel_for(M, 4, [&](int64_t b, int64_t e) {
     std::vector<int32_t> order(static_cast<size_t>(E));

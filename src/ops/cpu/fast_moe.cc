@@ -61,8 +61,8 @@ void moe_experts(const OpCall& c, CpuContext& ctx) {
   ThreadPool& pool = *ctx.pool;
   const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2;
   const int64_t mr = isa.mr;
-  const PanelType gu_type = panel_type_for(gu.dtype, ctx.bf16_dot);
-  const PanelType dn_type = panel_type_for(down.dtype, ctx.bf16_dot);
+  const PanelType gu_type = panel_type_for(gu.dtype, isa, ctx.bf16_dot);
+  const PanelType dn_type = panel_type_for(down.dtype, isa, ctx.bf16_dot);
   const PackedWeight& pgu = ctx.weights.get(gu, E, 2 * I, H, gu_type, pool);
   const PackedWeight& pdn = ctx.weights.get(down, E, H, I, dn_type, pool);
 

@@ -60,6 +60,13 @@ struct Int8Activations {
   float* ds = nullptr;
 };
 
+// A 16-entry int16 table as two pshufb tables: the low and the high bytes.
+struct NibbleTable {
+  alignas(16) uint8_t lo[16];
+  alignas(16) uint8_t hi[16];
+};
+NibbleTable nibble_table(const int16_t (&values)[16]);
+
 // The building blocks of one dispatch level (int8_dot_kernels.cc).
 struct Int8DotIsa {
   const char* name;
@@ -76,7 +83,7 @@ struct Int8DotIsa {
   // Weight decoding: n values (a multiple of 32) of 4-bit codes through a
   // 16-entry table (element 2k in the high nibble of byte k when high_first,
   // else the low one), and of 8-bit codes (signed or unsigned), as int16.
-  void (*nibbles)(const uint8_t* codes, int64_t n, bool high_first, const int16_t* table, int16_t* out);
+  void (*nibbles)(const uint8_t* codes, int64_t n, bool high_first, const NibbleTable& table, int16_t* out);
   void (*bytes)(const uint8_t* codes, int64_t n, bool is_signed, int16_t* out);
   // v[(p·16 + j)·2 + i] = rows[j·ld + 2p + i] for j < 16, p < kc / 2.
   void (*interleave)(const int16_t* rows, int64_t ld, int64_t kc, int16_t* v);

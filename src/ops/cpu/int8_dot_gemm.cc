@@ -5,6 +5,7 @@
 // the tile. A quantized weight is never expanded beyond one chunk.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "ops/cpu/int8_dot.h"
@@ -17,52 +18,71 @@ namespace {
 // while the activation rows stream past. A multiple of 32.
 constexpr int64_t kChunk = 512;
 
+// Scale (or bias) element g of a quantized weight's F32/BF16/F16 array.
+inline float scale_at(DType t, const uint8_t* p, int64_t g) {
+  if (t == DType::kF32) {
+    float f;
+    std::memcpy(&f, p + 4 * g, 4);
+    return f;
+  }
+  return load_as_f32(t, p, size_t(g));
+}
+
 // What decoding a weight needs besides the weight (prepared once per GEMM).
+// The scale loops step through blocks incrementally: a 64-bit division per
+// sub-block costs more than the rest of the decode.
 struct Decoder {
   const QuantizedWeight& w;
   int sub = kI8Block;    // columns per weight scale: 32, or 16 for NVFP4
   bool bias = false;     // MLX affine
-  int16_t table[16] = {};  // 4-bit code → integer value
+  NibbleTable table{};   // 4-bit code → integer value
   float nf4_factor = 0;  // NF4: cmax / 32767
 
   explicit Decoder(const QuantizedWeight& qw) : w(qw) {
+    int16_t values[16] = {};
     switch (w.scheme) {
       case QuantScheme::kNF4: {
         float cmax = 0.0f;
         for (float c : w.code_map) cmax = std::max(cmax, std::fabs(c));
         if (cmax > 0.0f)
-          for (int i = 0; i < 16; ++i) table[i] = int16_t(std::lround(w.code_map[i] / cmax * 32767.0f));
+          for (int i = 0; i < 16; ++i) values[i] = int16_t(std::lround(w.code_map[i] / cmax * 32767.0f));
         nf4_factor = cmax / 32767.0f;
         break;
       }
       case QuantScheme::kNVFP4:
         sub = 16;
-        for (int i = 0; i < 16; ++i) table[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
+        for (int i = 0; i < 16; ++i) values[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
         break;
       case QuantScheme::kAffine:
         bias = true;
-        for (int i = 0; i < 16; ++i) table[i] = int16_t(i);
+        for (int i = 0; i < 16; ++i) values[i] = int16_t(i);
         break;
       case QuantScheme::kInt8: break;
     }
+    table = nibble_table(values);
+  }
+
+  // NF4 absmax of block b (formats.md §2.4; QuantizedWeight::nf4_block_scale).
+  float nf4_scale(int64_t b) const {
+    if (!w.double_quant) return scale_at(DType::kF32, w.slices.front().scales, b);
+    return w.nested_map[w.slices.front().scales[b]] * scale_at(DType::kF32, w.nested_scales, b / w.nested_block) +
+           w.nested_offset;
   }
 
   // Row r, columns [k0, k0 + kc): values into v, the scale of sub-block s
   // into ws[s·16], the bias of block b into wb[b·16].
   void row(const Int8DotIsa& isa, int64_t r, int64_t k0, int64_t kc, int16_t* v, float* ws, float* wb) const {
-    const int64_t K = w.cols;
+    const int64_t K = w.cols, nsub = kc / sub;
     switch (w.scheme) {
       case QuantScheme::kNF4: {
         const int64_t i = r * K + k0;  // blocks run over the flattened tensor (formats.md §2.2)
         isa.nibbles(w.slices.front().codes + i / 2, kc, true, table, v);
-        // One (possibly double-quant decoded) absmax per NF4 block, shared by its sub-blocks.
-        int64_t block = -1;
-        float scale = 0.0f;
-        for (int64_t s = 0; s < kc / sub; ++s) {
-          if ((i + s * sub) / w.block != block) {
-            block = (i + s * sub) / w.block;
-            scale = w.nf4_block_scale(block) * nf4_factor;
-          }
+        // One absmax per NF4 block, shared by its sub-blocks.
+        const int64_t per = w.block / sub;
+        int64_t b = i / w.block, left = per - (i % w.block) / sub;
+        float scale = nf4_scale(b) * nf4_factor;
+        for (int64_t s = 0; s < nsub; ++s, --left) {
+          if (left == 0) scale = nf4_scale(++b) * nf4_factor, left = per;
           ws[s * kI8TileRows] = scale;
         }
         return;
@@ -73,28 +93,31 @@ struct Decoder {
         isa.nibbles(sl.codes + lr * (K / 2) + k0 / 2, kc, false, table, v);
         const float* e4m3 = quant::e4m3_table();
         const uint8_t* sc = sl.scales + lr * (K / 16) + k0 / 16;
-        for (int64_t s = 0; s < kc / 16; ++s) ws[s * kI8TileRows] = (e4m3[sc[s]] * sl.global_scale) * 0.5f;
+        for (int64_t s = 0; s < nsub; ++s) ws[s * kI8TileRows] = (e4m3[sc[s]] * sl.global_scale) * 0.5f;
         return;
       }
-      case QuantScheme::kAffine: {
-        const QuantSlice& sl = w.slice_for(r);
-        const int64_t lr = r - sl.row_begin, groups = K / w.block;
-        const uint8_t* codes = sl.codes + lr * (K * w.bits / 8);
-        if (w.bits == 4) isa.nibbles(codes + k0 / 2, kc, false, table, v);
-        else isa.bytes(codes + k0, kc, false, v);
-        for (int64_t s = 0; s < kc / kI8Block; ++s) {
-          const size_t g = size_t(lr * groups + (k0 + s * kI8Block) / w.block);
-          ws[s * kI8TileRows] = load_as_f32(w.scale_dtype, sl.scales, g);
-          wb[s * kI8TileRows] = load_as_f32(w.scale_dtype, sl.biases, g);
-        }
-        return;
-      }
+      case QuantScheme::kAffine:
       case QuantScheme::kInt8: {
         const QuantSlice& sl = w.slice_for(r);
-        const int64_t lr = r - sl.row_begin, groups = K / w.block;
-        isa.bytes(sl.codes + lr * K + k0, kc, true, v);
-        for (int64_t s = 0; s < kc / kI8Block; ++s)
-          ws[s * kI8TileRows] = load_as_f32(DType::kF32, sl.scales, size_t(lr * groups + (k0 + s * kI8Block) / w.block));
+        const int64_t lr = r - sl.row_begin;
+        if (w.scheme == QuantScheme::kInt8) isa.bytes(sl.codes + lr * K + k0, kc, true, v);
+        else if (w.bits == 4) isa.nibbles(sl.codes + lr * (K / 2) + k0 / 2, kc, false, table, v);
+        else isa.bytes(sl.codes + lr * K + k0, kc, false, v);
+        // Groups are a multiple of 32 columns and start on row boundaries.
+        const int64_t per = w.block / kI8Block;
+        const DType st = w.scheme == QuantScheme::kInt8 ? DType::kF32 : w.scale_dtype;
+        int64_t g = lr * (K / w.block) + k0 / w.block, left = per - (k0 % w.block) / kI8Block;
+        float scale = scale_at(st, sl.scales, g), b = bias ? scale_at(st, sl.biases, g) : 0.0f;
+        for (int64_t s = 0; s < nsub; ++s, --left) {
+          if (left == 0) {
+            ++g;
+            left = per;
+            scale = scale_at(st, sl.scales, g);
+            if (bias) b = scale_at(st, sl.biases, g);
+          }
+          ws[s * kI8TileRows] = scale;
+          if (bias) wb[s * kI8TileRows] = b;
+        }
         return;
       }
     }

@@ -75,11 +75,12 @@ void tile_portable(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,
   }
 }
 
-void nibbles_portable(const uint8_t* codes, int64_t n, bool high_first, const int16_t* table, int16_t* out) {
+void nibbles_portable(const uint8_t* codes, int64_t n, bool high_first, const NibbleTable& t, int16_t* out) {
+  auto value = [&t](int c) { return int16_t(uint16_t(t.lo[c] | t.hi[c] << 8)); };
   for (int64_t k = 0; k < n / 2; ++k) {
     const uint8_t c = codes[k];
-    out[2 * k] = table[high_first ? c >> 4 : c & 0xF];
-    out[2 * k + 1] = table[high_first ? c & 0xF : c >> 4];
+    out[2 * k] = value(high_first ? c >> 4 : c & 0xF);
+    out[2 * k + 1] = value(high_first ? c & 0xF : c >> 4);
   }
 }
 
@@ -215,16 +216,10 @@ DGEMMA_I8_AVX2 void tile_avx2(const Int8Activations& a, int64_t m0, int64_t m1, 
   tile_avx2_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);
 }
 
-DGEMMA_I8_AVX2 void nibbles_avx2(const uint8_t* codes, int64_t n, bool high_first, const int16_t* table,
+DGEMMA_I8_AVX2 void nibbles_avx2(const uint8_t* codes, int64_t n, bool high_first, const NibbleTable& table,
                                  int16_t* out) {
-  // The table's low and high bytes as two pshufb tables.
-  alignas(16) uint8_t lo[16], hi[16];
-  for (int i = 0; i < 16; ++i) {
-    lo[i] = uint8_t(uint16_t(table[i]) & 0xFF);
-    hi[i] = uint8_t(uint16_t(table[i]) >> 8);
-  }
-  const __m128i tlo = _mm_load_si128(reinterpret_cast<const __m128i*>(lo));
-  const __m128i thi = _mm_load_si128(reinterpret_cast<const __m128i*>(hi));
+  const __m128i tlo = _mm_load_si128(reinterpret_cast<const __m128i*>(table.lo));
+  const __m128i thi = _mm_load_si128(reinterpret_cast<const __m128i*>(table.hi));
   const __m128i mask = _mm_set1_epi8(0x0F);
   for (int64_t i = 0; i < n; i += 32) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2));
@@ -281,6 +276,15 @@ const Int8DotIsa kPortable = {"portable",       quantize_rows_portable, tile_por
 const Int8DotIsa kAvx2 = {"avx2", quantize_rows_avx2, tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2};
 
 }  // namespace
+
+NibbleTable nibble_table(const int16_t (&values)[16]) {
+  NibbleTable t;
+  for (int i = 0; i < 16; ++i) {
+    t.lo[i] = uint8_t(uint16_t(values[i]) & 0xFF);
+    t.hi[i] = uint8_t(uint16_t(values[i]) >> 8);
+  }
+  return t;
+}
 
 const Int8DotIsa& int8_dot_isa_portable() { return kPortable; }
 

@@ -11,18 +11,20 @@
 // where for `linear` B = Wᵀ. A is packed into micro-panels of `mr` rows
 // ([ceil(M/mr)][K][mr]: one broadcast per row and k), B into panels of kNr
 // columns ([ceil(N/kNr)][K][kNr], zero-padded); the micro-kernel keeps an
-// mr × kNr tile of C in registers and streams k. Each C element is one lane
-// accumulated over k = 0..K-1 in order with FMA, so results do not depend on
-// the blocking, the tile position, the row count or the thread count, and a
-// bf16 weight gives bit-identical results to the same values stored as fp32.
+// mr × kNr tile of C in registers (AVX2: mr × 16, one half of the panel after
+// the other) and streams k. Each C element is one lane accumulated over
+// k = 0..K-1 in order with FMA, so results do not depend on the blocking, the
+// tile position, the row count or the thread count, and a bf16 weight gives
+// bit-identical results to the same values stored as fp32.
 #include <cstdint>
 
 #include "core/cpu_features.h"
 
 namespace dgemma::cpu {
 
-// Panel width: 2 zmm (AVX-512) or 4 ymm (AVX2) of fp32 accumulators per row,
-// and 32 bf16 = one 64-byte cache line of weights per k.
+// Panel width: 2 zmm (AVX-512) or 2 × 2 ymm (AVX2, one 16-column half at a
+// time) of fp32 accumulators per row, and 32 bf16 = one 64-byte cache line of
+// weights per k.
 inline constexpr int kNr = 32;
 // K block: a B micro-panel of kKc × kNr is 32 KB in fp32 (16 KB in bf16) and
 // stays in the 48 KB L1d while every mr-row block of A streams past it; the A
@@ -37,7 +39,16 @@ enum class PanelType : uint8_t {
   kF32,        // [P][K][kNr] float
   kBF16,       // [P][K][kNr] bf16, widened exactly in the micro-kernel (fp32 FMA)
   kBF16Pairs,  // [P][ceil(K/2)][kNr][2] bf16: vdpbf16ps layout (A is bf16 pairs too)
+  kBF16Split,  // [P][K][kNr] bf16, columns in bf16_split_slot order (AVX2 fp32 FMA)
 };
+
+// kBF16Split: within each group of 16 columns, column j < 8 is stored at slot
+// 2j and column 8 + j at slot 2j + 1, so that one 256-bit load holds, in each
+// 32-bit lane j, column j in the low half and column 8 + j in the high half.
+// Two exact widenings then give both fp32 vectors: the lane shifted left by
+// 16 (columns 0..7) and the lane with the low half cleared (columns 8..15),
+// instead of a zero-extension plus a shift per 8 columns.
+inline constexpr int bf16_split_slot(int j) { return (j & ~15) | ((j & 7) << 1) | ((j >> 3) & 1); }
 
 // The B operand: prepacked panels, or a row-major [K][ld] source (fp32 or
 // bf16) packed per (K block, panel) into the caller's scratch.
@@ -93,6 +104,8 @@ inline int64_t attn_scratch_floats(int64_t d) {
 struct IsaKernels {
   CpuIsa isa = CpuIsa::kScalar;
   int mr = 1;  // rows per A micro-panel
+  // Panel type for bf16 weights on the fp32 FMA path (kBF16 or kBF16Split).
+  PanelType bf16_panels = PanelType::kBF16;
   // Packs rows of x (row r of A = x + rows[r]·ldx, or x + r·ldx when rows is
   // null) into [ceil(m/mr)][k][mr], zero-padding the last block.
   void (*pack_a)(const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k, float* out) = nullptr;

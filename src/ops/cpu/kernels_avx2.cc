@@ -1,5 +1,6 @@
 // AVX2 + FMA level of the CPU kernels (the fallback for CPUs without AVX-512):
-// fp32 FMA GEMM on fp32 or bf16 weight panels (3 × 32 register tile), vector
+// fp32 FMA GEMM on fp32 or bf16 weight panels (6 × 16 register tile, two per
+// 32-wide panel; bf16 panels in the kBF16Split column order), vector
 // math, attention tile.
 // Compiled under a target region; the rest of the library stays baseline
 // x86-64 and only calls in after checking the CPU (isa_kernels.cc).

@@ -248,6 +248,7 @@ static IsaKernels level_table(CpuIsa isa) {
   IsaKernels k;
   k.isa = isa;
   k.mr = kMr;
+  k.bf16_panels = kBf16Panels;
   k.pack_a = pack_a_impl;
   k.gemm = gemm_impl;
   k.gelu_glu = gelu_glu_impl;

@@ -9,8 +9,8 @@ namespace dgemma::cpu {
 
 bool packable_dtype(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 
-PanelType panel_type_for(DType t, bool bf16_pairs) {
-  if (t == DType::kBF16) return bf16_pairs ? PanelType::kBF16Pairs : PanelType::kBF16;
+PanelType panel_type_for(DType t, const IsaKernels& isa, bool bf16_pairs) {
+  if (t == DType::kBF16) return bf16_pairs ? PanelType::kBF16Pairs : isa.bf16_panels;
   return PanelType::kF32;  // F32, and F16 widened exactly to fp32
 }
 
@@ -56,6 +56,7 @@ void pack_weight_panels(const WeightRef& w, int64_t group, int64_t n, int64_t k,
         for (int64_t j = 0; j < cols; ++j)
           for (int64_t kk = kb; kk < std::min(k, kb + kBlock); ++kk) {
             if (type == PanelType::kBF16) o[kk * kNr + j] = src[j * k + kk];
+            else if (type == PanelType::kBF16Split) o[kk * kNr + bf16_split_slot(int(j))] = src[j * k + kk];
             else o[(kk / 2) * 2 * kNr + 2 * j + (kk & 1)] = src[j * k + kk];
           }
     }

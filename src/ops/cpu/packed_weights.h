@@ -44,8 +44,8 @@ bool packable_dtype(DType t);
 // tensor. Quantized weights (WeightRef::quant) go to the reference kernels,
 // which hand them to the quantized kernels (quant_kernels.h).
 inline bool fast_readable(const WeightRef& w) { return !w.quant && packable_dtype(w.dtype); }
-// Panel type used for weights of dtype `t`.
-PanelType panel_type_for(DType t, bool bf16_pairs);
+// Panel type used for weights of dtype `t` by the kernels of `isa`.
+PanelType panel_type_for(DType t, const IsaKernels& isa, bool bf16_pairs);
 
 // Packs panels [p0, p1) of rows [group·n, group·n + n) of a [groups·n, k]
 // weight into `out` (the start of that group's panels).
