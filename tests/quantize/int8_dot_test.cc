@@ -147,6 +147,24 @@ TEST(Int8Dot, LevelsAndThreadCountsAreBitIdentical) {
   }
 }
 
+TEST(Int8Dot, GroupedGemmEqualsOneGemmPerGroup) {
+  // 5 "experts" of 24 rows each in one [120, 64] NF4 weight; groups of 0..9 rows.
+  const Case c{"experts", QuantScheme::kNF4, 64, 4, true, 5 * 24, 64};
+  const WeightRef w = quant_ref(make(c, 30));
+  const int64_t n = 24, M = 4 + 9 + 1 + 7;
+  const std::vector<float> x = random_values(M * c.cols, 31, 1.0f);
+  const std::vector<cpu::Int8Group> groups = {{0, 0, 4}, {24, 4, 13}, {48, 13, 13}, {72, 13, 14}, {96, 14, 21}};
+  ThreadPool pool(3);
+  std::vector<float> got(size_t(M * n), -1.0f);
+  cpu::int8_dot_grouped_gemm(w, groups, n, x.data(), M, got.data(), n, pool);
+  for (const cpu::Int8Group& g : groups) {
+    if (g.m1 == g.m0) continue;
+    const std::vector<float> xs(x.begin() + g.m0 * c.cols, x.begin() + g.m1 * c.cols);
+    const std::vector<float> want = gemm(cpu::int8_dot_isa(), w, g.row0, n, xs, g.m1 - g.m0, 1);
+    EXPECT_EQ(want, std::vector<float>(got.begin() + g.m0 * n, got.begin() + g.m1 * n)) << "group at row " << g.row0;
+  }
+}
+
 TEST(Int8Dot, DecodingLevelsAgree) {
   const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = cpu::int8_dot_isa();
   std::mt19937 rng(7);

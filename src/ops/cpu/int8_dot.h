@@ -29,6 +29,7 @@
 // conversion to fp32 is exact below 2^24 and rounds to nearest above (every
 // level alike).
 #include <cstdint>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "ops/op.h"
@@ -48,6 +49,18 @@ bool int8_dot_supported(const QuantizedWeight& w);
 // the integer path (module comment). Requires int8_dot_supported(*w.quant).
 void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out,
                    int64_t ld_out, ThreadPool& pool);
+
+// Several GEMMs over one weight on one activation matrix x [M, K]: group g
+// multiplies rows [m0, m1) of x with weight rows [row0, row0 + n) into rows
+// [m0, m1) of out (routed experts: one group per expert, its tokens' rows).
+// All groups' tiles are scheduled together over the pool; each group's
+// results are bit-identical to int8_dot_gemm on its rows alone (activations
+// are quantized per row). Requires int8_dot_supported(*w.quant).
+struct Int8Group {
+  int64_t row0 = 0, m0 = 0, m1 = 0;
+};
+void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& groups, int64_t n, const float* x,
+                           int64_t M, float* out, int64_t ld_out, ThreadPool& pool);
 
 // Activations quantized in blocks of 32: q[m·kp + k] (int16 holding int8
 // values, zero-padded to kp = K rounded up to 32), d[m·nb + b] and

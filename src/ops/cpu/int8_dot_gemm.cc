@@ -4,6 +4,7 @@
 // for vpmaddwd) and the block scales, and streams every activation row past
 // the tile. A quantized weight is never expanded beyond one chunk.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -137,45 +138,90 @@ bool int8_dot_supported(const QuantizedWeight& w) {
   return false;
 }
 
+namespace {
+
+// Per-thread buffers of one tile.
+struct TileBuffers {
+  std::vector<int16_t> rows = std::vector<int16_t>(size_t(kI8TileRows * kChunk));
+  std::vector<int16_t> v = std::vector<int16_t>(size_t(kI8TileRows * kChunk));
+  std::vector<float> ws = std::vector<float>(size_t(kChunk / 16 * kI8TileRows));
+  std::vector<float> wb = std::vector<float>(size_t(kChunk / kI8Block * kI8TileRows));
+  std::vector<float> acc;
+};
+
+// Weight rows [row0 + j0, row0 + j0 + nr) (nr ≤ 16) against activation rows
+// [m0, m1) of a: out[(m - m0)·ld_out + j0 + j].
+void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& a, int64_t row0, int64_t j0, int nr,
+              int64_t m0, int64_t m1, TileBuffers& b, float* out, int64_t ld_out) {
+  const int64_t K = a.k;
+  b.acc.assign(size_t((m1 - m0) * kI8TileRows), 0.0f);
+  for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+    const int64_t kc = std::min(kChunk, K - k0);
+    for (int j = 0; j < kI8TileRows; ++j) {
+      if (j < nr) {
+        dec.row(isa, row0 + j0 + j, k0, kc, b.rows.data() + j * kChunk, b.ws.data() + j, b.wb.data() + j);
+      } else {  // past the last weight row: zeros
+        std::fill_n(b.rows.data() + j * kChunk, kc, int16_t(0));
+        for (int64_t s = 0; s < kc / dec.sub; ++s) b.ws[size_t(s * kI8TileRows + j)] = 0.0f;
+        for (int64_t s = 0; s < kc / kI8Block; ++s) b.wb[size_t(s * kI8TileRows + j)] = 0.0f;
+      }
+    }
+    isa.interleave(b.rows.data(), kChunk, kc, b.v.data());
+    isa.tile(a, m0, m1, k0, kc, dec.sub, b.v.data(), b.ws.data(), dec.bias ? b.wb.data() : nullptr, b.acc.data());
+  }
+  for (int64_t m = m0; m < m1; ++m)
+    std::copy_n(b.acc.data() + (m - m0) * kI8TileRows, nr, out + (m - m0) * ld_out + j0);
+}
+
+// Activations quantized into owned buffers.
+struct QuantizedRows {
+  std::vector<int16_t> q;
+  std::vector<float> d, ds;
+  Int8Activations a;
+  QuantizedRows(const Int8DotIsa& isa, const float* x, int64_t M, int64_t K, ThreadPool& pool)
+      : q(size_t(M * K)), d(size_t(M * (K / kI8Block))), ds(d.size()),
+        a{M, K, K, K / kI8Block, q.data(), d.data(), ds.data()} {
+    pool.parallel_for(M, 8, [&](int64_t b, int64_t e) { isa.quantize_rows(x, K, b, e, a); });
+  }
+};
+
+}  // namespace
+
 void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
                       float* out, int64_t ld_out, ThreadPool& pool) {
   if (n <= 0 || M <= 0) return;
   const Decoder dec(*w.quant);
-  const int64_t K = w.quant->cols;
-  std::vector<int16_t> q(size_t(M * K));
-  std::vector<float> d(size_t(M * (K / kI8Block))), ds(d.size());
-  const Int8Activations a{M, K, K, K / kI8Block, q.data(), d.data(), ds.data()};
-  pool.parallel_for(M, 8, [&](int64_t b, int64_t e) { isa.quantize_rows(x, K, b, e, a); });
-
+  const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
   const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows;
   pool.parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
-    std::vector<int16_t> rows(size_t(kI8TileRows * kChunk)), v(rows.size());
-    std::vector<float> ws(size_t(kChunk / 16 * kI8TileRows)), wb(size_t(kChunk / kI8Block * kI8TileRows));
-    std::vector<float> acc(size_t(M * kI8TileRows));
+    TileBuffers b;
     for (int64_t t = tb; t < te; ++t) {
       const int64_t j0 = t * kI8TileRows;
-      const int nr = int(std::min<int64_t>(kI8TileRows, n - j0));
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-        const int64_t kc = std::min(kChunk, K - k0);
-        for (int j = 0; j < kI8TileRows; ++j) {
-          if (j < nr) {
-            dec.row(isa, row0 + j0 + j, k0, kc, rows.data() + j * kChunk, ws.data() + j, wb.data() + j);
-          } else {  // past the last weight row: zeros
-            std::fill_n(rows.data() + j * kChunk, kc, int16_t(0));
-            for (int64_t s = 0; s < kc / dec.sub; ++s) ws[size_t(s * kI8TileRows + j)] = 0.0f;
-            for (int64_t s = 0; s < kc / kI8Block; ++s) wb[size_t(s * kI8TileRows + j)] = 0.0f;
-          }
-        }
-        isa.interleave(rows.data(), kChunk, kc, v.data());
-        isa.tile(a, 0, M, k0, kc, dec.sub, v.data(), ws.data(), dec.bias ? wb.data() : nullptr, acc.data());
-      }
-      for (int64_t m = 0; m < M; ++m)
-        std::copy_n(acc.data() + m * kI8TileRows, nr, out + m * ld_out + j0);
+      run_tile(isa, dec, xq.a, row0, j0, int(std::min<int64_t>(kI8TileRows, n - j0)), 0, M, b, out, ld_out);
     }
   });
 }
 
+void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& groups, int64_t n, const float* x,
+                           int64_t M, float* out, int64_t ld_out, ThreadPool& pool) {
+  if (n <= 0 || M <= 0 || groups.empty()) return;
+  const Int8DotIsa& isa = int8_dot_isa();
+  const Decoder dec(*w.quant);
+  const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
+  const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows, tasks = int64_t(groups.size()) * tiles;
+  // Groups have different row counts: tasks are taken dynamically.
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
+    TileBuffers b;
+    for (int64_t t = next.fetch_add(1); t < tasks; t = next.fetch_add(1)) {
+      const Int8Group& g = groups[size_t(t / tiles)];
+      const int64_t j0 = (t % tiles) * kI8TileRows;
+      if (g.m1 > g.m0)
+        run_tile(isa, dec, xq.a, g.row0, j0, int(std::min<int64_t>(kI8TileRows, n - j0)), g.m0, g.m1, b,
+                 out + g.m0 * ld_out, ld_out);
+    }
+  });
+}
 void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
                    ThreadPool& pool) {
   int8_dot_gemm_on(int8_dot_isa(), w, row0, n, x, M, out, ld_out, pool);
