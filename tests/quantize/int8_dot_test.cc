@@ -174,12 +174,16 @@ TEST(Int8Dot, DecodingLevelsAgree) {
   for (auto& t : table) t = int16_t(int(rng() % 65535) - 32767);
   std::vector<int16_t> a(512), b(512);
   const cpu::NibbleTable nt = cpu::nibble_table(table);
-  for (bool high : {true, false}) {
-    p.nibbles(codes.data(), 512, high, nt, a.data());
-    f.nibbles(codes.data(), 512, high, nt, b.data());
-    EXPECT_EQ(a, b);
-    EXPECT_EQ(a[2], table[high ? codes[1] >> 4 : codes[1] & 0xF]);
-  }
+  for (bool high : {true, false})
+    for (int64_t n : {512, 480, 32}) {  // whole 64-code steps and a last run of 32
+      std::fill(a.begin(), a.end(), 0);
+      std::fill(b.begin(), b.end(), 0);
+      p.nibbles(codes.data(), n, high, nt, a.data());
+      f.nibbles(codes.data(), n, high, nt, b.data());
+      EXPECT_EQ(a, b) << n;
+      EXPECT_EQ(a[2], table[high ? codes[1] >> 4 : codes[1] & 0xF]);
+      EXPECT_EQ(a[size_t(n) - 1], table[high ? codes[size_t(n / 2 - 1)] & 0xF : codes[size_t(n / 2 - 1)] >> 4]);
+    }
   for (bool is_signed : {true, false}) {
     p.bytes(codes.data(), 512, is_signed, a.data());
     f.bytes(codes.data(), 512, is_signed, b.data());
