@@ -25,14 +25,6 @@ const QuantSlice& QuantizedWeight::slice_for(int64_t r) const {
   return *(it - 1);
 }
 
-float QuantizedWeight::nf4_block_scale(int64_t b) const {
-  const uint8_t* absmax = slices.front().scales;
-  if (!double_quant) return load_as_f32(DType::kF32, absmax, size_t(b));
-  // formats.md §2.4: nested_quant_map[absmax_u8[b]] * nested_absmax[b / 256] + nested_offset.
-  const float nested = load_as_f32(DType::kF32, nested_scales, size_t(b / nested_block));
-  return nested_map[absmax[b]] * nested + nested_offset;
-}
-
 void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
   if (row < 0 || row >= w.rows || col < 0 || n < 0 || col + n > w.cols)
     throw Error("internal: dequantize " + std::to_string(n) + " elements at (" + std::to_string(row) + ", " +

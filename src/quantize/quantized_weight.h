@@ -24,6 +24,7 @@
 // (router.proj, which MLX conversions store in 8 bits): it is bound with a
 // dense fp32 copy as data/dtype (see resolve.h) so those kernels run unchanged.
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -106,8 +107,19 @@ struct QuantizedWeight {
 
   // The slice holding logical row r (binary search).
   const QuantSlice& slice_for(int64_t r) const;
-  // Scale of NF4 block b (absmax; decoded from the nested code with double quant).
-  float nf4_block_scale(int64_t b) const;
+  // Scale of NF4 block b (absmax; decoded from the nested code with double
+  // quant). Inline: the GEMMs' decoders call it once per block.
+  float nf4_block_scale(int64_t b) const {
+    const uint8_t* absmax = slices.front().scales;
+    float f;
+    if (!double_quant) {
+      std::memcpy(&f, absmax + 4 * b, 4);
+      return f;
+    }
+    // formats.md §2.4: nested_quant_map[absmax_u8[b]] * nested_absmax[b / 256] + nested_offset.
+    std::memcpy(&f, nested_scales + 4 * (b / nested_block), 4);
+    return nested_map[absmax[b]] * f + nested_offset;
+  }
 
   // The whole weight dequantized, as F32 or rounded to BF16 (`as`; module
   // comment), materialized once per dtype on first use and kept for the

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "ops/cpu/int8_dot.h"
+#include "ops/cpu/quant_kernels.h"
 #include "quantize/format_tables.h"
 
 namespace dgemma::cpu {
@@ -18,16 +18,6 @@ namespace {
 // Columns per decoded chunk: 16 rows × 512 int16 = 16 KB, which stays in L1
 // while the activation rows stream past. A multiple of 32.
 constexpr int64_t kChunk = 512;
-
-// Scale (or bias) element g of a quantized weight's F32/BF16/F16 array.
-inline float scale_at(DType t, const uint8_t* p, int64_t g) {
-  if (t == DType::kF32) {
-    float f;
-    std::memcpy(&f, p + 4 * g, 4);
-    return f;
-  }
-  return load_as_f32(t, p, size_t(g));
-}
 
 // What decoding a weight needs besides the weight (prepared once per GEMM).
 // The scale loops step through blocks incrementally: a 64-bit division per
@@ -63,13 +53,6 @@ struct Decoder {
     table = nibble_table(values);
   }
 
-  // NF4 absmax of block b (formats.md §2.4; QuantizedWeight::nf4_block_scale).
-  float nf4_scale(int64_t b) const {
-    if (!w.double_quant) return scale_at(DType::kF32, w.slices.front().scales, b);
-    return w.nested_map[w.slices.front().scales[b]] * scale_at(DType::kF32, w.nested_scales, b / w.nested_block) +
-           w.nested_offset;
-  }
-
   // Row r, columns [k0, k0 + kc): values into v, the scale of sub-block s
   // into ws[s·16], the bias of block b into wb[b·16].
   void row(const Int8DotIsa& isa, int64_t r, int64_t k0, int64_t kc, int16_t* v, float* ws, float* wb) const {
@@ -81,9 +64,9 @@ struct Decoder {
         // One absmax per NF4 block, shared by its sub-blocks.
         const int64_t per = w.block / sub;
         int64_t b = i / w.block, left = per - (i % w.block) / sub;
-        float scale = nf4_scale(b) * nf4_factor;
+        float scale = w.nf4_block_scale(b) * nf4_factor;
         for (int64_t s = 0; s < nsub; ++s, --left) {
-          if (left == 0) scale = nf4_scale(++b) * nf4_factor, left = per;
+          if (left == 0) scale = w.nf4_block_scale(++b) * nf4_factor, left = per;
           ws[s * kI8TileRows] = scale;
         }
         return;
@@ -108,13 +91,13 @@ struct Decoder {
         const int64_t per = w.block / kI8Block;
         const DType st = w.scheme == QuantScheme::kInt8 ? DType::kF32 : w.scale_dtype;
         int64_t g = lr * (K / w.block) + k0 / w.block, left = per - (k0 % w.block) / kI8Block;
-        float scale = scale_at(st, sl.scales, g), b = bias ? scale_at(st, sl.biases, g) : 0.0f;
+        float scale = load_scale(st, sl.scales, g), b = bias ? load_scale(st, sl.biases, g) : 0.0f;
         for (int64_t s = 0; s < nsub; ++s, --left) {
           if (left == 0) {
             ++g;
             left = per;
-            scale = scale_at(st, sl.scales, g);
-            if (bias) b = scale_at(st, sl.biases, g);
+            scale = load_scale(st, sl.scales, g);
+            if (bias) b = load_scale(st, sl.biases, g);
           }
           ws[s * kI8TileRows] = scale;
           if (bias) wb[s * kI8TileRows] = b;

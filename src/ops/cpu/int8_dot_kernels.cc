@@ -216,40 +216,37 @@ DGEMMA_I8_AVX2 void tile_avx2(const Int8Activations& a, int64_t m0, int64_t m1, 
   tile_avx2_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);
 }
 
+// 64 codes (32 bytes) → 64 int16 values. pshufb and the unpacks work within
+// 128-bit lanes: lane 0 yields elements 0-31, lane 1 elements 32-63, and the
+// permutes put each 16-element run in place.
+DGEMMA_I8_AVX2 inline void nibbles64_avx2(const uint8_t* codes, bool high_first, __m256i tlo, __m256i thi,
+                                          int16_t* out) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+  const __m256i low = _mm256_and_si256(b, mask), high = _mm256_and_si256(_mm256_srli_epi16(b, 4), mask);
+  const __m256i first = high_first ? high : low, second = high_first ? low : high;
+  // e0: elements 0-15 | 32-47, e1: 16-31 | 48-63 (one code per byte, in order).
+  const __m256i e[2] = {_mm256_unpacklo_epi8(first, second), _mm256_unpackhi_epi8(first, second)};
+  for (int h = 0; h < 2; ++h) {
+    const __m256i vl = _mm256_shuffle_epi8(tlo, e[h]), vh = _mm256_shuffle_epi8(thi, e[h]);
+    const __m256i a = _mm256_unpacklo_epi8(vl, vh), c = _mm256_unpackhi_epi8(vl, vh);  // 0-7 | 32-39, 8-15 | 40-47
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * h), _mm256_permute2x128_si256(a, c, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 + 16 * h), _mm256_permute2x128_si256(a, c, 0x31));
+  }
+}
+
 DGEMMA_I8_AVX2 void nibbles_avx2(const uint8_t* codes, int64_t n, bool high_first, const NibbleTable& table,
                                  int16_t* out) {
-  // 64 codes (32 bytes) per step. pshufb and the unpacks work within 128-bit
-  // lanes: lane 0 yields elements 0-31, lane 1 elements 32-63, and the
-  // permutes put each 16-element run in place.
   const __m256i tlo = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table.lo)));
   const __m256i thi = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table.hi)));
-  const __m256i mask = _mm256_set1_epi8(0x0F);
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + i / 2));
-    const __m256i low = _mm256_and_si256(b, mask), high = _mm256_and_si256(_mm256_srli_epi16(b, 4), mask);
-    const __m256i first = high_first ? high : low, second = high_first ? low : high;
-    // e0: elements 0-15 | 32-47, e1: 16-31 | 48-63 (one code per byte, in order).
-    const __m256i e[2] = {_mm256_unpacklo_epi8(first, second), _mm256_unpackhi_epi8(first, second)};
-    for (int h = 0; h < 2; ++h) {
-      const __m256i vl = _mm256_shuffle_epi8(tlo, e[h]), vh = _mm256_shuffle_epi8(thi, e[h]);
-      const __m256i a = _mm256_unpacklo_epi8(vl, vh), c = _mm256_unpackhi_epi8(vl, vh);  // 0-7 | 32-39, 8-15 | 40-47
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 16 * h), _mm256_permute2x128_si256(a, c, 0x20));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 32 + 16 * h), _mm256_permute2x128_si256(a, c, 0x31));
-    }
-  }
-  const __m128i tlo1 = _mm256_castsi256_si128(tlo), thi1 = _mm256_castsi256_si128(thi);
-  const __m128i mask1 = _mm_set1_epi8(0x0F);
-  for (; i < n; i += 32) {  // a last run of 32
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i / 2));
-    const __m128i low = _mm_and_si128(b, mask1), high = _mm_and_si128(_mm_srli_epi16(b, 4), mask1);
-    const __m128i first = high_first ? high : low, second = high_first ? low : high;
-    const __m128i e[2] = {_mm_unpacklo_epi8(first, second), _mm_unpackhi_epi8(first, second)};
-    for (int h = 0; h < 2; ++h) {
-      const __m128i vl = _mm_shuffle_epi8(tlo1, e[h]), vh = _mm_shuffle_epi8(thi1, e[h]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16 * h), _mm_unpacklo_epi8(vl, vh));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16 * h + 8), _mm_unpackhi_epi8(vl, vh));
-    }
+  for (; i + 64 <= n; i += 64) nibbles64_avx2(codes + i / 2, high_first, tlo, thi, out + i);
+  if (i < n) {  // a last run of 32 codes, through a zero-padded copy
+    alignas(32) uint8_t padded[32] = {};
+    alignas(32) int16_t values[64];
+    for (int k = 0; k < 16; ++k) padded[k] = codes[i / 2 + k];
+    nibbles64_avx2(padded, high_first, tlo, thi, values);
+    for (int k = 0; k < 32; ++k) out[i + k] = values[k];
   }
 }
 

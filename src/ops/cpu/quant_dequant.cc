@@ -14,25 +14,6 @@
 namespace dgemma::cpu {
 namespace {
 
-inline float load_f32(const uint8_t* p, int64_t i) {
-  float f;
-  std::memcpy(&f, p + 4 * i, 4);
-  return f;
-}
-
-inline float load_scale(DType t, const uint8_t* p, int64_t i) {
-  uint16_t h;
-  switch (t) {
-    case DType::kBF16:
-      std::memcpy(&h, p + 2 * i, 2);
-      return bf16_to_f32(h);
-    case DType::kF16:
-      std::memcpy(&h, p + 2 * i, 2);
-      return f16_to_f32(h);
-    default: return load_f32(p, i);
-  }
-}
-
 // 4-bit code of element i of a packed stream.
 inline int nibble(const uint8_t* codes, int64_t i, bool high_first) {
   const uint8_t b = codes[i / 2];

@@ -11,6 +11,7 @@
 // expanded beyond one chunk (no full-size copy) and the expansion cost is
 // shared by all M rows. Results do not depend on the thread count.
 #include <cstdint>
+#include <cstring>
 #include <functional>
 
 #include "core/thread_pool.h"
@@ -48,6 +49,26 @@ void quant_soft_embedding(const OpCall& c, const std::function<void(const OpCall
 // plain one still works.
 void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
                 ThreadPool& pool, QuantDot dot = QuantDot::kExact);
+
+// Element i of a quantized weight's scale (or bias) array stored as F32, BF16
+// or F16 (QuantizedWeight::scale_dtype), as fp32.
+inline float load_f32(const uint8_t* p, int64_t i) {
+  float f;
+  std::memcpy(&f, p + 4 * i, 4);
+  return f;
+}
+inline float load_scale(DType t, const uint8_t* p, int64_t i) {
+  uint16_t h;
+  switch (t) {
+    case DType::kBF16:
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16_to_f32(h);
+    case DType::kF16:
+      std::memcpy(&h, p + 2 * i, 2);
+      return f16_to_f32(h);
+    default: return load_f32(p, i);
+  }
+}
 
 // Logical elements [col, col + n) of row `row` as fp32: the fast path,
 // bit-identical to dequantize_reference().
