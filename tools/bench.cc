@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -28,6 +29,9 @@
 #include "ops/cpu/cpu_backend.h"
 #include "ops/cpu/blas_baseline.h"
 #include "ops/cpu/cpu_bench.h"
+#if DGEMMA_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace dgemma::cli {
 namespace {
@@ -296,6 +300,29 @@ int run_step(const Args& args) {
   t_commit = std::min(t_commit, now_s() - t0);
   restore();
 
+  // What one self-conditioned step moves between host and device, counted
+  // by the CUDA backend itself (issue 15, item 8).
+  json::Value traffic;
+#if DGEMMA_HAVE_CUDA
+  if (auto* gpu = dynamic_cast<CudaBackend*>(&model->executor().backend())) {
+    auto count = [&](const std::function<void()>& step) {
+      gpu->reset_traffic();
+      step();
+      const CudaTraffic t = gpu->traffic();
+      json::Value e = json::Object{};
+      e.set("h2d_bytes", t.h2d_bytes);
+      e.set("d2h_bytes", t.d2h_bytes);
+      e.set("synchronizations", t.synchronizations);
+      e.set("kernel_launches", t.kernel_launches);
+      e.set("h2d_bytes_per_position", double(t.h2d_bytes) / double(L));
+      e.set("d2h_bytes_per_position", double(t.d2h_bytes) / double(L));
+      return e;
+    };
+    traffic = json::Object{};
+    traffic.set("host_logits", count([&] { model->decode(canvas.data(), first.data(), logits.data()); }));
+  }
+#endif
+
   // The peak FLOP rate is measured for the CPU only (its register loops say
   // nothing about another backend).
   std::optional<double> peak;
@@ -360,6 +387,7 @@ int run_step(const Args& args) {
     split.set(std::string(op_name(kind)), e);
   }
   v.set("step_sc_by_op", split);
+  if (!traffic.is_null()) v.set("device_traffic_per_step", traffic);
   if (cpu_backend) {
     // What the sparse self-conditioning did over every pass above.
     const SoftEmbeddingStats st = cpu_backend->soft_embedding_stats();

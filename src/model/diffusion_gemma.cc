@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 #include <utility>
 
 #include "dgemma/error.h"
@@ -52,27 +53,6 @@ Tensor positions_tensor(int64_t start, int64_t n) {
   Tensor p = Tensor::i32({n});
   for (int64_t k = 0; k < n; ++k) p.i[size_t(k)] = int32_t(start + k);
   return p;
-}
-
-// Rows [first, first+n) of a cache plus the n new rows, as one [S, Hk, d]
-// tensor with its positions.
-void gather_keys(const LayerCache& lc, int64_t first, const Tensor& k_new, const Tensor& v_new, const Tensor& pos_new,
-                 Tensor& keys, Tensor& values, Tensor& kpos) {
-  const int64_t n_old = lc.size() - first, n_new = k_new.dim(0), rf = lc.row_floats();
-  // Every element is written below: resized, not zero-filled.
-  keys.dtype = values.dtype = DType::kF32;
-  kpos.dtype = DType::kI32;
-  keys.resize({n_old + n_new, lc.kv_heads, lc.head_dim});
-  values.resize({n_old + n_new, lc.kv_heads, lc.head_dim});
-  kpos.resize({n_old + n_new});
-  if (n_old > 0) {  // an empty cache may have no storage at all (null data())
-    std::memcpy(keys.f.data(), lc.keys.data() + first * rf, size_t(n_old * rf) * 4);
-    std::memcpy(values.f.data(), lc.values.data() + first * rf, size_t(n_old * rf) * 4);
-    std::memcpy(kpos.i.data(), lc.positions.data() + first, size_t(n_old) * 4);
-  }
-  std::memcpy(keys.f.data() + n_old * rf, k_new.f.data(), size_t(n_new * rf) * 4);
-  std::memcpy(values.f.data() + n_old * rf, v_new.f.data(), size_t(n_new * rf) * 4);
-  std::memcpy(kpos.i.data() + n_old, pos_new.i.data(), size_t(n_new) * 4);
 }
 
 }  // namespace
@@ -131,12 +111,11 @@ KvCache DiffusionGemma::empty_cache() const {
   cache.layers.resize(size_t(config_.num_layers));
   for (int i = 0; i < config_.num_layers; ++i) {
     const LayerSpec& L = config_.layer(i);
-    LayerCache& lc = cache.layers[size_t(i)];
-    lc.kv_heads = L.num_kv_heads;
-    lc.head_dim = L.head_dim;
+    int64_t retain = 0;
     if (L.type == LayerType::kSliding)
-      lc.retain = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
-                                                                     : std::max(1, config_.sliding_window - 1);
+      retain = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
+                                                                  : std::max(1, config_.sliding_window - 1);
+    cache.layers[size_t(i)].reset(L.num_kv_heads, L.head_dim, retain);
   }
   return cache;
 }
@@ -207,9 +186,6 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   // Full layers: V is the raw k_proj output with the no-scale v_norm.
   Tensor& v = op.norm("self_attn.v_norm", spec.has_v_proj ? *vraw : kraw, nullptr, eps);
 
-  Tensor& keys = workspace_.slot("attention.keys");
-  Tensor& values = workspace_.slot("attention.values");
-  Tensor& kpos = workspace_.slot("attention.key_positions");
   OpAttrs aa;
   int64_t first = 0;
   if (pass == Pass::kEncoder) {
@@ -225,9 +201,27 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
                                                                               : config_.sliding_window - 1;
     first = std::max<int64_t>(0, lc.size() - visible);
   }
-  gather_keys(lc, first, k, v, pos, keys, values, kpos);
+  // The keys a query sees: cached rows first.. and the new ones (concat_rows
+  // ops, so that a device backend keeps the cache in its memory).
+  OpAttrs from;
+  from.skip_rows = first;
+  Tensor& keys = op.run(OpKind::kConcatRows, "attention.keys", {&lc.keys, &k}, {}, from);
+  Tensor& values = op.run(OpKind::kConcatRows, "attention.values", {&lc.values, &v}, {}, from);
+  Tensor& kpos = op.run(OpKind::kConcatRows, "attention.key_positions", {&lc.positions, &pos}, {}, from);
   Tensor& attn = op.run(OpKind::kAttention, "self_attn.attention", {&qr, &keys, &values, &pos, &kpos}, {}, aa);
-  if (pass == Pass::kEncoder) lc.append(k.f.data(), v.f.data(), pos.i.data(), M);
+  if (pass == Pass::kEncoder) {
+    // Append to the cache, evicting what the sliding window no longer needs;
+    // the new cache is built in a workspace slot, which then takes the old
+    // storage for the next append.
+    OpAttrs evict;
+    evict.skip_rows = lc.evicted_by(M);
+    using Grow = std::tuple<Tensor*, const Tensor*, const char*>;
+    for (auto [cached, fresh, site] : {Grow{&lc.keys, &k, "kv_cache.keys"}, Grow{&lc.values, &v, "kv_cache.values"},
+                                       Grow{&lc.positions, &pos, "kv_cache.positions"}}) {
+      Tensor& grown = op.run(OpKind::kConcatRows, site, {cached, fresh}, {}, evict);
+      std::swap(*cached, grown);
+    }
+  }
 
   Tensor& o = op.linear("self_attn.o_proj", attn, W.o_proj);
   Tensor& on = op.norm("post_attention_layernorm", o, &W.post_attention_layernorm, eps);
@@ -283,15 +277,25 @@ void DiffusionGemma::run_layers(Pass pass, Tensor& x, const Tensor& pos) {
   for (int li = 0; li < L; ++li) {
     if (owner(li) != me) continue;
     // Entering this rank's stage: take the hidden states from the previous owner.
-    if (li > 0 && owner(li - 1) != me) transport_->recv(owner(li - 1), x);
+    if (li > 0 && owner(li - 1) != me) {
+      transport_->recv(owner(li - 1), x);
+      x.host_written();
+    }
     exec_.tap(prefix + ".layer_in." + std::to_string(li), x);
     run_layer(li, pass, x, pos);
     exec_.tap(prefix + ".layer_out." + std::to_string(li), x);
-    if (li + 1 < L && owner(li + 1) != me) transport_->send(owner(li + 1), x);
+    if (li + 1 < L && owner(li + 1) != me) {
+      x.ensure_host();
+      transport_->send(owner(li + 1), x);
+    }
   }
   // Every rank needs the decoder's final states for the (replicated) LM head
   // and sampler; the encoder's are not used after the cache is written.
-  if (transport_ && pass == Pass::kDecoder) transport_->broadcast(owner(L - 1), x);
+  if (transport_ && pass == Pass::kDecoder) {
+    x.ensure_host();
+    transport_->broadcast(owner(L - 1), x);
+    x.host_written();
+  }
 }
 
 // Encoder pass (spec §2.2): causal over the new tokens, appends to the cache.
@@ -349,6 +353,7 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
     scl.dtype = DType::kF32;
     scl.resize({n, V});
     std::memcpy(scl.f.data(), sc, size_t(n * V) * 4);
+    scl.host_written();
     Tensor& s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {&scl}, {&weights_.embed}, ea);
     Tensor& g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
     Tensor& gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
@@ -369,9 +374,11 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
     OpAttrs ca;
     ca.cap = float(config_.final_logit_softcapping);
     Tensor& capped = op.run(OpKind::kSoftcap, "final_logit_softcapping", {&raw}, {}, ca);
+    capped.ensure_host();
     std::memcpy(logits_out, capped.f.data(), size_t(n * V) * 4);
     exec_.tap("decoder.logits", capped);
   } else {
+    raw.ensure_host();
     std::memcpy(logits_out, raw.f.data(), size_t(n * V) * 4);
     exec_.tap("decoder.logits", raw);
   }
@@ -399,7 +406,8 @@ void DiffusionGemma::truncate_cache(int64_t length) {
     if (lc.retain > 0 && length > 0 && length < cache_.length) {
       const int64_t need = std::min<int64_t>(length, lc.retain);
       const int64_t first_needed = length - need;
-      if (lc.size() == 0 || lc.positions.front() > first_needed)
+      lc.positions.ensure_host();
+      if (lc.size() == 0 || lc.positions.i.front() > first_needed)
         throw Error("truncate_cache: cannot truncate to " + std::to_string(length) + ": layer " + std::to_string(i) +
                     " has already evicted position " + std::to_string(first_needed) + " (sliding window)");
     }

@@ -1,33 +1,36 @@
 #include "model/kv_cache.h"
 
-#include <cstddef>
+#include <cstring>
 
 namespace dgemma {
 
-void LayerCache::append(const float* k, const float* v, const int32_t* pos, int64_t n) {
-  const int64_t rf = row_floats();
-  keys.insert(keys.end(), k, k + n * rf);
-  values.insert(values.end(), v, v + n * rf);
-  positions.insert(positions.end(), pos, pos + n);
-  if (retain > 0 && size() > retain) {
-    const int64_t drop = size() - retain;
-    keys.erase(keys.begin(), keys.begin() + drop * rf);
-    values.erase(values.begin(), values.begin() + drop * rf);
-    positions.erase(positions.begin(), positions.begin() + drop);
-  }
+void LayerCache::reset(int kv_heads_in, int head_dim_in, int64_t retain_in) {
+  kv_heads = kv_heads_in;
+  head_dim = head_dim_in;
+  retain = retain_in;
+  keys = Tensor::f32({0, kv_heads, head_dim});
+  values = Tensor::f32({0, kv_heads, head_dim});
+  positions = Tensor::i32({0});
 }
 
 void LayerCache::truncate(int64_t length) {
+  positions.ensure_host();
   int64_t keep = 0;
-  while (keep < size() && positions[size_t(keep)] < length) ++keep;
-  keys.resize(size_t(keep * row_floats()));
-  values.resize(size_t(keep * row_floats()));
-  positions.resize(size_t(keep));
+  while (keep < size() && positions.i[size_t(keep)] < length) ++keep;
+  if (keep == size()) return;
+  keys.ensure_host();
+  values.ensure_host();
+  keys.resize({keep, kv_heads, head_dim});
+  values.resize({keep, kv_heads, head_dim});
+  positions.resize({keep});
+  keys.host_written();
+  values.host_written();
+  positions.host_written();
 }
 
 uint64_t KvCache::bytes() const {
   uint64_t b = 0;
-  for (const auto& l : layers) b += (l.keys.size() + l.values.size()) * sizeof(float);
+  for (const auto& l : layers) b += uint64_t(l.keys.numel() + l.values.numel()) * sizeof(float);
   return b;
 }
 

@@ -1,11 +1,16 @@
 #pragma once
 // Per-layer key/value cache of committed positions (spec §2.2). Keys are
-// stored after k_norm + RoPE, values after v_norm, row layout [S, Hkv, d].
-// Sliding layers retain only the last `retain` positions (W-1 in the
-// reference, spec §2.4); full layers retain everything.
+// stored after k_norm + RoPE, values after v_norm, as tensors [S, Hkv, d]
+// with their positions [S] (I32). Sliding layers retain only the last
+// `retain` positions (W-1 in the reference, spec §2.4); full layers retain
+// everything. The model grows the cache with concat_rows ops (ops/op.h), so
+// on a device backend the cache lives in device memory (Tensor::device).
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "ops/tensor.h"
 
 namespace dgemma {
 
@@ -13,14 +18,15 @@ struct LayerCache {
   int kv_heads = 0;
   int head_dim = 0;
   int64_t retain = 0;  // 0: unbounded
-  std::vector<float> keys, values;
-  std::vector<int32_t> positions;
+  Tensor keys, values, positions;
 
-  int64_t size() const { return int64_t(positions.size()); }
+  // An empty cache of this layout.
+  void reset(int kv_heads, int head_dim, int64_t retain);
+  int64_t size() const { return positions.shape.empty() ? 0 : positions.dim(0); }
   int64_t row_floats() const { return int64_t(kv_heads) * head_dim; }
-  // Appends n rows and then drops the oldest beyond `retain`.
-  void append(const float* k, const float* v, const int32_t* pos, int64_t n);
-  // Drops rows with position >= length.
+  // Rows to drop from the front when n rows are appended (sliding eviction).
+  int64_t evicted_by(int64_t n) const { return retain > 0 ? std::max<int64_t>(0, size() + n - retain) : 0; }
+  // Drops rows with position >= length (on the host).
   void truncate(int64_t length);
 };
 

@@ -50,12 +50,14 @@ void take_cache(const KvCache& cache, NamedTensors& out) {
   for (size_t li = 0; li < cache.layers.size(); ++li) {
     const LayerCache& lc = cache.layers[li];
     const int64_t S = lc.size(), Hk = lc.kv_heads, d = lc.head_dim;
+    lc.keys.ensure_host();
+    lc.values.ensure_host();
     Tensor k = Tensor::f32({1, Hk, S, d}), v = Tensor::f32({1, Hk, S, d});
     for (int64_t s = 0; s < S; ++s)
       for (int64_t h = 0; h < Hk; ++h)
         for (int64_t j = 0; j < d; ++j) {
-          k.f[size_t((h * S + s) * d + j)] = lc.keys[size_t((s * Hk + h) * d + j)];
-          v.f[size_t((h * S + s) * d + j)] = lc.values[size_t((s * Hk + h) * d + j)];
+          k.f[size_t((h * S + s) * d + j)] = lc.keys.f[size_t((s * Hk + h) * d + j)];
+          v.f[size_t((h * S + s) * d + j)] = lc.values.f[size_t((s * Hk + h) * d + j)];
         }
     out["cache." + std::to_string(li) + ".keys"] = std::move(k);
     out["cache." + std::to_string(li) + ".values"] = std::move(v);

@@ -18,6 +18,7 @@ std::string_view op_name(OpKind kind) {
     case OpKind::kAdd: return "add";
     case OpKind::kScale: return "scale";
     case OpKind::kSoftcap: return "softcap";
+    case OpKind::kConcatRows: return "concat_rows";
   }
   return "?";
 }
@@ -27,7 +28,7 @@ std::string_view op_scope(OpKind kind) {
     case OpKind::kEmbedding:
     case OpKind::kSoftEmbedding:
     case OpKind::kSoftcap: return "model";
-    default: return "layer";
+    default: return "layer";  // concat_rows: the layer's KV cache
   }
 }
 
@@ -56,6 +57,7 @@ class Checker {
   }
   void dtype(const Tensor& t, DType want, const char* what) const {
     if (t.dtype != want) fail(std::string(what) + " must be " + std::string(dtype_name(want)));
+    if (t.host_stale) return;  // on a device: the backend that holds it checks its size
     size_t have = want == DType::kF32 ? t.f.size() : t.i.size();
     if (int64_t(have) != t.numel()) fail(std::string(what) + " storage does not match its shape " + t.shape_string());
   }
@@ -188,8 +190,10 @@ void prepare_op(const OpCall& c) {
       if (I2 % 2) k.fail("gate_up rows must be even");
       k.wshape(c.w[0], {E, I2, H}, "experts.gate_up_proj");
       k.wshape(c.w[1], {E, H, I2 / 2}, "experts.down_proj");
-      for (int32_t e : c.in[1]->i)
-        if (e < 0 || e >= E) k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
+      // Indices still on a device are checked there (by the backend holding them).
+      if (!c.in[1]->host_stale)
+        for (int32_t e : c.in[1]->i)
+          if (e < 0 || e >= E) k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
       k.out_f32(0, c.in[0]->shape);
       break;
     }
@@ -214,6 +218,24 @@ void prepare_op(const OpCall& c) {
       k.dtype(*c.in[0], DType::kF32, "x");
       if (!(c.attrs.cap > 0.0f)) k.fail("cap must be positive");
       k.out_f32(0, c.in[0]->shape);
+      break;
+    }
+    case OpKind::kConcatRows: {
+      k.counts(2, 0, 1);
+      const Tensor &a = *c.in[0], &b = *c.in[1];
+      if (a.dtype != b.dtype) k.fail("inputs have different dtypes");
+      k.dtype(a, a.dtype, "input 0");
+      k.dtype(b, a.dtype, "input 1");
+      if (a.shape.empty() || b.shape.empty()) k.fail("inputs must have rank >= 1");
+      if (std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()) != std::vector<int64_t>(b.shape.begin() + 1, b.shape.end()))
+        k.fail("rows of " + a.shape_string() + " and " + b.shape_string() + " differ");
+      if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > a.dim(0) + b.dim(0))
+        k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside [0, " + std::to_string(a.dim(0) + b.dim(0)) +
+               "]");
+      std::vector<int64_t> shape = a.shape;
+      shape[0] = a.dim(0) + b.dim(0) - c.attrs.skip_rows;
+      if (a.dtype == DType::kI32) k.out_i32(0, std::move(shape));
+      else k.out_f32(0, std::move(shape));
       break;
     }
   }

@@ -22,6 +22,10 @@
 //   add             in: a, b (same shape)                            out: a + b
 //   scale           in: x                   w: s[1]                  out: s·x
 //   softcap         in: x                                            out: cap·tanh(x/cap)
+//   concat_rows     in: a[Sa,...], b[Sb,...] (same dtype and row shape)
+//                                                                    out: [Sa+Sb-skip,...] = rows skip.. of (a then b)
+//                   (the KV cache: gathering committed keys with the new ones,
+//                   appending to the cache with sliding-window eviction)
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -44,8 +48,9 @@ enum class OpKind : uint8_t {
   kAdd,
   kScale,
   kSoftcap,
+  kConcatRows,
 };
-inline constexpr int kNumOpKinds = 12;
+inline constexpr int kNumOpKinds = 13;
 
 std::string_view op_name(OpKind kind);
 
@@ -77,6 +82,7 @@ struct OpAttrs {
   AttentionMask mask = AttentionMask::kNone;
   int window = 0;                 // attention
   int64_t first_canvas_pos = 0;   // attention kCommittedWindow
+  int64_t skip_rows = 0;          // concat_rows: leading rows of the concatenation left out
 };
 
 struct OpCall {
@@ -89,6 +95,11 @@ struct OpCall {
   std::vector<const WeightRef*> w;
   std::vector<Tensor*> out;
   OpAttrs attrs;
+  // The caller accepts outputs that stay in a device backend's memory
+  // (Tensor::device with host_stale set) until someone calls ensure_host().
+  // Without it every output is current on the host when run() returns. Set
+  // by the Executor in resident mode (ops/backend.h); host backends ignore it.
+  bool device_outputs = false;
 };
 
 // Validates input/weight shapes and dtypes of `call` and sizes its outputs.

@@ -50,6 +50,17 @@ void Tensor::resize(std::vector<int64_t> new_shape) {
 
 std::string Tensor::shape_string() const { return dgemma::shape_string(shape); }
 
+void Tensor::ensure_host() const {
+  if (!host_stale) return;
+  if (!device) throw Error("internal: tensor " + shape_string() + " has no current copy (host stale, no device data)");
+  Tensor& self = const_cast<Tensor&>(*this);  // the host copy is a cache of the value
+  const size_t n = size_t(numel());
+  if (dtype == DType::kF32) self.f.resize(n);
+  else self.i.resize(n);
+  device->copy_to_host(self);
+  host_stale = false;
+}
+
 int64_t WeightRef::numel() const { return product(shape); }
 
 void WeightRef::row_f32(int64_t r, int64_t cols, float* out) const {

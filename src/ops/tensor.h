@@ -12,12 +12,33 @@
 namespace dgemma {
 
 struct QuantizedWeight;  // quantize/quantized_weight.h
+struct Tensor;
+
+// A tensor's data in a backend's own memory (a device), attached by that
+// backend (issue 15: device-resident activations). Immutable once attached:
+// a backend never writes into a DeviceData it handed out, it attaches a new
+// one, so copies of a Tensor may share it.
+class DeviceData {
+ public:
+  virtual ~DeviceData() = default;
+  // The backend context the data lives in (compared by identity).
+  virtual const void* owner() const = 0;
+  // Copies the data into t's host storage (t.f or t.i, sized to t's shape).
+  virtual void copy_to_host(Tensor& t) const = 0;
+};
 
 struct Tensor {
   DType dtype = DType::kF32;  // kF32 or kI32
   std::vector<int64_t> shape;
   std::vector<float> f;    // when dtype == kF32
   std::vector<int32_t> i;  // when dtype == kI32
+  // Device residency (ops/backend.h, Executor): `device`, when set, holds the
+  // current data in a backend's memory; `host_stale` says that f/i do not
+  // (the data was produced on the device and not copied back yet). Mutable:
+  // bringing the host copy up to date (ensure_host) or caching an upload
+  // does not change the tensor's value.
+  mutable std::shared_ptr<const DeviceData> device;
+  mutable bool host_stale = false;
 
   static Tensor f32(std::vector<int64_t> shape);
   static Tensor i32(std::vector<int64_t> shape);
@@ -30,6 +51,15 @@ struct Tensor {
   // Resize storage to the shape (contents unspecified on growth).
   void resize(std::vector<int64_t> new_shape);
   std::string shape_string() const;
+  // Makes f/i current (copies from the device when host_stale). Every host
+  // reader of a tensor that a device backend may have produced calls this
+  // first; the Executor does it for host backends and observers.
+  void ensure_host() const;
+  // Marks f/i as the only current copy, after host code wrote into them.
+  void host_written() {
+    device.reset();
+    host_stale = false;
+  }
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);

@@ -9,7 +9,7 @@ passed=0
 ok() { echo "ok: $1"; passed=$((passed + 1)); }
 
 ops=$("$bin" doctor --list-ops)
-[ "$(wc -l <<<"$ops")" -eq 12 ] || { echo "$ops"; exit 1; }
+[ "$(wc -l <<<"$ops")" -eq 13 ] || { echo "$ops"; exit 1; }
 grep -qx "moe_experts layer" <<<"$ops" && grep -qx "embedding model" <<<"$ops"
 ok "--list-ops"
 

@@ -42,11 +42,11 @@ TEST(ModelBehaviour, ChunkedPrefillEqualsOneShot) {
   ASSERT_EQ(one->cache_length(), chunked->cache_length());
   for (size_t l = 0; l < one->cache().layers.size(); ++l) {
     const LayerCache &a = one->cache().layers[l], &b = chunked->cache().layers[l];
-    EXPECT_EQ(a.positions, b.positions) << "layer " << l;
-    ASSERT_EQ(a.keys.size(), b.keys.size());
-    for (size_t k = 0; k < a.keys.size(); ++k) {
-      ASSERT_NEAR(a.keys[k], b.keys[k], 1e-5f) << "layer " << l;
-      ASSERT_NEAR(a.values[k], b.values[k], 1e-5f) << "layer " << l;
+    EXPECT_EQ(a.positions.i, b.positions.i) << "layer " << l;
+    ASSERT_EQ(a.keys.shape, b.keys.shape);
+    for (size_t k = 0; k < a.keys.f.size(); ++k) {
+      ASSERT_NEAR(a.keys.f[k], b.keys.f[k], 1e-5f) << "layer " << l;
+      ASSERT_NEAR(a.values.f[k], b.values.f[k], 1e-5f) << "layer " << l;
     }
   }
   auto la = decode_once(*one), lb = decode_once(*chunked);
@@ -59,7 +59,8 @@ TEST(ModelBehaviour, SlidingLayersKeepWindowMinusOne) {
   for (int l = 0; l < 4; ++l) {
     const LayerCache& c = m->cache().layers[size_t(l)];
     EXPECT_EQ(c.size(), l == 3 ? 40 : 15) << "layer " << l;
-    EXPECT_EQ(c.positions.back(), 39);
+    EXPECT_EQ(c.positions.i.back(), 39);
+    EXPECT_EQ(c.keys.shape, (std::vector<int64_t>{c.size(), c.kv_heads, c.head_dim}));
   }
 }
 
@@ -84,8 +85,9 @@ TEST(ModelBehaviour, DecoderLeavesTheCacheUnchanged) {
   decode_once(*m, 3, l1.data());
   EXPECT_EQ(m->cache().length, before.length);
   for (size_t l = 0; l < before.layers.size(); ++l) {
-    EXPECT_EQ(m->cache().layers[l].keys, before.layers[l].keys);
-    EXPECT_EQ(m->cache().layers[l].values, before.layers[l].values);
+    EXPECT_EQ(m->cache().layers[l].keys.f, before.layers[l].keys.f);
+    EXPECT_EQ(m->cache().layers[l].values.f, before.layers[l].values.f);
+    EXPECT_EQ(m->cache().layers[l].positions.i, before.layers[l].positions.i);
   }
 }
 

@@ -233,5 +233,31 @@ TEST(CpuOps, LinearHandlesBf16Weights) {
   EXPECT_EQ(y.f, (std::vector<float>{1.0f, 4.5f}));
 }
 
+// The KV cache op (ops/op.h concat_rows): rows skip.. of (a then b), in F32
+// and I32, including a skip that reaches into b (an append longer than the
+// sliding window) and the shape checks.
+TEST(CpuOps, ConcatRows) {
+  Fixture f;
+  Tensor a = f32({2, 2}, {1, 2, 3, 4}), b = f32({3, 2}, {5, 6, 7, 8, 9, 10});
+  const std::vector<float> all = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  for (int64_t skip = 0; skip <= 5; ++skip) {
+    OpAttrs at;
+    at.skip_rows = skip;
+    Tensor y = f.run(OpKind::kConcatRows, {&a, &b}, {}, at);
+    EXPECT_EQ(y.shape, (std::vector<int64_t>{5 - skip, 2}));
+    EXPECT_EQ(y.f, std::vector<float>(all.begin() + skip * 2, all.end())) << "skip " << skip;
+  }
+  Tensor e = Tensor::i32({0}), p = Tensor::i32({2});
+  p.i = {7, 9};
+  Tensor q = f.run(OpKind::kConcatRows, {&e, &p}, {});
+  EXPECT_EQ(q.i, (std::vector<int32_t>{7, 9}));
+  OpAttrs bad;
+  bad.skip_rows = 6;
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &b}, {}, bad), Error);
+  Tensor wide = f32({1, 3}, {1, 2, 3});
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &wide}, {}), Error);
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &p}, {}), Error);
+}
+
 }  // namespace
 }  // namespace dgemma

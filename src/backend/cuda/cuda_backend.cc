@@ -20,6 +20,8 @@
 #include <deque>
 #include <initializer_list>
 #include <map>
+#include <memory>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 
@@ -294,17 +296,92 @@ CudaBackendOptions parse_cuda_spec(const std::string& spec) {
     }
     if (tok == "sync") {
       o.sync = true;
+    } else if (tok == "checker") {
+      o.checker = true;
     } else if (tok == "debug") {
-      o.debug = o.sync = true;
+      o.debug = o.sync = o.checker = true;
     } else if (!tok.empty() && tok.size() <= 4 && tok.find_first_not_of("0123456789") == std::string::npos) {
       o.device = std::stoi(tok);
     } else {
       throw Error("backend '" + spec + "': unknown CUDA option '" + tok +
-                  "' (expected sync, debug or a device number, e.g. cuda:1,sync)");
+                  "' (expected sync, debug, checker or a device number, e.g. cuda:1,sync)");
     }
     tok.clear();
   }
   return o;
+}
+
+// ---- device-resident tensors -------------------------------------------------
+
+// What outlives single ops: the stream and memory pool, the traffic counters
+// and the registry of device-resident tensors. Shared by the backend and
+// every tensor it attached device data to, so that a tensor may outlive the
+// backend (the model's workspace usually does).
+struct CudaArena {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cudaMemPool_t pool = nullptr;
+  CudaTraffic traffic;
+  std::map<uintptr_t, std::pair<int64_t, std::string>> resident;  // start -> (bytes, what)
+
+  ~CudaArena() {
+    if (!stream && !pool) return;
+    cudaSetDevice(device);
+    if (stream) cudaStreamSynchronize(stream);
+    if (pool) cudaMemPoolDestroy(pool);
+    if (stream) cudaStreamDestroy(stream);
+    cudaGetLastError();
+  }
+  void release(void* p) {
+    resident.erase(reinterpret_cast<uintptr_t>(p));
+    cudaSetDevice(device);
+    if (pool) cudaFreeAsync(p, stream);
+    else cudaFree(p);
+  }
+};
+
+// A tensor's data in device memory (ops/tensor.h DeviceData). `from_host`:
+// an upload of host data kept for reuse, valid while the host bytes equal
+// `snapshot`; otherwise the output of an op, current by construction.
+class CudaDeviceData final : public DeviceData {
+ public:
+  CudaDeviceData(std::shared_ptr<CudaArena> arena, void* p, int64_t bytes) : arena_(std::move(arena)), p_(p), bytes_(bytes) {}
+  ~CudaDeviceData() override {
+    if (p_) arena_->release(p_);
+  }
+  const void* owner() const override { return arena_.get(); }
+  void copy_to_host(Tensor& t) const override {
+    if (bytes_ == 0) return;
+    void* dst = t.dtype == DType::kF32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
+    cudaSetDevice(arena_->device);
+    cudaError_t e = cudaMemcpyAsync(dst, p_, size_t(bytes_), cudaMemcpyDeviceToHost, arena_->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(arena_->stream);
+    arena_->traffic.d2h_bytes += bytes_;
+    ++arena_->traffic.synchronizations;
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda backend: copying a device-resident tensor " + t.shape_string() + " to the host: " +
+                  cuda_error_text(e) +
+                  "\n  (kernels run asynchronously: a fault of an earlier op can surface here; use backend cuda:sync "
+                  "to stop at the faulting launch, or cuda:debug)");
+    }
+  }
+  void* data() const { return p_; }
+  int64_t bytes() const { return bytes_; }
+  bool from_host = false;
+  std::vector<unsigned char> snapshot;
+
+ private:
+  std::shared_ptr<CudaArena> arena_;
+  void* p_;
+  int64_t bytes_;
+};
+
+// Host inputs up to this size are uploaded once and reused (positions, ids).
+constexpr int64_t kCachedUploadBytes = 64 << 10;
+
+const void* host_bytes(const Tensor& t) {
+  return t.dtype == DType::kF32 ? static_cast<const void*>(t.f.data()) : static_cast<const void*>(t.i.data());
 }
 
 // ---- the backend -----------------------------------------------------------
@@ -336,10 +413,11 @@ struct CudaBackend::Impl {
     int64_t bytes = 0;
   };
 
-  explicit Impl(const CudaBackendOptions& o) : opt(o) {}
+  explicit Impl(const CudaBackendOptions& o) : opt(o), arena(std::make_shared<CudaArena>()) { arena->device = o.device; }
   ~Impl();
 
   CudaBackendOptions opt;
+  std::shared_ptr<CudaArena> arena;
   bool ready = false;
   std::string broken;  // first sticky error; the context is unusable after it
   cudaStream_t stream = nullptr;
@@ -354,10 +432,15 @@ struct CudaBackend::Impl {
   std::deque<CudaLaunchRecord> log;
   uint64_t seq = 0;
 
+  // Inverse RoPE frequencies by (pairs, head dim, theta): constants.
+  std::map<std::tuple<int, int64_t, double>, void*> rope_freqs;
+
   // The op being run.
   const OpCall* call = nullptr;
   std::string where, shapes;
   std::vector<OpBuffer> bufs;
+  std::vector<void*> pending;  // resident output buffers not yet attached to their tensor
+  bool copied_out = false;     // an output was queued for copying to the host
 
   void ensure_ready();
   void run(const OpCall& c);
@@ -373,6 +456,8 @@ struct CudaBackend::Impl {
 
   void* alloc(int64_t bytes, const std::string& what, bool fresh_fill);
   void* upload(const Tensor& t, const std::string& what);
+  void* input(const Tensor& t, const std::string& what);
+  void sync_stream(const char* what);
   void* alloc_output(size_t k);
   void download(size_t k, const void* dev);
   void zero(void* p, int64_t bytes);
@@ -400,10 +485,11 @@ struct CudaBackend::Impl {
   void router_topk(const OpCall& c);
   void moe_experts(const OpCall& c);
   void elementwise(const OpCall& c);
+  void concat_rows(const OpCall& c);
 };
 
 CudaBackend::Impl::~Impl() {
-  if (!stream && !blas && !pool) return;  // CUDA never initialized by this backend
+  if (!stream && !blas && !pool) return;  // CUDA never initialized by this backend (the arena owns stream and pool)
   // Best effort: after a sticky error every call fails, and a destructor must
   // not throw. The process exit reclaims the device memory in any case.
   cudaSetDevice(opt.device);
@@ -411,9 +497,8 @@ CudaBackend::Impl::~Impl() {
   for (auto& [host, w] : weights) cudaFree(w.dev);
   for (auto& [q, c] : quant_weights)
     for (void* p : c.buffers) cudaFree(p);
+  for (auto& [key, p] : rope_freqs) cudaFree(p);
   if (blas) cublas_api().destroy(blas);
-  if (pool) cudaMemPoolDestroy(pool);
-  if (stream) cudaStreamDestroy(stream);
   cudaGetLastError();
 }
 
@@ -446,6 +531,7 @@ void CudaBackend::Impl::ensure_ready() {
   if (!api.error.empty()) fail("cuBLAS is not available: " + api.error);
   // Each step is skipped if an earlier, partly failed initialization did it.
   if (!stream) check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  arena->stream = stream;
   if (!blas) check_blas(api.create(&blas), "cublasCreate");
   check_blas(api.set_stream(blas, stream), "cublasSetStream");
   // Plain fp32 products: no TF32 or other reduced-precision shortcuts, so that
@@ -464,6 +550,7 @@ void CudaBackend::Impl::ensure_ready() {
     uint64_t keep = UINT64_MAX;
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
   }
+  arena->pool = pool;
   ready = true;
 }
 
@@ -548,6 +635,13 @@ std::string CudaBackend::Impl::describe(uintptr_t a) const {
       return "canary padding, byte " + std::to_string(a - b - uintptr_t(al.bytes)) + " past the end of " + owner(al) +
              " (an out-of-bounds access)";
   }
+  auto r = arena->resident.upper_bound(a);
+  if (r != arena->resident.begin()) {
+    --r;
+    if (a < r->first + uintptr_t(r->second.first))
+      return "byte " + std::to_string(a - r->first) + " of " + std::to_string(r->second.first) + " of " +
+             r->second.second + " (device-resident)";
+  }
   for (auto f = freed.rbegin(); f != freed.rend(); ++f)
     if (a >= f->first && a < f->first + uintptr_t(std::max<int64_t>(f->second.padded, 1)))
       return "freed memory: byte " + std::to_string(a - f->first) + " of " + owner(f->second) +
@@ -585,6 +679,8 @@ void CudaBackend::Impl::release_op_buffers() {
     else cudaFree(b.p);
   }
   bufs.clear();
+  for (void* p : pending) arena->release(p);  // an op that failed before attaching its outputs
+  pending.clear();
 }
 
 void* CudaBackend::Impl::upload(const Tensor& t, const std::string& what) {
@@ -594,25 +690,83 @@ void* CudaBackend::Impl::upload(const Tensor& t, const std::string& what) {
     fail(what + " storage holds fewer elements than its shape " + t.shape_string());
   void* p = alloc(n * 4, what, false);
   if (n > 0)
-    check(cudaMemcpyAsync(p, f32 ? static_cast<const void*>(t.f.data()) : static_cast<const void*>(t.i.data()),
-                          size_t(n) * 4, cudaMemcpyHostToDevice, stream),
-          "cudaMemcpyAsync (upload)");
+    check(cudaMemcpyAsync(p, host_bytes(t), size_t(n) * 4, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)");
+  arena->traffic.h2d_bytes += n * 4;
   return p;
 }
 
-void* CudaBackend::Impl::alloc_output(size_t k) {
-  return alloc(call->out[k]->numel() * 4, "output " + std::to_string(k), true);
+// An op's input on the device: its device data when this backend holds it
+// (no copy), else the host data uploaded. In the checker mode every input is
+// uploaded from the host for every op (today's per-op round trip).
+void* CudaBackend::Impl::input(const Tensor& t, const std::string& what) {
+  const int64_t bytes = t.numel() * 4;
+  if (!opt.checker && t.device && t.device->owner() == arena.get()) {
+    const auto& d = static_cast<const CudaDeviceData&>(*t.device);
+    if (d.bytes() != bytes) fail(what + ": its device data holds " + std::to_string(d.bytes()) + " bytes, its shape " + t.shape_string() + " needs " + std::to_string(bytes));
+    if (!d.from_host || (!t.host_stale && std::memcmp(d.snapshot.data(), host_bytes(t), size_t(bytes)) == 0))
+      return d.data();
+  }
+  t.ensure_host();  // device data of another backend (or device) comes through the host
+  if (opt.checker || bytes == 0 || bytes > kCachedUploadBytes) return upload(t, what);
+  if (int64_t(t.dtype == DType::kF32 ? t.f.size() : t.i.size()) * 4 < bytes)
+    fail(what + " storage holds fewer elements than its shape " + t.shape_string());
+  void* p = nullptr;
+  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
+  else check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
+  auto data = std::make_shared<CudaDeviceData>(arena, p, bytes);
+  arena->resident[reinterpret_cast<uintptr_t>(p)] = {bytes, what + " of op " + where + " (upload kept for reuse)"};
+  const auto* h = static_cast<const unsigned char*>(host_bytes(t));
+  data->from_host = true;
+  data->snapshot.assign(h, h + bytes);
+  // From the snapshot, which lives as long as the device copy: the async copy
+  // may still be reading when the caller changes its host data.
+  check(cudaMemcpyAsync(p, data->snapshot.data(), size_t(bytes), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync (upload)");
+  arena->traffic.h2d_bytes += bytes;
+  t.device = std::move(data);
+  return p;
 }
 
+void CudaBackend::Impl::sync_stream(const char* what) {
+  ++arena->traffic.synchronizations;
+  check(cudaStreamSynchronize(stream), what);
+}
+
+void* CudaBackend::Impl::alloc_output(size_t k) {
+  const std::string what = "output " + std::to_string(k);
+  if (opt.checker) return alloc(call->out[k]->numel() * 4, what, true);
+  // Resident: outlives the op, attached to the tensor by download().
+  const int64_t bytes = call->out[k]->numel() * 4;
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
+  else check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
+  pending.push_back(p);
+  arena->resident[reinterpret_cast<uintptr_t>(p)] = {bytes, what + " of op " + where};
+  return p;
+}
+
+// Finishes output k: in the resident mode its buffer becomes the tensor's
+// device data, copied to the host only when the call does not take device
+// outputs; in the checker mode it is copied back (and freed with the op).
 void CudaBackend::Impl::download(size_t k, const void* dev) {
   Tensor& t = *call->out[k];
   const int64_t n = t.numel();
   const bool f32 = t.dtype == DType::kF32;
   if (int64_t(f32 ? t.f.size() : t.i.size()) < n)
     fail("output " + std::to_string(k) + " storage holds fewer elements than its shape " + t.shape_string());
+  if (!opt.checker) {
+    auto it = std::find(pending.begin(), pending.end(), dev);
+    if (it != pending.end()) pending.erase(it);
+    t.device = std::make_shared<CudaDeviceData>(arena, const_cast<void*>(dev), n * 4);
+    t.host_stale = call->device_outputs && n > 0;
+    if (t.host_stale) return;
+  }
   if (n == 0) return;
   void* dst = f32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
   check(cudaMemcpyAsync(dst, dev, size_t(n) * 4, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (download)");
+  arena->traffic.d2h_bytes += n * 4;
+  copied_out = true;
 }
 
 void CudaBackend::Impl::zero(void* p, int64_t bytes) {
@@ -626,7 +780,8 @@ void CudaBackend::Impl::check_canaries() {
     check(cudaMemcpyAsync(host.data(), static_cast<const char*>(b.p) + b.bytes, size_t(b.pad), cudaMemcpyDeviceToHost,
                           stream),
           "cudaMemcpyAsync (canary check)");
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (canary check)");
+    arena->traffic.d2h_bytes += b.pad;
+    sync_stream("cudaStreamSynchronize (canary check)");
     for (int64_t i = 0; i < b.pad; ++i) {
       if (host[size_t(i)] == kCanaryByte) continue;
       const Alloc& a = live.at(reinterpret_cast<uintptr_t>(b.p));
@@ -653,7 +808,7 @@ const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
     if (c.bytes == bytes && c.dtype == w.dtype && c.fingerprint == fp) return c.dev;
     // The host pointer now holds different data: replace the stale copy. Ops
     // end synchronized, so no earlier kernel still reads it.
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (weight replacement)");
+    sync_stream("cudaStreamSynchronize (weight replacement)");
     live.erase(reinterpret_cast<uintptr_t>(c.dev));
     weight_bytes -= c.bytes;
     cudaFree(c.dev);
@@ -667,6 +822,7 @@ const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
     // ordered after the legacy stream it would use.
     cudaError_t e = cudaMemcpyAsync(c.dev, w.data, size_t(bytes), cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    arena->traffic.weight_h2d_bytes += bytes;
     if (e != cudaSuccess) {
       cudaFree(c.dev);
       check(e, "cudaMemcpyAsync (weight upload)");
@@ -687,6 +843,7 @@ void* CudaBackend::Impl::upload_weight_bytes(const void* host, int64_t bytes, co
   check(cudaMemcpyAsync(dev, host, size_t(bytes), cudaMemcpyHostToDevice, stream),
         "cudaMemcpyAsync (quantized weight upload)");
   live[reinterpret_cast<uintptr_t>(dev)] = Alloc{bytes, bytes, what, ""};
+  arena->traffic.weight_h2d_bytes += bytes;
   into.bytes += bytes;
   weight_bytes += bytes;
   return dev;
@@ -710,7 +867,7 @@ const void* CudaBackend::Impl::quant_weight(const WeightRef& w) {
     upload_weight_bytes(&up.view, sizeof(k::QView), "weight " + w.name + " (quantized view)", c);
     // The view and slice table are locals: wait for their copies (and the
     // codes', see weight()) before they go.
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (quantized weight upload)");
+    sync_stream("cudaStreamSynchronize (quantized weight upload)");
   } catch (...) {
     for (void* p : c.buffers) {
       live.erase(reinterpret_cast<uintptr_t>(p));
@@ -741,8 +898,9 @@ void CudaBackend::Impl::launched(const char* kernel, const k::LaunchShape& s, st
   r.shapes = detail.empty() ? shapes : shapes + "; " + detail;
   log.push_back(std::move(r));
   if (log.size() > kLaunchLogSize) log.pop_front();
+  ++arena->traffic.kernel_launches;
   check(cudaGetLastError(), kernel);
-  if (opt.sync) check(cudaStreamSynchronize(stream), kernel);
+  if (opt.sync) sync_stream(kernel);
 }
 
 // Row-major helpers map onto column-major cuBLAS by transposing the whole
@@ -763,8 +921,9 @@ void CudaBackend::Impl::gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t
   check_blas(cublas_api().gemm_ex(blas, ta, tb, int(m), int(n), int(kk), &alpha, A, CUDA_R_32F, int(lda), B, CUDA_R_32F,
                           int(ldb), &beta, C, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "cublasGemmEx");
+  ++arena->traffic.kernel_launches;
   check(cudaGetLastError(), "cublasGemmEx");
-  if (opt.sync) check(cudaStreamSynchronize(stream), "cublasGemmEx");
+  if (opt.sync) sync_stream("cublasGemmEx");
 }
 
 // ---- ops -------------------------------------------------------------------
@@ -773,13 +932,14 @@ void CudaBackend::Impl::embedding(const OpCall& c) {
   const Tensor& ids = *c.in[0];
   const WeightRef& table = *c.w[0];
   const int64_t M = ids.numel(), V = table.shape[0], H = table.shape[1];
+  ids.ensure_host();  // the ids come from the host (the canvas, a prompt): checked there
   for (int64_t m = 0; m < M; ++m)
     if (ids.i[size_t(m)] < 0 || ids.i[size_t(m)] >= V)
       fail("token id " + std::to_string(ids.i[size_t(m)]) + " at row " + std::to_string(m) + " is out of range [0, " +
            std::to_string(V) + ")");
   k::WType wt;
   const void* w = weight(table, &wt);
-  auto* d_ids = static_cast<int32_t*>(upload(ids, "input 0 (ids)"));
+  auto* d_ids = static_cast<int32_t*>(input(ids, "input 0 (ids)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (H > 0)
     launched("embedding",
@@ -798,7 +958,7 @@ void CudaBackend::Impl::soft_embedding(const OpCall& c) {
   const int64_t M = logits.dim(0), V = table.shape[0], H = table.shape[1];
   k::WType wt;
   const void* w = weight(table, &wt);
-  auto* d_logits = static_cast<float*>(upload(logits, "input 0 (logits)"));
+  auto* d_logits = static_cast<float*>(input(logits, "input 0 (logits)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (M > 0 && H > 0) {
     if (V == 0) {
@@ -837,7 +997,7 @@ void CudaBackend::Impl::rms_norm(const OpCall& c) {
   const int64_t D = x.dim(-1), R = D == 0 ? 0 : x.rows();
   k::WType wt = k::WType::kF32;
   const void* w = c.w.empty() ? nullptr : weight(*c.w[0], &wt);
-  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* out = static_cast<float*>(alloc_output(0));
   launched("rms_norm", k::launch_rms_norm(stream, d_x, R, D, w, wt, c.attrs.eps, out), {d_x, w, out});
   download(0, out);
@@ -873,7 +1033,7 @@ void CudaBackend::Impl::linear(const OpCall& c) {
   const int64_t M = x.dim(0), K = x.dim(1), N = W.shape[0];
   k::WType wt;
   const void* w = weight(W, &wt);
-  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (M > 0 && N > 0) {
     if (K == 0) {
@@ -894,15 +1054,23 @@ void CudaBackend::Impl::rope(const OpCall& c) {
   const int pairs = c.attrs.rope_pairs;
   // The reference's expression, evaluated on the host: the device then uses
   // bit-identical frequencies.
-  std::vector<float> inv_freq(static_cast<size_t>(pairs));
-  for (int i = 0; i < pairs; ++i)
-    inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
-  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
-  auto* d_pos = static_cast<int32_t*>(upload(pos, "input 1 (positions)"));
-  auto* d_freq = static_cast<float*>(alloc(int64_t(pairs) * 4, "workspace (inverse frequencies)", true));
-  if (pairs > 0)
+  // Uploaded once per (pairs, d, theta) and kept: a constant of the model.
+  float*& d_freq = reinterpret_cast<float*&>(rope_freqs[{pairs, d, c.attrs.rope_theta}]);
+  if (!d_freq && pairs > 0) {
+    std::vector<float> inv_freq(static_cast<size_t>(pairs));
+    for (int i = 0; i < pairs; ++i)
+      inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
+    void* p = nullptr;
+    check(cudaMalloc(&p, size_t(pairs) * 4), "cudaMalloc (inverse frequencies)");
+    live[reinterpret_cast<uintptr_t>(p)] = Alloc{int64_t(pairs) * 4, int64_t(pairs) * 4, "weight (inverse RoPE frequencies)", ""};
+    d_freq = static_cast<float*>(p);
     check(cudaMemcpyAsync(d_freq, inv_freq.data(), size_t(pairs) * 4, cudaMemcpyHostToDevice, stream),
           "cudaMemcpyAsync (inverse frequencies)");
+    arena->traffic.weight_h2d_bytes += int64_t(pairs) * 4;
+    sync_stream("cudaStreamSynchronize (inverse frequencies)");  // inv_freq is a local
+  }
+  auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
+  auto* d_pos = static_cast<int32_t*>(input(pos, "input 1 (positions)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (heads * d > 0)
     launched("rope", k::launch_rope(stream, d_x, d_pos, d_freq, M, heads, d, pairs, out), {d_x, d_pos, d_freq, out});
@@ -914,11 +1082,11 @@ void CudaBackend::Impl::rope(const OpCall& c) {
 void CudaBackend::Impl::attention(const OpCall& c) {
   const Tensor &q = *c.in[0], &kt = *c.in[1], &v = *c.in[2], &qpos = *c.in[3], &kpos = *c.in[4];
   const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = kt.dim(0), Hk = kt.dim(1);
-  auto* d_q = static_cast<float*>(upload(q, "input 0 (q)"));
-  auto* d_k = static_cast<float*>(upload(kt, "input 1 (k)"));
-  auto* d_v = static_cast<float*>(upload(v, "input 2 (v)"));
-  auto* d_qpos = static_cast<int32_t*>(upload(qpos, "input 3 (query positions)"));
-  auto* d_kpos = static_cast<int32_t*>(upload(kpos, "input 4 (key positions)"));
+  auto* d_q = static_cast<float*>(input(q, "input 0 (q)"));
+  auto* d_k = static_cast<float*>(input(kt, "input 1 (k)"));
+  auto* d_v = static_cast<float*>(input(v, "input 2 (v)"));
+  auto* d_qpos = static_cast<int32_t*>(input(qpos, "input 3 (query positions)"));
+  auto* d_kpos = static_cast<int32_t*>(input(kpos, "input 4 (key positions)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (M > 0 && Hq > 0 && d > 0) {
     const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / std::max<int64_t>(1, Hq * S)));
@@ -946,7 +1114,7 @@ void CudaBackend::Impl::router_topk(const OpCall& c) {
   const void* scale = weight(*c.w[0], &st);
   const void* proj = weight(*c.w[1], &pt);
   const void* pes = weight(*c.w[2], &et);
-  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
+  auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* idx = static_cast<int32_t*>(alloc_output(0));
   auto* wts = static_cast<float*>(alloc_output(1));
   auto* inv = static_cast<float*>(alloc(M * 4, "workspace (inverse rms)", true));
@@ -972,40 +1140,46 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2;
-  for (int64_t t = 0; t < idx.numel(); ++t)
-    if (idx.i[size_t(t)] < 0 || idx.i[size_t(t)] >= E)
-      fail("expert index " + std::to_string(idx.i[size_t(t)]) + " at (" + std::to_string(t / std::max<int64_t>(K, 1)) +
-           ", " + std::to_string(t % std::max<int64_t>(K, 1)) + ") is out of range [0, " + std::to_string(E) + ")");
+  // The routing permutation is built on the device (moe_route_kernel); only
+  // the E counts and a validity code come back, for the per-expert launches.
+  auto* d_idx = static_cast<int32_t*>(input(idx, "input 1 (expert indices)"));
+  auto* d_wts = static_cast<float*>(input(wts, "input 2 (expert weights)"));
+  auto* d_status = static_cast<int32_t*>(alloc((E + 4) * 4, "workspace (expert counts)", true));
+  auto* d_starts = static_cast<int32_t*>(alloc((E + 1) * 4, "workspace (expert offsets)", true));
+  auto* d_tok = static_cast<int32_t*>(alloc(M * K * 4, "workspace (tokens by expert)", true));
+  auto* d_w = static_cast<float*>(alloc(M * K * 4, "workspace (expert weights by expert)", true));
+  launched("moe_experts.route", k::launch_moe_route(stream, d_idx, d_wts, M, int(K), E, d_status, d_starts, d_tok, d_w),
+           {d_idx, d_wts, d_status, d_starts, d_tok, d_w});
+  std::vector<int32_t> status(size_t(E + 4), 0);
+  if (M * K > 0) {
+    check(cudaMemcpyAsync(status.data(), d_status, status.size() * 4, cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (expert counts)");
+    arena->traffic.d2h_bytes += int64_t(status.size()) * 4;
+    sync_stream("cudaStreamSynchronize (expert counts)");
+  }
+  const int64_t KK = std::max<int64_t>(K, 1);
+  if (status[size_t(E)] == 1)
+    fail("expert index " + std::to_string(status[size_t(E + 3)]) + " at (" + std::to_string(status[size_t(E + 1)] / KK) +
+         ", " + std::to_string(status[size_t(E + 1)] % KK) + ") is out of range [0, " + std::to_string(E) + ")");
   // The scatter-add of one expert writes each of its tokens' rows from its
   // own block, so a token may route to an expert once (the router's top-k
   // are distinct; a duplicate would be a write race on the device).
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t a = 0; a < K; ++a)
-      for (int64_t b = a + 1; b < K; ++b)
-        if (idx.i[size_t(m * K + a)] == idx.i[size_t(m * K + b)])
-          fail("token " + std::to_string(m) + " routes to expert " + std::to_string(idx.i[size_t(m * K + a)]) +
-               " twice (top-k " + std::to_string(a) + " and " + std::to_string(b) + "): expert indices of a token "
-               "must be distinct");
+  if (status[size_t(E)] == 2)
+    fail("token " + std::to_string(status[size_t(E + 1)] / KK) + " routes to expert " +
+         std::to_string(status[size_t(E + 3)]) + " twice (top-k " + std::to_string(status[size_t(E + 1)] % KK) +
+         " and " + std::to_string(status[size_t(E + 2)] % KK) +
+         "): expert indices of a token must be distinct");
   std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
-  for (int64_t t = 0; t < M * K; ++t) ++count[size_t(idx.i[size_t(t)])];
-  for (int64_t e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
-  Tensor tokens = Tensor::i32({M * K});
-  Tensor weights = Tensor::f32({M * K});
-  std::vector<int64_t> fill(start.begin(), start.end() - 1);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) {
-      const size_t e = size_t(idx.i[size_t(m * K + k)]);
-      tokens.i[size_t(fill[e])] = int32_t(m);
-      weights.f[size_t(fill[e]++)] = wts.f[size_t(m * K + k)];
-    }
+  for (int64_t e = 0; e < E; ++e) {
+    count[size_t(e)] = status[size_t(e)];
+    start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
+  }
   const int64_t most = count.empty() ? 0 : *std::max_element(count.begin(), count.end());
 
   k::WType gt, dt;
   const void* d_gu = weight(gu, &gt);
   const void* d_down = weight(down, &dt);
-  auto* d_x = static_cast<float*>(upload(x, "input 0 (x)"));
-  auto* d_tok = static_cast<int32_t*>(upload(tokens, "workspace (tokens by expert)"));
-  auto* d_w = static_cast<float*>(upload(weights, "workspace (expert weights by expert)"));
+  auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* out = static_cast<float*>(alloc_output(0));
   zero(out, M * H * 4);
   if (most > 0 && H > 0) {
@@ -1040,8 +1214,8 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
 
 void CudaBackend::Impl::elementwise(const OpCall& c) {
   const int64_t n = c.in[0]->numel();
-  auto* a = static_cast<float*>(upload(*c.in[0], "input 0"));
-  float* b = c.in.size() > 1 ? static_cast<float*>(upload(*c.in[1], "input 1")) : nullptr;
+  auto* a = static_cast<float*>(input(*c.in[0], "input 0"));
+  float* b = c.in.size() > 1 ? static_cast<float*>(input(*c.in[1], "input 1")) : nullptr;
   auto* out = static_cast<float*>(alloc_output(0));
   switch (c.kind) {
     case OpKind::kGeluGlu: launched("gelu_glu", k::launch_gelu_glu(stream, a, b, n, out), {a, b, out}); break;
@@ -1052,6 +1226,36 @@ void CudaBackend::Impl::elementwise(const OpCall& c) {
       break;
     case OpKind::kSoftcap: launched("softcap", k::launch_softcap(stream, a, c.attrs.cap, n, out), {a, out}); break;
     default: fail("internal: not an elementwise op");
+  }
+  download(0, out);
+}
+
+// Rows skip.. of (a then b): two device-to-device copies (the KV cache stays
+// on the device).
+void CudaBackend::Impl::concat_rows(const OpCall& c) {
+  const Tensor &a = *c.in[0], &b = *c.in[1];
+  const int64_t row = b.dim(0) == 0 ? (a.dim(0) == 0 ? 0 : a.numel() / a.dim(0)) : b.numel() / b.dim(0);
+  const int64_t skip_a = std::min(c.attrs.skip_rows, a.dim(0)), skip_b = c.attrs.skip_rows - skip_a;
+  const int64_t na = (a.dim(0) - skip_a) * row, nb = (b.dim(0) - skip_b) * row;
+  auto* da = static_cast<const char*>(input(a, "input 0"));
+  auto* db = static_cast<const char*>(input(b, "input 1"));
+  auto* out = static_cast<char*>(alloc_output(0));
+  auto copy = [&](char* dst, const char* src, int64_t n) {
+    if (n <= 0) return;
+    CudaLaunchRecord r;
+    r.seq = ++seq;
+    r.op = where;
+    r.kernel = "cudaMemcpyAsync (device to device)";
+    r.args = {src, dst};
+    r.shapes = shapes;
+    log.push_back(std::move(r));
+    if (log.size() > kLaunchLogSize) log.pop_front();
+    ++arena->traffic.kernel_launches;
+    check(cudaMemcpyAsync(dst, src, size_t(n) * 4, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (concat_rows)");
+  };
+  if (out) {
+    copy(out, da + skip_a * row * 4, na);
+    copy(out + na * 4, db + skip_b * row * 4, nb);
   }
   download(0, out);
 }
@@ -1070,6 +1274,7 @@ void CudaBackend::Impl::dispatch(const OpCall& c) {
     case OpKind::kAdd:
     case OpKind::kScale:
     case OpKind::kSoftcap: return elementwise(c);
+    case OpKind::kConcatRows: return concat_rows(c);
   }
   fail("internal: unknown op kind " + std::to_string(int(c.kind)));
 }
@@ -1109,7 +1314,10 @@ void CudaBackend::Impl::run(const OpCall& c) {
       dispatch(c);
     }
   }
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (end of op)");
+  // Outputs queued for the host are waited for (and asynchronous faults of
+  // this op surface here); outputs that stay on the device are not.
+  if (copied_out || opt.checker || opt.sync) sync_stream("cudaStreamSynchronize (end of op)");
+  copied_out = false;
   if (opt.debug) {
     check_canaries();
     check_finite(c);
@@ -1157,7 +1365,7 @@ void CudaBackend::Impl::check_finite(const OpCall& c) const {
 // ---- public ------------------------------------------------------------------
 
 CudaBackend::CudaBackend(CudaBackendOptions options) : options_(options) {
-  if (options_.debug) options_.sync = true;
+  if (options_.debug) options_.sync = options_.checker = true;
   if (options_.test_fault == CudaBackendOptions::TestFault::kWritePastOutput && !options_.debug)
     throw Error("cuda backend: the write-past-output test fault needs debug mode (canaries), else it corrupts memory");
   impl_ = std::make_unique<Impl>(options_);
@@ -1168,8 +1376,12 @@ CudaBackend::~CudaBackend() = default;
 std::string CudaBackend::name() const {
   std::string opts;
   if (options_.device != 0) opts += std::to_string(options_.device);
-  if (options_.debug) opts += std::string(opts.empty() ? "" : ",") + "debug";
-  else if (options_.sync) opts += std::string(opts.empty() ? "" : ",") + "sync";
+  if (options_.debug) {
+    opts += std::string(opts.empty() ? "" : ",") + "debug";
+  } else {
+    if (options_.checker) opts += std::string(opts.empty() ? "" : ",") + "checker";
+    if (options_.sync) opts += std::string(opts.empty() ? "" : ",") + "sync";
+  }
   return opts.empty() ? "cuda" : "cuda:" + opts;
 }
 
@@ -1186,5 +1398,8 @@ std::vector<CudaLaunchRecord> CudaBackend::recent_launches() const {
 std::string CudaBackend::launch_log() const { return impl_->log_text(kLaunchLogSize); }
 
 int64_t CudaBackend::cached_weight_bytes() const { return impl_->weight_bytes; }
+
+CudaTraffic CudaBackend::traffic() const { return impl_->arena->traffic; }
+void CudaBackend::reset_traffic() { impl_->arena->traffic = {}; }
 
 }  // namespace dgemma

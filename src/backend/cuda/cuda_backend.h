@@ -1,8 +1,20 @@
 #pragma once
 // The CUDA backend: runs each op of the vocabulary (ops/op.h) on one NVIDIA
 // GPU with simple kernels (cuda_kernels.cu) and cuBLAS for the two matrix
-// products. Activations travel per op (host Tensor -> device -> host Tensor);
-// weights are uploaded once, in their stored dtype, and cached on the device.
+// products. Weights are uploaded once, in their stored dtype, and cached on
+// the device.
+//
+// Activations are device-resident (ops/backend.h, issue 15): an op's outputs
+// stay in device memory, attached to their Tensor, when the caller allows it
+// (OpCall::device_outputs: the model's Executor without an observer), and the
+// next op reads them there. The KV cache grows on the device (concat_rows),
+// and moe_experts routes on the device (only the E expert counts come to the
+// host). Small host inputs (positions, token ids) are uploaded once and their
+// device copy is reused while their host data is unchanged. `traffic()`
+// counts what crosses the bus, the synchronizations and the launches.
+// The checker mode (`cuda:checker`, implied by debug) is the per-op round
+// trip: every input uploaded, every output copied back, nothing kept between
+// ops, which is what `doctor` uses to localize a fault.
 // Quantized weights (NF4, NVFP4, MLX affine, int8) stay packed there
 // (quant_upload.h); the kernels dequantize per element with the CPU's
 // formulas, and the matrix products widen chunks to fp32 for cuBLAS.
@@ -43,6 +55,7 @@ struct CudaBackendOptions {
   int device = 0;
   bool sync = false;
   bool debug = false;
+  bool checker = false;  // per-op round trip, no device-resident activations
   // Test hooks for the fault guards (tests/cuda): kWritePastOutput launches a
   // deliberately bad kernel that writes one element past output 0 after the
   // op; kSkipKernels launches nothing, so outputs keep their initial contents
@@ -56,9 +69,20 @@ struct CudaBackendOptions {
   int64_t scratch_elems = int64_t(64) << 20;
 };
 
-// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:1", "cuda:1,sync,debug"
+// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:1", "cuda:1,sync,debug"
 // (options after the colon, separated by ',' or ':'; a number is the device).
 CudaBackendOptions parse_cuda_spec(const std::string& spec);
+
+// What crossed between host and device, counted by the backend itself (the
+// same on the emulated device and a GPU). Weight uploads are counted apart:
+// they happen once per weight, not per step.
+struct CudaTraffic {
+  int64_t h2d_bytes = 0;
+  int64_t d2h_bytes = 0;
+  int64_t synchronizations = 0;  // host waits for the stream
+  int64_t kernel_launches = 0;   // kernels and cuBLAS calls
+  int64_t weight_h2d_bytes = 0;
+};
 
 // One kernel launch (or cuBLAS call) as kept in the launch log.
 struct CudaLaunchRecord {
@@ -80,6 +104,7 @@ class CudaBackend : public Backend {
 
   std::string name() const override;
   void run(const OpCall& call) override;
+  bool supports_device_outputs() const override { return !options_.checker; }
 
   const CudaBackendOptions& options() const { return options_; }
   // Maps a device address (e.g. from compute-sanitizer's report) to the
@@ -91,6 +116,8 @@ class CudaBackend : public Backend {
   std::string launch_log() const;
   // Bytes of weights resident on the device.
   int64_t cached_weight_bytes() const;
+  CudaTraffic traffic() const;
+  void reset_traffic();
 
  private:
   struct Impl;

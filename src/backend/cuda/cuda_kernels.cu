@@ -381,6 +381,58 @@ __global__ void router_select_kernel(float* logits, const void* pes, WType pes_t
 // expert): gather the tokens of one expert, its two products run in cuBLAS,
 // the gated activation in between, then each token adds its weighted output.
 
+// The routing permutation, on the device (issue 15, item 4). One block:
+// counts per expert, their exclusive prefix sum, and for each expert its
+// (token, k) pairs in token order (tokens[], weights[] in expert order), as
+// the CPU groups them. status[0..E) = counts, status[E] = 0 when every index
+// is valid, 1 with status[E+1] = the entry of an index outside [0, E), 2 with
+// status[E+1], status[E+2] = the two entries of a token that names one expert
+// twice; status[E+3] = the index. Invalid entries are left out, so nothing is
+// written out of bounds.
+__global__ void moe_route_kernel(const int32_t* idx, const float* w, int64_t M, int K, int64_t E, int32_t* status,
+                                 int32_t* starts, int32_t* tokens, float* weights) {
+  const int64_t n = M * K;
+  if (threadIdx.x == 0) {
+    status[E] = 0;
+    status[E + 1] = status[E + 2] = status[E + 3] = -1;
+    for (int64_t t = 0; t < n && status[E] == 0; ++t) {
+      if (idx[t] < 0 || idx[t] >= E) {
+        status[E] = 1;
+        status[E + 1] = int32_t(t);
+        status[E + 3] = idx[t];
+        break;
+      }
+      for (int64_t b = t + 1; b < (t / K + 1) * K; ++b)
+        if (idx[b] == idx[t]) {
+          status[E] = 2;
+          status[E + 1] = int32_t(t);
+          status[E + 2] = int32_t(b);
+          status[E + 3] = idx[t];
+          break;
+        }
+    }
+  }
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t c = 0;
+    for (int64_t t = 0; t < n; ++t) c += idx[t] == e ? 1 : 0;
+    status[e] = c;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    starts[0] = 0;
+    for (int64_t e = 0; e < E; ++e) starts[e + 1] = starts[e] + status[e];
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t at = starts[e];
+    for (int64_t t = 0; t < n; ++t)
+      if (idx[t] == e) {
+        tokens[at] = int32_t(t / K);
+        weights[at++] = w[t];
+      }
+  }
+}
+
 // out[t, :] = x[rows[t], :]; one block per t.
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t H, float* out) {
   const int64_t t = blockIdx.x;
@@ -529,6 +581,13 @@ LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void*
   if (plan(s, (M + kBlock - 1) / kBlock))
     DGEMMA_LAUNCH(router_select_kernel, s.grid[0], kBlock, stream)(logits, per_expert_scale, pes_t, M, E, K, idx,
                                                                    weights);
+  return s;
+}
+
+LaunchShape launch_moe_route(cudaStream_t stream, const int32_t* idx, const float* w, int64_t M, int K, int64_t E,
+                             int32_t* status, int32_t* starts, int32_t* tokens, float* weights) {
+  LaunchShape s;
+  if (plan(s, 1)) DGEMMA_LAUNCH(moe_route_kernel, 1, kBlock, stream)(idx, w, M, K, E, status, starts, tokens, weights);
   return s;
 }
 

@@ -109,6 +109,11 @@ LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void*
 
 // Experts, one expert at a time (the products run in cuBLAS):
 // out[t, :] = x[rows[t], :] for t < n;
+// The routing permutation of moe_experts (cuda_kernels.cu moe_route_kernel):
+// status [E + 4] (counts, then the validity code and its entries), starts
+// [E + 1], tokens/weights [M·K] in expert order.
+LaunchShape launch_moe_route(cudaStream_t stream, const int32_t* idx, const float* w, int64_t M, int K, int64_t E,
+                             int32_t* status, int32_t* starts, int32_t* tokens, float* weights);
 LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
                                float* out);
 // act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] over [n, 2I] gate/up rows;

@@ -45,6 +45,10 @@ void CpuBackend::reset_soft_embedding_stats() {
 
 void CpuBackend::run(const OpCall& c) {
   std::lock_guard<std::mutex> lock(run_mu_);
+  // A host backend: inputs a device produced come to the host, and outputs
+  // written here are the only current copy (ops/backend.h).
+  for (const Tensor* t : c.in) t->ensure_host();
+  for (Tensor* t : c.out) t->host_written();
   ThreadPool& p = *pool_;
   namespace ref = cpu::reference;
   if (!ctx_->isa) {  // scalar level: the reference kernels
@@ -66,6 +70,7 @@ void CpuBackend::run(const OpCall& c) {
       case OpKind::kAdd: return ref::add(c, p);
       case OpKind::kScale: return ref::scale(c, p);
       case OpKind::kSoftcap: return ref::softcap(c, p);
+      case OpKind::kConcatRows: return ref::concat_rows(c, p);
     }
     return;
   }
@@ -84,6 +89,7 @@ void CpuBackend::run(const OpCall& c) {
     case OpKind::kMoeExperts: return cpu::fast::moe_experts(c, x);
     case OpKind::kGeluGlu: return cpu::fast::gelu_glu(c, x);
     case OpKind::kSoftcap: return cpu::fast::softcap(c, x);
+    case OpKind::kConcatRows: return ref::concat_rows(c, p);
   }
 }
 

@@ -1,6 +1,8 @@
 // Row-local ops of the CPU reference backend: embeddings, norms, RoPE,
 // activations and elementwise arithmetic.
 #include <cmath>
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "dgemma/error.h"
@@ -178,6 +180,23 @@ void softcap(const OpCall& c, ThreadPool& pool) {
   pool.parallel_for(x.numel(), 8192, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) out.f[size_t(k)] = cap * std::tanh(x.f[size_t(k)] / cap);
   });
+}
+
+// Rows skip.. of a then b (a plain copy: exact in every dtype).
+void concat_rows(const OpCall& c, ThreadPool&) {
+  const Tensor &a = *c.in[0], &b = *c.in[1];
+  Tensor& out = *c.out[0];
+  const int64_t row = b.dim(0) == 0 ? (a.dim(0) == 0 ? 0 : a.numel() / a.dim(0)) : b.numel() / b.dim(0);
+  const int64_t skip_a = std::min(c.attrs.skip_rows, a.dim(0)), skip_b = c.attrs.skip_rows - skip_a;
+  const int64_t na = (a.dim(0) - skip_a) * row, nb = (b.dim(0) - skip_b) * row;
+  const bool f32 = a.dtype == DType::kF32;
+  auto copy = [&](int64_t dst, const Tensor& src, int64_t from, int64_t n) {
+    if (n <= 0) return;  // an empty tensor may have no storage at all
+    if (f32) std::memcpy(out.f.data() + dst, src.f.data() + from, size_t(n) * 4);
+    else std::memcpy(out.i.data() + dst, src.i.data() + from, size_t(n) * 4);
+  };
+  copy(0, a, skip_a * row, na);
+  copy(na, b, skip_b * row, nb);
 }
 
 }  // namespace dgemma::cpu::reference

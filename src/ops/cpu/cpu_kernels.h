@@ -24,5 +24,6 @@ void gelu_glu(const OpCall& c, ThreadPool& pool);
 void add(const OpCall& c, ThreadPool& pool);
 void scale(const OpCall& c, ThreadPool& pool);
 void softcap(const OpCall& c, ThreadPool& pool);
+void concat_rows(const OpCall& c, ThreadPool& pool);
 
 }  // namespace dgemma::cpu::reference
