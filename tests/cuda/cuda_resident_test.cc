@@ -72,9 +72,13 @@ TEST(CudaResident, ModelEqualsTheCheckerModeBitForBit) {
   GpuModel resident("cuda"), checker("cuda:checker");
   ASSERT_TRUE(resident.gpu->supports_device_outputs());
   ASSERT_FALSE(checker.gpu->supports_device_outputs());
-  const auto p = prompt_of(40, resident.V());  // crosses golden_a's sliding window (16)
-  resident.model->encode(p);
-  checker.model->encode(p);
+  // A chat-style truncation (it takes a device cache to the host), then a
+  // prompt that crosses golden_a's sliding window (16): evictions.
+  for (GpuModel* g : {&resident, &checker}) {
+    g->model->encode(prompt_of(12, g->V()));
+    g->model->truncate_cache(8);
+    g->model->encode(prompt_of(32, g->V()));
+  }
   // The cache of the resident run is on the device; the checker's on the host.
   for (size_t l = 0; l < resident.model->cache().layers.size(); ++l) {
     const LayerCache &a = resident.model->cache().layers[l], &b = checker.model->cache().layers[l];
@@ -89,25 +93,19 @@ TEST(CudaResident, ModelEqualsTheCheckerModeBitForBit) {
     EXPECT_EQ(a.positions.i, b.positions.i) << "layer " << l;
   }
   EXPECT_EQ(resident.two_steps(), checker.two_steps());
-  // Chat-style truncation works on a device cache (it comes to the host).
-  resident.model->truncate_cache(30);
-  checker.model->truncate_cache(30);
-  resident.model->encode(prompt_of(5, resident.V()));
-  checker.model->encode(prompt_of(5, checker.V()));
-  EXPECT_EQ(resident.two_steps(), checker.two_steps());
 }
 
 // What one decoder pass moves, by design: up, the canvas ids and their
 // positions (4 bytes each per position) and, on the host API decode(), the
-// self-conditioning logits; down, the E expert counts (+4 status words) of
-// each layer's routing and the logits the host API returns. One wait per
-// layer (the counts) and one for the logits.
+// self-conditioning logits; down, the logits the host API returns with the
+// 20-byte routing status. One wait, for the logits: the experts route and run
+// on the device without the host.
 TEST(CudaResident, TrafficOfOneDecoderPassIsWhatTheDesignSays) {
   REQUIRE_CUDA_DEVICE();
   GpuModel r("cuda");
   r.model->encode(prompt_of(20, r.V()));
   r.two_steps();  // warm-up: the weights go up once
-  const int64_t L = r.L(), V = r.V(), layers = r.model->config().num_layers, E = r.model->config().num_experts;
+  const int64_t L = r.L(), V = r.V(), layers = r.model->config().num_layers;
   const std::vector<int32_t> c = r.canvas();
   std::vector<float> sc(static_cast<size_t>(L * V), 0.5f), logits(static_cast<size_t>(L * V));
   r.gpu->reset_traffic();
@@ -115,8 +113,8 @@ TEST(CudaResident, TrafficOfOneDecoderPassIsWhatTheDesignSays) {
   const CudaTraffic t = r.gpu->traffic();
   EXPECT_EQ(t.weight_h2d_bytes, 0);
   EXPECT_EQ(t.h2d_bytes, L * V * 4 + 2 * L * 4);
-  EXPECT_EQ(t.d2h_bytes, L * V * 4 + layers * (E + 4) * 4);
-  EXPECT_EQ(t.synchronizations, layers + 1);
+  EXPECT_EQ(t.d2h_bytes, L * V * 4 + 20);
+  EXPECT_EQ(t.synchronizations, 1);
   EXPECT_GT(t.kernel_launches, layers * 10);
   // The first step (no self-conditioning) sends no logits up.
   r.gpu->reset_traffic();
@@ -174,7 +172,44 @@ TEST(CudaResident, ChangedHostDataUnderACachedUploadIsUploadedAgain) {
   EXPECT_EQ(gpu.traffic().synchronizations, 0);
   twice.ensure_host();
   EXPECT_EQ(twice.f, (std::vector<float>{22, 44, 260, 88}));
-  EXPECT_EQ(gpu.traffic().d2h_bytes, 16);
+  EXPECT_EQ(gpu.traffic().d2h_bytes, 16 + 20);  // with the 20-byte routing status
+}
+
+// moe_experts routes on the device without the host waiting; an invalid
+// routing (a token naming one expert twice) is left out and reported, naming
+// the op, at the next copy to the host.
+TEST(CudaResident, InvalidRoutingIsReportedAtTheNextWait) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu;
+  Tensor x = Tensor::f32({2, 8}), idx = Tensor::i32({2, 2}), wts = Tensor::f32({2, 2}), out;
+  for (size_t k = 0; k < x.f.size(); ++k) x.f[k] = 0.1f * float(k % 5);
+  idx.i = {0, 1, 2, 2};
+  wts.f = {0.5f, 0.5f, 0.25f, 0.75f};
+  std::vector<float> gu(3 * 8 * 8, 0.01f), dn(3 * 8 * 4, 0.02f);
+  WeightRef wgu{"experts.gate_up_proj", DType::kF32, {3, 8, 8}, gu.data(), nullptr};
+  WeightRef wdn{"experts.down_proj", DType::kF32, {3, 8, 4}, dn.data(), nullptr};
+  OpCall c;
+  c.kind = OpKind::kMoeExperts;
+  c.site = "experts";
+  c.layer = 2;
+  c.in = {&x, &idx, &wts};
+  c.w = {&wgu, &wdn};
+  c.out = {&out};
+  c.device_outputs = true;
+  prepare_op(c);
+  EXPECT_NO_THROW(gpu.run(c));
+  try {
+    out.ensure_host();
+    FAIL() << "the invalid routing was not reported";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("op moe_experts (experts) in layer 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("token 1 routes to expert 2 twice (top-k 0 and 1)"), std::string::npos) << m;
+  }
+  idx.i = {0, 1, 2, 0};
+  prepare_op(c);
+  gpu.run(c);
+  EXPECT_NO_THROW(out.ensure_host());
 }
 
 TEST(CudaResident, ConcatRowsMatchesTheCpu) {

@@ -313,6 +313,23 @@ CudaBackendOptions parse_cuda_spec(const std::string& spec) {
 
 // ---- device-resident tensors -------------------------------------------------
 
+// The message for an invalid routing (moe_route_kernel status words from
+// code on: code, entry, second entry, expert index); "" when valid.
+std::string routing_error(const int32_t* st, int64_t K, int64_t E) {
+  const int64_t KK = std::max<int64_t>(K, 1);
+  if (st[0] == 1)
+    return "expert index " + std::to_string(st[3]) + " at (" + std::to_string(st[1] / KK) + ", " +
+           std::to_string(st[1] % KK) + ") is out of range [0, " + std::to_string(E) + ")";
+  // The expert outputs of a token are combined once per expert, so a token
+  // may route to an expert once (the router's top-k are distinct).
+  if (st[0] == 2)
+    return "token " + std::to_string(st[1] / KK) + " routes to expert " + std::to_string(st[3]) + " twice (top-k " +
+           std::to_string(st[1] % KK) + " and " + std::to_string(st[2] % KK) +
+           "): expert indices of a token must be distinct";
+  return "";
+}
+
+
 // What outlives single ops: the stream and memory pool, the traffic counters
 // and the registry of device-resident tensors. Shared by the backend and
 // every tensor it attached device data to, so that a tensor may outlive the
@@ -323,11 +340,37 @@ struct CudaArena {
   cudaMemPool_t pool = nullptr;
   CudaTraffic traffic;
   std::map<uintptr_t, std::pair<int64_t, std::string>> resident;  // start -> (bytes, what)
+  // The first invalid expert routing of an op that nobody waited for:
+  // {code, entry, entry, index, site} (moe_route_kernel), read with every copy
+  // to the host; `sites` names the ops by site number.
+  int32_t* sticky = nullptr;
+  std::vector<std::string> sites;
+  std::vector<int64_t> site_k, site_e;
+  // The error recorded in a copy of `sticky` ("" when none), which is reset.
+  std::string take_routing_error(const int32_t* st) {
+    if (st[0] == 0) return "";
+    cudaMemsetAsync(sticky, 0, 5 * sizeof(int32_t), stream);
+    const size_t site = size_t(st[4]);
+    const bool known = site < sites.size();
+    return "op " + (known ? sites[site] : std::string("moe_experts")) + ": " +
+           routing_error(st, known ? site_k[site] : 1, known ? site_e[site] : 0) +
+           "\n  (found at the next wait for the device; the pairs were left out. Run with backend cuda:sync to "
+           "stop at that op)";
+  }
+  int32_t site_id(const std::string& where, int64_t K, int64_t E) {
+    for (size_t i = 0; i < sites.size(); ++i)
+      if (sites[i] == where && site_k[i] == K && site_e[i] == E) return int32_t(i);
+    sites.push_back(where);
+    site_k.push_back(K);
+    site_e.push_back(E);
+    return int32_t(sites.size() - 1);
+  }
 
   ~CudaArena() {
     if (!stream && !pool) return;
     cudaSetDevice(device);
     if (stream) cudaStreamSynchronize(stream);
+    if (sticky) cudaFree(sticky);
     if (pool) cudaMemPoolDestroy(pool);
     if (stream) cudaStreamDestroy(stream);
     cudaGetLastError();
@@ -354,9 +397,12 @@ class CudaDeviceData final : public DeviceData {
     if (bytes_ == 0) return;
     void* dst = t.dtype == DType::kF32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
     cudaSetDevice(arena_->device);
+    int32_t sticky[5] = {0, 0, 0, 0, 0};
     cudaError_t e = cudaMemcpyAsync(dst, p_, size_t(bytes_), cudaMemcpyDeviceToHost, arena_->stream);
+    if (e == cudaSuccess && arena_->sticky)
+      e = cudaMemcpyAsync(sticky, arena_->sticky, sizeof sticky, cudaMemcpyDeviceToHost, arena_->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(arena_->stream);
-    arena_->traffic.d2h_bytes += bytes_;
+    arena_->traffic.d2h_bytes += bytes_ + (arena_->sticky ? int64_t(sizeof sticky) : 0);
     ++arena_->traffic.synchronizations;
     if (e != cudaSuccess) {
       cudaGetLastError();
@@ -365,6 +411,8 @@ class CudaDeviceData final : public DeviceData {
                   "\n  (kernels run asynchronously: a fault of an earlier op can surface here; use backend cuda:sync "
                   "to stop at the faulting launch, or cuda:debug)");
     }
+    const std::string bad = arena_->take_routing_error(sticky);
+    if (!bad.empty()) throw Error("cuda backend: " + bad);
   }
   void* data() const { return p_; }
   int64_t bytes() const { return bytes_; }
@@ -551,6 +599,12 @@ void CudaBackend::Impl::ensure_ready() {
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
   }
   arena->pool = pool;
+  if (!arena->sticky) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, 5 * sizeof(int32_t)), "cudaMalloc (routing status)");
+    arena->sticky = static_cast<int32_t*>(p);
+    check(cudaMemsetAsync(p, 0, 5 * sizeof(int32_t), stream), "cudaMemsetAsync (routing status)");
+  }
   ready = true;
 }
 
@@ -1129,85 +1183,68 @@ void CudaBackend::Impl::router_topk(const OpCall& c) {
   download(1, wts);
 }
 
-// Grouped by expert, as the CPU does: the (token, k) pairs are ordered by
-// expert on the host (tokens ascending within an expert); for each used
-// expert its tokens are gathered, gate_up and down run in cuBLAS on that
-// expert's rows of the fused weights (widened chunk by chunk unless fp32), and
-// each token adds weight · output. Experts go in ascending order, so every
-// token sums its expert outputs in the reference's order. Each expert's
-// weights are read once per op, whatever the number of tokens routed to it.
+// Grouped by expert on the device (issue 15, item 4): moe_route_kernel
+// orders the (token, k) pairs by expert (tokens ascending within an expert),
+// one gather stacks the routed rows, two grouped products run every expert
+// in one launch each (each expert's weights read once per op, quantized ones
+// dequantized in the tiles), the gated activation runs over all rows, and
+// moe_combine sums each token's expert outputs in ascending expert order,
+// the reference's. The host never needs the counts: nothing waits, unless
+// the mode checks every op (checker, sync), which validates the routing at
+// once; otherwise an invalid routing (only a faulty router can make one) is
+// left out and reported at the next copy to the host (CudaArena::sticky).
 void CudaBackend::Impl::moe_experts(const OpCall& c) {
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
-  const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2;
-  // The routing permutation is built on the device (moe_route_kernel); only
-  // the E counts and a validity code come back, for the per-expert launches.
+  const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2, MK = M * K;
   auto* d_idx = static_cast<int32_t*>(input(idx, "input 1 (expert indices)"));
   auto* d_wts = static_cast<float*>(input(wts, "input 2 (expert weights)"));
   auto* d_status = static_cast<int32_t*>(alloc((E + 4) * 4, "workspace (expert counts)", true));
   auto* d_starts = static_cast<int32_t*>(alloc((E + 1) * 4, "workspace (expert offsets)", true));
-  auto* d_tok = static_cast<int32_t*>(alloc(M * K * 4, "workspace (tokens by expert)", true));
-  auto* d_w = static_cast<float*>(alloc(M * K * 4, "workspace (expert weights by expert)", true));
-  launched("moe_experts.route", k::launch_moe_route(stream, d_idx, d_wts, M, int(K), E, d_status, d_starts, d_tok, d_w),
-           {d_idx, d_wts, d_status, d_starts, d_tok, d_w});
-  std::vector<int32_t> status(size_t(E + 4), 0);
-  if (M * K > 0) {
+  auto* d_tok = static_cast<int32_t*>(alloc(MK * 4, "workspace (tokens by expert)", true));
+  auto* d_w = static_cast<float*>(alloc(MK * 4, "workspace (expert weights by expert)", true));
+  auto* d_row = static_cast<int32_t*>(alloc(MK * 4, "workspace (row of each routed pair)", true));
+  const bool checked = opt.checker || opt.sync;
+  launched("moe_experts.route",
+           k::launch_moe_route(stream, d_idx, d_wts, M, int(K), E, d_status, d_starts, d_tok, d_w, d_row,
+                               checked ? nullptr : arena->sticky, checked ? 0 : arena->site_id(where, K, E)),
+           {d_idx, d_wts, d_status, d_starts, d_tok, d_w, d_row});
+  if (checked && MK > 0) {
+    std::vector<int32_t> status(size_t(E + 4), 0);
     check(cudaMemcpyAsync(status.data(), d_status, status.size() * 4, cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync (expert counts)");
+          "cudaMemcpyAsync (routing status)");
     arena->traffic.d2h_bytes += int64_t(status.size()) * 4;
-    sync_stream("cudaStreamSynchronize (expert counts)");
+    sync_stream("cudaStreamSynchronize (routing status)");
+    const std::string bad = routing_error(&status[size_t(E)], K, E);
+    if (!bad.empty()) fail(bad);
   }
-  const int64_t KK = std::max<int64_t>(K, 1);
-  if (status[size_t(E)] == 1)
-    fail("expert index " + std::to_string(status[size_t(E + 3)]) + " at (" + std::to_string(status[size_t(E + 1)] / KK) +
-         ", " + std::to_string(status[size_t(E + 1)] % KK) + ") is out of range [0, " + std::to_string(E) + ")");
-  // The scatter-add of one expert writes each of its tokens' rows from its
-  // own block, so a token may route to an expert once (the router's top-k
-  // are distinct; a duplicate would be a write race on the device).
-  if (status[size_t(E)] == 2)
-    fail("token " + std::to_string(status[size_t(E + 1)] / KK) + " routes to expert " +
-         std::to_string(status[size_t(E + 3)]) + " twice (top-k " + std::to_string(status[size_t(E + 1)] % KK) +
-         " and " + std::to_string(status[size_t(E + 2)] % KK) +
-         "): expert indices of a token must be distinct");
-  std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
-  for (int64_t e = 0; e < E; ++e) {
-    count[size_t(e)] = status[size_t(e)];
-    start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
-  }
-  const int64_t most = count.empty() ? 0 : *std::max_element(count.begin(), count.end());
-
   k::WType gt, dt;
   const void* d_gu = weight(gu, &gt);
   const void* d_down = weight(down, &dt);
   auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* out = static_cast<float*>(alloc_output(0));
-  zero(out, M * H * 4);
-  if (most > 0 && H > 0) {
-    auto* xe = static_cast<float*>(alloc(most * H * 4, "workspace (expert inputs)", true));
-    auto* g = static_cast<float*>(alloc(most * 2 * I * 4, "workspace (gate and up)", true));
-    auto* act = static_cast<float*>(alloc(most * I * 4, "workspace (expert activations)", true));
-    auto* y = static_cast<float*>(alloc(most * H * 4, "workspace (expert outputs)", true));
-    const bool widen = gt != k::WType::kF32 || dt != k::WType::kF32;
-    const int64_t wide_elems = std::max(chunk_rows(2 * I, H) * H, chunk_rows(H, std::max<int64_t>(I, 1)) * I);
-    float* wide = widen && wide_elems > 0
-                      ? static_cast<float*>(alloc(wide_elems * 4, "workspace (widened expert weights)", true))
-                      : nullptr;
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t n = count[size_t(e)], s0 = start[size_t(e)];
-      if (n == 0) continue;
-      const std::string detail = "expert " + std::to_string(e) + ", " + std::to_string(n) + " tokens";
-      launched("moe_experts.gather", k::launch_gather_rows(stream, d_x, d_tok + s0, n, H, xe), {d_x, d_tok, xe},
-               detail);
-      if (I > 0) {
-        weight_product("moe_experts.widen_gate_up", d_gu, gt, e * 2 * I, 2 * I, H, xe, n, g, 2 * I, wide);
-        launched("moe_experts.glu", k::launch_glu_split(stream, g, n, I, act), {g, act}, detail);
-        weight_product("moe_experts.widen_down", d_down, dt, e * H, H, I, act, n, y, H, wide);
-      } else {
-        zero(y, n * H * 4);  // no intermediate units: every expert outputs zeros
-      }
-      launched("moe_experts.scatter_add", k::launch_scatter_add_rows(stream, y, d_tok + s0, d_w + s0, n, H, out),
-               {y, d_tok, d_w, out}, detail);
+  float* y = nullptr;
+  if (MK > 0 && H > 0) {
+    auto* xe = static_cast<float*>(alloc(MK * H * 4, "workspace (expert inputs)", true));
+    auto* g = static_cast<float*>(alloc(MK * 2 * I * 4, "workspace (gate and up)", true));
+    auto* act = static_cast<float*>(alloc(MK * I * 4, "workspace (expert activations)", true));
+    y = static_cast<float*>(alloc(MK * H * 4, "workspace (expert outputs)", true));
+    launched("moe_experts.gather", k::launch_gather_rows(stream, d_x, d_tok, MK, H, xe), {d_x, d_tok, xe});
+    if (I > 0) {
+      launched("moe_experts.gate_up", k::launch_grouped_gemm(stream, xe, H, d_starts, E, M, d_gu, gt, 2 * I, g),
+               {xe, d_starts, d_gu, g});
+      launched("moe_experts.glu", k::launch_glu_split(stream, g, MK, I, act), {g, act});
+      launched("moe_experts.down", k::launch_grouped_gemm(stream, act, I, d_starts, E, M, d_down, dt, H, y),
+               {act, d_starts, d_down, y});
+    } else {
+      zero(y, MK * H * 4);  // no intermediate units: every expert outputs zeros
     }
+  }
+  if (M > 0 && H > 0) {
+    if (MK == 0) zero(out, M * H * 4);
+    else
+      launched("moe_experts.combine", k::launch_moe_combine(stream, y, d_idx, d_wts, d_row, M, int(K), H, out),
+               {y, d_idx, d_wts, d_row, out});
   }
   download(0, out);
 }
@@ -1316,7 +1353,21 @@ void CudaBackend::Impl::run(const OpCall& c) {
   }
   // Outputs queued for the host are waited for (and asynchronous faults of
   // this op surface here); outputs that stay on the device are not.
-  if (copied_out || opt.checker || opt.sync) sync_stream("cudaStreamSynchronize (end of op)");
+  if (copied_out || opt.checker || opt.sync) {
+    // A wait anyway: the routing status of unchecked ops comes along.
+    int32_t sticky[5] = {0, 0, 0, 0, 0};
+    const bool read_sticky = copied_out && !opt.checker && !opt.sync && arena->sticky;
+    if (read_sticky) {
+      check(cudaMemcpyAsync(sticky, arena->sticky, sizeof sticky, cudaMemcpyDeviceToHost, stream),
+            "cudaMemcpyAsync (routing status)");
+      arena->traffic.d2h_bytes += int64_t(sizeof sticky);
+    }
+    sync_stream("cudaStreamSynchronize (end of op)");
+    if (read_sticky) {
+      const std::string bad = arena->take_routing_error(sticky);
+      if (!bad.empty()) throw Error("cuda backend: " + bad);
+    }
+  }
   copied_out = false;
   if (opt.debug) {
     check_canaries();

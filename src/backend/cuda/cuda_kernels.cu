@@ -390,8 +390,10 @@ __global__ void router_select_kernel(float* logits, const void* pes, WType pes_t
 // twice; status[E+3] = the index. Invalid entries are left out, so nothing is
 // written out of bounds.
 __global__ void moe_route_kernel(const int32_t* idx, const float* w, int64_t M, int K, int64_t E, int32_t* status,
-                                 int32_t* starts, int32_t* tokens, float* weights) {
+                                 int32_t* starts, int32_t* tokens, float* weights, int32_t* row_of, int32_t* sticky,
+                                 int32_t site) {
   const int64_t n = M * K;
+  for (int64_t t = threadIdx.x; t < n; t += blockDim.x) row_of[t] = -1;
   if (threadIdx.x == 0) {
     status[E] = 0;
     status[E + 1] = status[E + 2] = status[E + 3] = -1;
@@ -421,6 +423,12 @@ __global__ void moe_route_kernel(const int32_t* idx, const float* w, int64_t M, 
   if (threadIdx.x == 0) {
     starts[0] = 0;
     for (int64_t e = 0; e < E; ++e) starts[e + 1] = starts[e] + status[e];
+    // The first invalid routing since the host last looked, for a backend
+    // that does not wait for this op (CudaArena::sticky).
+    if (sticky && status[E] != 0 && sticky[0] == 0) {
+      for (int q = 0; q < 4; ++q) sticky[q] = status[E + q];
+      sticky[4] = site;
+    }
   }
   __syncthreads();
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
@@ -428,8 +436,60 @@ __global__ void moe_route_kernel(const int32_t* idx, const float* w, int64_t M, 
     for (int64_t t = 0; t < n; ++t)
       if (idx[t] == e) {
         tokens[at] = int32_t(t / K);
+        row_of[t] = at;
         weights[at++] = w[t];
       }
+  }
+}
+
+// Grouped expert product, all experts in one launch (issue 15, item 4):
+// y[j, n] = sum_k a[j, k] · W[e, n, k] for the rows j = starts[e] ..
+// starts[e+1] of expert e (rows in expert order, moe_route_kernel). Grid
+// (N/16, rows/16, E) with 16x16 tiles staged in shared memory; tiles past an
+// expert's rows exit at once (the host does not know the counts). Each output
+// is one fp32 chain over k in order, like the CPU reference.
+constexpr int kTile = 16;
+__global__ void grouped_gemm_kernel(const float* a, int64_t K, const int32_t* starts, const void* w, WType wt,
+                                    int64_t N, float* y) {
+  const int64_t e = blockIdx.z;
+  const int64_t first = int64_t(starts[e]) + int64_t(blockIdx.y) * kTile, end = starts[e + 1];
+  if (first >= end) return;  // the whole block: before any barrier
+  const int tx = int(threadIdx.x % kTile), ty = int(threadIdx.x / kTile);
+  const int64_t row = first + ty, n0 = int64_t(blockIdx.x) * kTile;
+  __shared__ float as[kTile][kTile + 1];
+  __shared__ float ws[kTile][kTile + 1];
+  float acc = 0.0f;
+  for (int64_t k0 = 0; k0 < K; k0 += kTile) {
+    as[ty][tx] = row < end && k0 + tx < K ? a[row * K + k0 + tx] : 0.0f;
+    ws[ty][tx] = n0 + ty < N && k0 + tx < K ? load_w(w, wt, (e * N + n0 + ty) * K + k0 + tx) : 0.0f;
+    __syncthreads();
+    const int64_t kn = K - k0 < kTile ? K - k0 : kTile;
+    for (int64_t kk = 0; kk < kn; ++kk) acc += as[ty][kk] * ws[tx][kk];
+    __syncthreads();
+  }
+  if (row < end && n0 + tx < N) y[row * N + n0 + tx] = acc;
+}
+
+// out[m, :] = sum of w · y[row, :] over token m's experts in ascending expert
+// order, from zero: the reference's order (and the per-expert scatter-add's).
+// Entries the routing left out (row_of -1) and repeated experts are skipped.
+__global__ void moe_combine_kernel(const float* y, const int32_t* idx, const float* w, const int32_t* row_of, int K,
+                                   int64_t H, float* out) {
+  const int64_t m = blockIdx.x;
+  const int32_t* ix = idx + m * K;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+    float acc = 0.0f;
+    int32_t last = -1;
+    for (int r = 0; r < K; ++r) {
+      int best = -1;
+      for (int q = 0; q < K; ++q)
+        if (ix[q] > last && (best < 0 || ix[q] < ix[best])) best = q;
+      if (best < 0) break;
+      last = ix[best];
+      const int32_t j = row_of[m * K + best];
+      if (j >= 0) acc += w[m * K + best] * y[int64_t(j) * H + h];
+    }
+    out[m * H + h] = acc;
   }
 }
 
@@ -585,9 +645,32 @@ LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void*
 }
 
 LaunchShape launch_moe_route(cudaStream_t stream, const int32_t* idx, const float* w, int64_t M, int K, int64_t E,
-                             int32_t* status, int32_t* starts, int32_t* tokens, float* weights) {
+                             int32_t* status, int32_t* starts, int32_t* tokens, float* weights, int32_t* row_of,
+                             int32_t* sticky, int32_t site) {
   LaunchShape s;
-  if (plan(s, 1)) DGEMMA_LAUNCH(moe_route_kernel, 1, kBlock, stream)(idx, w, M, K, E, status, starts, tokens, weights);
+  if (plan(s, 1))
+    DGEMMA_LAUNCH(moe_route_kernel, 1, kBlock, stream)(idx, w, M, K, E, status, starts, tokens, weights, row_of,
+                                                       sticky, site);
+  return s;
+}
+
+LaunchShape launch_grouped_gemm(cudaStream_t stream, const float* a, int64_t K, const int32_t* starts, int64_t E,
+                                int64_t max_rows, const void* w, WType wt, int64_t N, float* y) {
+  LaunchShape s;
+  const int64_t gx = (N + kTile - 1) / kTile, gy = (max_rows + kTile - 1) / kTile;
+  if (!plan(s, gx, gy)) return s;
+  s.grid[2] = unsigned(E);
+  s.launched = E >= 1 && E <= 65535;
+  if (s.launched)
+    DGEMMA_LAUNCH(grouped_gemm_kernel, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kTile * kTile, stream)(
+        a, K, starts, w, wt, N, y);
+  return s;
+}
+
+LaunchShape launch_moe_combine(cudaStream_t stream, const float* y, const int32_t* idx, const float* w,
+                               const int32_t* row_of, int64_t M, int K, int64_t H, float* out) {
+  LaunchShape s;
+  if (H > 0 && plan(s, M)) DGEMMA_LAUNCH(moe_combine_kernel, s.grid[0], kBlock, stream)(y, idx, w, row_of, K, H, out);
   return s;
 }
 

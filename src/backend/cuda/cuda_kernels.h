@@ -110,10 +110,21 @@ LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void*
 // Experts, one expert at a time (the products run in cuBLAS):
 // out[t, :] = x[rows[t], :] for t < n;
 // The routing permutation of moe_experts (cuda_kernels.cu moe_route_kernel):
-// status [E + 4] (counts, then the validity code and its entries), starts
-// [E + 1], tokens/weights [M·K] in expert order.
+// status [E + 4] (counts, then the validity code, its entries and index),
+// starts [E + 1], tokens/weights [M·K] in expert order, row_of [M·K] (the
+// position of each (token, k) entry in that order, -1 when left out); the
+// first invalid routing is also kept in sticky[5] (with `site`) when given.
 LaunchShape launch_moe_route(cudaStream_t stream, const int32_t* idx, const float* w, int64_t M, int K, int64_t E,
-                             int32_t* status, int32_t* starts, int32_t* tokens, float* weights);
+                             int32_t* status, int32_t* starts, int32_t* tokens, float* weights, int32_t* row_of,
+                             int32_t* sticky, int32_t site);
+// y[j, :N] = a[j, :K] · W[e]ᵀ for the rows of each expert e (starts[E+1] on
+// the device; max_rows bounds any expert's rows), W [E, N, K] in its stored
+// or quantized type.
+LaunchShape launch_grouped_gemm(cudaStream_t stream, const float* a, int64_t K, const int32_t* starts, int64_t E,
+                                int64_t max_rows, const void* w, WType wt, int64_t N, float* y);
+// out[m, :] = sum over token m's experts, ascending, of w · y[row_of[m, k], :].
+LaunchShape launch_moe_combine(cudaStream_t stream, const float* y, const int32_t* idx, const float* w,
+                               const int32_t* row_of, int64_t M, int K, int64_t H, float* out);
 LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
                                float* out);
 // act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] over [n, 2I] gate/up rows;
