@@ -301,25 +301,21 @@ int run_step(const Args& args) {
   restore();
 
   // What one self-conditioned step moves between host and device, counted
-  // by the CUDA backend itself (issue 15, item 8).
-  json::Value traffic;
+  // by the CUDA backend itself (issue 15, item 8), per way of running it.
+  struct Traffic {
+    std::string path;
+    int64_t h2d = 0, d2h = 0, syncs = 0, launches = 0;
+  };
+  std::vector<Traffic> traffic;
 #if DGEMMA_HAVE_CUDA
   if (auto* gpu = dynamic_cast<CudaBackend*>(&model->executor().backend())) {
-    auto count = [&](const std::function<void()>& step) {
+    auto count = [&](const std::string& path, const std::function<void()>& step) {
       gpu->reset_traffic();
       step();
       const CudaTraffic t = gpu->traffic();
-      json::Value e = json::Object{};
-      e.set("h2d_bytes", t.h2d_bytes);
-      e.set("d2h_bytes", t.d2h_bytes);
-      e.set("synchronizations", t.synchronizations);
-      e.set("kernel_launches", t.kernel_launches);
-      e.set("h2d_bytes_per_position", double(t.h2d_bytes) / double(L));
-      e.set("d2h_bytes_per_position", double(t.d2h_bytes) / double(L));
-      return e;
+      traffic.push_back({path, t.h2d_bytes, t.d2h_bytes, t.synchronizations, t.kernel_launches});
     };
-    traffic = json::Object{};
-    traffic.set("host_logits", count([&] { model->decode(canvas.data(), first.data(), logits.data()); }));
+    count("host_logits", [&] { model->decode(canvas.data(), first.data(), logits.data()); });
   }
 #endif
 
@@ -387,7 +383,20 @@ int run_step(const Args& args) {
     split.set(std::string(op_name(kind)), e);
   }
   v.set("step_sc_by_op", split);
-  if (!traffic.is_null()) v.set("device_traffic_per_step", traffic);
+  if (!traffic.empty()) {
+    json::Value all = json::Object{};
+    for (const Traffic& t : traffic) {
+      json::Value e = json::Object{};
+      e.set("h2d_bytes", t.h2d);
+      e.set("d2h_bytes", t.d2h);
+      e.set("synchronizations", t.syncs);
+      e.set("kernel_launches", t.launches);
+      e.set("h2d_bytes_per_position", double(t.h2d) / double(L));
+      e.set("d2h_bytes_per_position", double(t.d2h) / double(L));
+      all.set(t.path, e);
+    }
+    v.set("device_traffic_per_step", all);
+  }
   if (cpu_backend) {
     // What the sparse self-conditioning did over every pass above.
     const SoftEmbeddingStats st = cpu_backend->soft_embedding_stats();
@@ -439,6 +448,11 @@ int run_step(const Args& args) {
   std::printf("commit (encoder, %lld tokens): %.3f s, %.1f GFLOP\n", (long long)L, t_commit, flop_commit / 1e9);
   std::printf("estimated tokens/s: %.2f at 16 steps, %.2f at 48 steps\n", tokens_per_s(t_first, t_sc, t_commit, 16),
               tokens_per_s(t_first, t_sc, t_commit, 48));
+  for (const Traffic& t : traffic)
+    std::printf("device traffic of one self-conditioned step (%s): %lld bytes up, %lld bytes down (%.1f / %.1f per "
+                "canvas position), %lld waits, %lld launches\n",
+                t.path.c_str(), (long long)t.h2d, (long long)t.d2h, double(t.h2d) / double(L), double(t.d2h) / double(L),
+                (long long)t.syncs, (long long)t.launches);
   std::printf("self-conditioned step by op:\n");
   for (int k = 0; k < kNumOpKinds; ++k) {
     const OpKind kind = OpKind(k);

@@ -702,6 +702,10 @@ TEST(CudaFactory, NamesAndDeviceAbsence) {
   EXPECT_TRUE(parse_cuda_spec("cuda:sync").sync);
   EXPECT_TRUE(parse_cuda_spec("cuda:debug").debug);
   EXPECT_TRUE(parse_cuda_spec("cuda:debug").sync);
+  EXPECT_TRUE(parse_cuda_spec("cuda:debug").checker);  // debug checks every op on host copies
+  EXPECT_TRUE(parse_cuda_spec("cuda:checker").checker);
+  EXPECT_FALSE(parse_cuda_spec("cuda:checker").sync);
+  EXPECT_FALSE(parse_cuda_spec("cuda:sync").checker);
   EXPECT_EQ(parse_cuda_spec("cuda:1,sync").device, 1);
   EXPECT_THROW(parse_cuda_spec("cuda:fast"), Error);
   EXPECT_THROW(make_backend("cuda:fast"), Error);
@@ -717,6 +721,8 @@ TEST(CudaFactory, NamesAndDeviceAbsence) {
     EXPECT_EQ(make_backend("cuda")->name(), "cuda");
     EXPECT_EQ(make_backend("cuda:sync")->name(), "cuda:sync");
     EXPECT_EQ(make_backend("cuda:debug")->name(), "cuda:debug");
+    EXPECT_EQ(make_backend("cuda:checker")->name(), "cuda:checker");
+    EXPECT_EQ(make_backend("cuda:checker,sync")->name(), "cuda:checker,sync");
   }
   EXPECT_EQ(cuda_initialized_in_this_process(), initialized_before);
 }
