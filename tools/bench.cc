@@ -315,7 +315,15 @@ int run_step(const Args& args) {
       const CudaTraffic t = gpu->traffic();
       traffic.push_back({path, t.h2d_bytes, t.d2h_bytes, t.synchronizations, t.kernel_launches});
     };
+    // Through the host API: the logits come down and go back up.
     count("host_logits", [&] { model->decode(canvas.data(), first.data(), logits.data()); });
+    // As generate() runs a step: the sample op where the logits are, only
+    // O(canvas) values to the host, z kept for the next step (spec §3.3).
+    std::vector<double> uniforms(static_cast<size_t>(L));
+    for (size_t i = 0; i < uniforms.size(); ++i) uniforms[i] = double(i * 7 % 97) / 97.0;
+    RowSamples rows;
+    model->decode_sample(canvas.data(), false, 1.0f, uniforms.data(), rows);
+    count("on_device_sampler", [&] { model->decode_sample(canvas.data(), true, 1.0f, uniforms.data(), rows); });
   }
 #endif
 

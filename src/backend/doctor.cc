@@ -92,22 +92,18 @@ class PipeListener : public DifferentialListener {
     if (prompt.empty())
       for (int k = 0; k < 12; ++k) prompt.push_back(int32_t((k == 0 ? 2 : 101 + 37 * k) % V));
     model->encode(prompt);
-    // N denoising steps with self-conditioning from the previous step's
-    // tempered logits; the canvas follows the argmax (deterministic).
+    // N denoising steps as generate() runs them on this model (decode and
+    // the sample op, so every op of the vocabulary is checked), with
+    // self-conditioning from the previous step's tempered logits and fixed
+    // uniforms for draw B; the canvas follows the argmax (deterministic).
     std::vector<int32_t> canvas(static_cast<size_t>(L));
     for (int64_t k = 0; k < L; ++k) canvas[size_t(k)] = int32_t((7 * k + 3) % V);
-    std::vector<float> logits(size_t(L * V)), sc;
+    std::vector<double> uniforms(static_cast<size_t>(L));
+    for (int64_t k = 0; k < L; ++k) uniforms[size_t(k)] = double((37 * k + 11) % 64) / 64.0;
+    RowSamples rows;
     for (int s = 0; s < opt.steps; ++s) {
-      model->decode(canvas.data(), sc.empty() ? nullptr : sc.data(), logits.data());
-      sc.resize(logits.size());
-      for (size_t k = 0; k < logits.size(); ++k) sc[k] = logits[k] / 0.8f;
-      for (int64_t r = 0; r < L; ++r) {
-        const float* row = logits.data() + r * V;
-        int64_t best = 0;
-        for (int64_t v = 1; v < V; ++v)
-          if (row[v] > row[best]) best = v;
-        canvas[size_t(r)] = int32_t(best);
-      }
+      model->decode_sample(canvas.data(), s > 0, 0.8f, uniforms.data(), rows);
+      canvas = rows.argmax;
     }
     json::Value done = json::Object{};
     done.set("done", diff.ops_seen());

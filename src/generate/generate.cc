@@ -74,11 +74,17 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   result.sequences.reserve(prompt.size() + size_t(n_canvases * L));
   if (n_canvases == 0) return result;
 
-  // Two [L, V] buffers, allocated once: the decoder writes raw logits into
-  // `out` while reading the previous step's processed logits from `prev`;
-  // after temperature scaling in place they swap roles (spec §3.3).
+  // Where the per-row pass runs: inside the model when it can (next to its
+  // logits, e.g. on the GPU; DiffusionModel::decode_sample) and draw B is an
+  // inverse CDF or the argmax; else here, over the host logits.
+  const bool on_model = model.samples_rows() && (config.greedy || draws.samples_by_inverse_cdf());
+
+  // Host path: two [L, V] buffers, allocated once: the decoder writes raw
+  // logits into `out` while reading the previous step's processed logits
+  // from `prev`; after temperature scaling in place they swap roles (spec
+  // §3.3). On the model, z stays there: one buffer, only for an observer.
   const size_t lv = size_t(L) * size_t(V);
-  std::vector<float> buffer_a(lv), buffer_b(lv);
+  std::vector<float> buffer_a(on_model && observer == nullptr ? 0 : lv), buffer_b(on_model ? 0 : lv);
   float* out = buffer_a.data();
   float* prev = buffer_b.data();
 
@@ -87,6 +93,8 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   std::vector<float> entropy(l);
   std::vector<uint8_t> accepted(l);
   StabilityTracker stability(config.stability_threshold, L);
+  RowSamples row_samples;
+  std::vector<double> uniforms(on_model && !config.greedy ? l : 0);
 
   // The per-row pass over `out`; every row's error is kept, and the first
   // row's is rethrown (pool workers must not throw).
@@ -107,6 +115,8 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
           entropy[size_t(i)] = r.entropy;
           if (fuse_sample) sampled[size_t(i)] = r.sample;
           row_errors[size_t(i)] = nullptr;
+        } catch (const BadLogitsRow& e) {  // named by row, as decode_sample's are
+          row_errors[size_t(i)] = std::make_exception_ptr(BadLogitsRow(where, i, e.logit(), e.value()));
         } catch (...) {
           row_errors[size_t(i)] = std::current_exception();
         }
@@ -114,6 +124,21 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
     };
     if (pool != nullptr) pool->parallel_for(L, 1, rows);
     else rows(0, L);
+  };
+  // The same pass on the model (same results; bit-identical on the CPU).
+  auto sample_on_model = [&](int64_t c, int64_t s, float temperature) {
+    for (size_t i = 0; i < uniforms.size(); ++i) uniforms[i] = draws.sample_uniform(c, s, int64_t(i));
+    try {
+      model.decode_sample(canvas.data(), s > 0, temperature, config.greedy ? nullptr : uniforms.data(), row_samples);
+    } catch (const BadLogitsRow& e) {
+      throw BadLogitsRow(where, e.row(), e.logit(), e.value());
+    }
+    if (row_samples.argmax.size() != l || row_samples.entropy.size() != l || row_samples.sample.size() != l)
+      throw Error(where + ": the model's sampler pass returned " + std::to_string(row_samples.argmax.size()) +
+                  " rows, canvas_length is " + std::to_string(L));
+    std::copy(row_samples.argmax.begin(), row_samples.argmax.end(), argmax.begin());
+    std::copy(row_samples.entropy.begin(), row_samples.entropy.end(), entropy.begin());
+    if (!config.greedy) std::copy(row_samples.sample.begin(), row_samples.sample.end(), sampled.begin());
   };
   const std::span<const int32_t> eos_ids(config.eos_token_ids);
 
@@ -136,22 +161,31 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
         break;
       }
       const int64_t s = steps;
-      model.decode(canvas.data(), self_conditioning, out);
-      ++result.decoder_forwards;
-      ++steps;
-
-      // One fused pass per row (temperature, argmax, entropy and, for a
-      // source that samples by inverse CDF, draw B), rows spread over the
-      // model's threads. Reference order: sample (B), argmax, accept,
-      // renoise (C); draw B reads only this row, so fusing keeps it.
       const float temperature = step_temperature(config.t_min, config.t_max, cur_step, N);
       where = "generate: " + step_name(c, s);
-      fuse_sample = !config.greedy && draws.samples_by_inverse_cdf();
-      run_rows(c, s, temperature);
-      for (size_t i = 0; i < l; ++i)
-        if (row_errors[i]) std::rethrow_exception(row_errors[i]);
-      if (config.greedy) sampled = argmax;  // temperature 0: draw B is the argmax
-      else if (!fuse_sample) draws.sample(c, s, out, V, sampled);
+      if (on_model) {
+        // Decoder pass and per-row pass in one call; the model keeps z for
+        // the next step's self-conditioning (spec §3.3).
+        sample_on_model(c, s, temperature);
+        ++result.decoder_forwards;
+        ++steps;
+        if (config.greedy) sampled = argmax;  // temperature 0: draw B is the argmax
+      } else {
+        model.decode(canvas.data(), self_conditioning, out);
+        ++result.decoder_forwards;
+        ++steps;
+
+        // One fused pass per row (temperature, argmax, entropy and, for a
+        // source that samples by inverse CDF, draw B), rows spread over the
+        // model's threads. Reference order: sample (B), argmax, accept,
+        // renoise (C); draw B reads only this row, so fusing keeps it.
+        fuse_sample = !config.greedy && draws.samples_by_inverse_cdf();
+        run_rows(c, s, temperature);
+        for (size_t i = 0; i < l; ++i)
+          if (row_errors[i]) std::rethrow_exception(row_errors[i]);
+        if (config.greedy) sampled = argmax;  // temperature 0: draw B is the argmax
+        else if (!fuse_sample) draws.sample(c, s, out, V, sampled);
+      }
       check_tokens(sampled, V, "sample draw of " + step_name(c, s));
       const int64_t n_accepted = entropy_bound_accept(entropy, config.entropy_bound, accepted);
       draws.renoise(c, s, V, noise);
@@ -180,13 +214,16 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
         e.stable = stable;
         e.confident = confident;
         e.stop = stop;
+        if (on_model) model.processed_logits(out);  // fetched only for the observer
         e.processed_logits = out;
         observer->on_step(e);
       }
 
       canvas.swap(next);
-      self_conditioning = out;  // the processed logits z (spec §3.3)
-      std::swap(out, prev);
+      if (!on_model) {
+        self_conditioning = out;  // the processed logits z (spec §3.3)
+        std::swap(out, prev);
+      }
       last_mean = mean;
       last_stop = stop;
       if (stop) break;

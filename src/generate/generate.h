@@ -85,8 +85,15 @@ struct GenerationResult {
 // decoder is given the previous step's processed logits as self-conditioning
 // (null on each canvas's first step; spec §3.3). `start_canvas`, if not
 // empty, replaces canvas 0's initial canvas (the canvas_init draw is still
-// consumed, as in the reference). The [L, V] logits buffers are allocated
-// once per call. Throws dgemma::Error on invalid input or non-finite logits.
+// consumed, as in the reference). When model.samples_rows() and draw B is
+// the argmax (greedy) or an inverse CDF (draws.samples_by_inverse_cdf()),
+// each step is one DiffusionModel::decode_sample() call (the per-row pass
+// runs where the logits are, and z is fetched only for an observer);
+// otherwise decode() and the same per-row pass here. Both give identical
+// results on the CPU. The [L, V] logits buffers are allocated once per call.
+// Throws dgemma::Error on invalid input; BadLogitsRow (sampler.h), naming
+// the canvas, step and row, on a row of logits holding NaN or +inf or only
+// -inf.
 GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& prompt, const GenerationConfig& config,
                           DrawSource& draws, GenerationObserver* observer = nullptr,
                           std::span<const int32_t> start_canvas = {});

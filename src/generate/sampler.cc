@@ -10,6 +10,53 @@
 
 namespace dgemma {
 
+namespace {
+
+// NaN is "nan" whatever its sign bit (a device may change it).
+std::string bad_row_reason(int64_t logit, float value) {
+  if (logit < 0) return "every logit is -inf";
+  return std::string("logit ") + std::to_string(logit) + " is " + (std::isnan(value) ? std::string("nan") : std::to_string(value));
+}
+
+std::string bad_row_message(const std::string& where, int64_t row, int64_t logit, float value) {
+  std::string m = where;
+  if (row >= 0) {
+    m += " row ";
+    m += std::to_string(row);
+  }
+  return m + ": " + bad_row_reason(logit, value);
+}
+
+}  // namespace
+
+BadLogitsRow::BadLogitsRow(const std::string& where, int64_t row, int64_t logit, float value)
+    : Error(bad_row_message(where, row, logit, value)), row_(row), logit_(logit), value_(value) {}
+
+std::string BadLogitsRow::reason() const { return bad_row_reason(logit_, value_); }
+
+void throw_marked_row(std::span<const int32_t> argmax, const float* z, int64_t vocab, const std::string& where) {
+  for (size_t r = 0; r < argmax.size(); ++r) {
+    const int32_t a = argmax[r];
+    if (a >= 0) continue;
+    const int64_t logit = a == -1 ? -1 : -2 - int64_t(a);
+    if (logit >= vocab) throw Error(where + " row " + std::to_string(r) + ": invalid mark " + std::to_string(a));
+    const float value = logit < 0 ? -std::numeric_limits<float>::infinity() : z[int64_t(r) * vocab + logit];
+    throw BadLogitsRow(where, int64_t(r), logit, value);
+  }
+}
+
+std::string sample_op_where(std::string_view site, int step) {
+  std::string s = "op sample";
+  if (!site.empty()) {
+    s += " (";
+    s += site;
+    s += ")";
+  }
+  s += ", decoder pass, step ";
+  s += std::to_string(step);
+  return s;
+}
+
 float step_temperature(double t_min, double t_max, int64_t cur_step, int64_t max_denoising_steps) {
   // Each intermediate is a named float so that no contraction or excess
   // precision can merge the steps (the build is ISO C++, -ffp-contract=off).
@@ -30,14 +77,13 @@ float row_max(const float* z, size_t n, int32_t& argmax, const char* where) {
   float max_z = -std::numeric_limits<float>::infinity();
   for (size_t v = 0; v < n; ++v) {
     const float x = z[v];
-    if (std::isnan(x) || x == std::numeric_limits<float>::infinity())
-      throw Error(std::string(where) + ": logit " + std::to_string(v) + " is " + std::to_string(x));
+    if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) throw BadLogitsRow(where, -1, int64_t(v), x);
     if (x > max_z) {
       max_z = x;
       argmax = int32_t(v);
     }
   }
-  if (max_z == -std::numeric_limits<float>::infinity()) throw Error(std::string(where) + ": every logit is -inf");
+  if (max_z == -std::numeric_limits<float>::infinity()) throw BadLogitsRow(where, -1, -1, max_z);
   return max_z;
 }
 

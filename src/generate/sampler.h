@@ -7,9 +7,45 @@
 // discrete decisions (argmax, acceptance, stop) match.
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "dgemma/error.h"
+
 namespace dgemma {
+
+// A row of logits the sampler cannot use: it holds a NaN or +inf logit, or
+// every logit is -inf (softmax needs a finite maximum, spec §3.2). The
+// message is "WHERE[ row R]: logit V is nan|inf" or "WHERE[ row R]: every
+// logit is -inf"; row is -1 when the thrower does not know it (process_row).
+class BadLogitsRow : public Error {
+ public:
+  // logit: the first NaN or +inf logit of the row, -1 when every logit is -inf.
+  BadLogitsRow(const std::string& where, int64_t row, int64_t logit, float value);
+  int64_t row() const { return row_; }
+  int64_t logit() const { return logit_; }
+  float value() const { return value_; }
+  // The message without its location: "logit 5 is nan", "every logit is -inf".
+  std::string reason() const;
+
+ private:
+  int64_t row_, logit_;
+  float value_;
+};
+
+// The sample op (ops/op.h kSample) on a device, whose kernels cannot throw,
+// marks a row it cannot sample in its argmax output: bad_row_mark(first bad
+// logit) = -2 - logit, or -1 when every logit is -inf (entropy NaN, sample
+// -1). A valid argmax is never negative.
+inline int32_t bad_row_mark(int64_t logit) { return logit < 0 ? -1 : int32_t(-2 - logit); }
+// Throws the BadLogitsRow the CPU op throws for the first marked row of a
+// sample op's outputs (argmax[M], z[M, vocab] = its processed logits, which
+// hold the bad value); returns when no row is marked.
+void throw_marked_row(std::span<const int32_t> argmax, const float* z, int64_t vocab, const std::string& where);
+// How the sample op is named in those errors: "op sample (SITE), decoder
+// pass, step S".
+std::string sample_op_where(std::string_view site, int step);
 
 // T = t_min + (t_max - t_min) * (cur_step / N), evaluated as torch does with
 // an int32 cur_step tensor and Python-float t_min/t_max: cur_step / N is a

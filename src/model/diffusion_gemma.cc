@@ -1,5 +1,6 @@
 #include "model/diffusion_gemma.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "dgemma/error.h"
+#include "generate/sampler.h"
 #include "ops/cpu/cpu_backend.h"
 
 namespace dgemma {
@@ -135,6 +137,7 @@ void DiffusionGemma::swap_cache(KvCache& other) {
   }
   std::swap(cache_, other);
   decoder_step_ = 0;  // counts decode calls since the last encode of the cache now in place
+  processed_valid_ = false;
 }
 
 // √H cast to the dtype the reference computes in, as it casts its scale
@@ -312,6 +315,7 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
     ids.i[size_t(k)] = (id == config_.image_token_id) ? int32_t(config_.pad_token_id) : id;
   }
   decoder_step_ = 0;
+  processed_valid_ = false;
   Tensor pos = positions_tensor(cache_.length, n);
   OpSite op{exec_, -1, Pass::kEncoder, 0, workspace_};
   const OpAttrs ea = embedding_attrs();
@@ -331,9 +335,27 @@ void DiffusionGemma::decode(const int32_t* canvas, const float* self_conditionin
   decode_n(canvas, config_.canvas_length, self_conditioning, logits);
 }
 
-// Decoder pass (spec §2.3).
 void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc, float* logits_out) {
-  const int64_t V = config_.vocab_size, H = config_.hidden_size;
+  const int64_t V = config_.vocab_size;
+  processed_valid_ = false;
+  const Tensor* sct = nullptr;
+  if (sc) {
+    Tensor& scl = workspace_.slot("self_conditioning.input");
+    scl.dtype = DType::kF32;
+    scl.resize({n, V});
+    std::memcpy(scl.f.data(), sc, size_t(n * V) * 4);
+    scl.host_written();
+    sct = &scl;
+  }
+  const Tensor& logits = decode_logits(canvas, n, sct);
+  logits.ensure_host();
+  std::memcpy(logits_out, logits.f.data(), size_t(n * V) * 4);
+  ++decoder_step_;
+}
+
+// Decoder pass (spec §2.3).
+const Tensor& DiffusionGemma::decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc) {
+  const int64_t V = config_.vocab_size;
   Tensor ids = Tensor::i32({n});
   for (int64_t k = 0; k < n; ++k) {
     if (canvas[k] < 0 || canvas[k] >= V)
@@ -349,12 +371,7 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
   exec_.tap("decoder.embeddings", e);
   const Tensor* sum = &e;
   if (sc) {
-    Tensor& scl = workspace_.slot("self_conditioning.input");
-    scl.dtype = DType::kF32;
-    scl.resize({n, V});
-    std::memcpy(scl.f.data(), sc, size_t(n * V) * 4);
-    scl.host_written();
-    Tensor& s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {&scl}, {&weights_.embed}, ea);
+    Tensor& s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {sc}, {&weights_.embed}, ea);
     Tensor& g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
     Tensor& gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
     Tensor& up = op.linear("self_conditioning.up_proj", g, weights_.sc_up);
@@ -374,16 +391,66 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
     OpAttrs ca;
     ca.cap = float(config_.final_logit_softcapping);
     Tensor& capped = op.run(OpKind::kSoftcap, "final_logit_softcapping", {&raw}, {}, ca);
-    capped.ensure_host();
-    std::memcpy(logits_out, capped.f.data(), size_t(n * V) * 4);
     exec_.tap("decoder.logits", capped);
-  } else {
-    raw.ensure_host();
-    std::memcpy(logits_out, raw.f.data(), size_t(n * V) * 4);
-    exec_.tap("decoder.logits", raw);
+    return capped;
   }
-  (void)H;
-  ++decoder_step_;
+  exec_.tap("decoder.logits", raw);
+  return raw;
+}
+
+// A decoder pass and the per-row sampler pass of generate() as the sample op
+// (spec §3.2); z stays in processed_ as the next step's self-conditioning
+// input (spec §3.3).
+void DiffusionGemma::decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature,
+                                   const double* uniforms, RowSamples& out) {
+  const int64_t L = config_.canvas_length;
+  if (use_self_conditioning && !processed_valid_)
+    throw Error("decode_sample: self-conditioning asked for, but the previous pass was not a decode_sample() of this "
+                "cache (encode, decode, truncate_cache or swap_cache came in between)");
+  processed_valid_ = false;  // processed_ is overwritten below; valid again once the op succeeded
+  const Tensor& logits = decode_logits(canvas, L, use_self_conditioning ? &processed_ : nullptr);
+  const int step = decoder_step_++;
+  Tensor& u = workspace_.slot("sample.uniforms");
+  u.dtype = DType::kI32;
+  u.resize({uniforms ? L : 0, 2});
+  for (int64_t r = 0; uniforms && r < L; ++r) {  // the double's bit pattern, low word first
+    const uint64_t bits = std::bit_cast<uint64_t>(uniforms[r]);
+    u.i[size_t(2 * r)] = int32_t(uint32_t(bits));
+    u.i[size_t(2 * r + 1)] = int32_t(uint32_t(bits >> 32));
+  }
+  u.host_written();
+  Tensor& argmax = workspace_.slot("sample.argmax");
+  Tensor& entropy = workspace_.slot("sample.entropy");
+  Tensor& sample = workspace_.slot("sample.sample");
+  OpCall c;
+  c.kind = OpKind::kSample;
+  c.site = "sample";
+  c.layer = -1;
+  c.pass = Pass::kDecoder;
+  c.step = step;
+  c.in = {&logits, &u};
+  c.out = {&processed_, &argmax, &entropy, &sample};
+  c.attrs.temperature = temperature;
+  exec_.run(c);
+  // O(canvas) values come to the host; z stays where the op ran (on a device
+  // for the next step's soft embedding, spec §3.3).
+  ensure_host({&argmax, &entropy, &sample});
+  // A device marks the rows it cannot sample; the CPU op has thrown already.
+  for (const int32_t a : argmax.i)
+    if (a < 0) {
+      processed_.ensure_host();
+      throw_marked_row(argmax.i, processed_.f.data(), config_.vocab_size, sample_op_where(c.site, step));
+    }
+  processed_valid_ = true;
+  out.argmax.assign(argmax.i.begin(), argmax.i.end());
+  out.entropy.assign(entropy.f.begin(), entropy.f.end());
+  out.sample.assign(sample.i.begin(), sample.i.end());
+}
+
+void DiffusionGemma::processed_logits(float* out) {
+  if (!processed_valid_) throw Error("processed_logits: no decode_sample() since the last change of the cache");
+  processed_.ensure_host();
+  std::memcpy(out, processed_.f.data(), processed_.f.size() * sizeof(float));
 }
 
 ThreadPool* DiffusionGemma::thread_pool() { return &static_cast<CpuBackend&>(*own_backend_).pool(); }
@@ -415,6 +482,7 @@ void DiffusionGemma::truncate_cache(int64_t length) {
   }
   cache_.length = length;
   decoder_step_ = 0;
+  processed_valid_ = false;
 }
 
 }  // namespace dgemma

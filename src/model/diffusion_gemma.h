@@ -59,6 +59,13 @@ class DiffusionGemma : public DiffusionModel {
   void encode(const std::vector<int32_t>& ids) override;
   void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
   void truncate_cache(int64_t length) override;
+  // The sampler pass runs as the sample op on the model's backend, right
+  // after the LM head; z stays in a model-owned tensor and is the next
+  // pass's soft_embedding input (no host copy of the logits in between).
+  bool samples_rows() const override { return true; }
+  void decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature, const double* uniforms,
+                     RowSamples& out) override;
+  void processed_logits(float* out) override;
 
   // Decoder pass over any number of canvas positions (n may differ from
   // canvas_length(), e.g. for the parity tool). logits: [n, vocab].
@@ -104,6 +111,10 @@ class DiffusionGemma : public DiffusionModel {
   bool bf16_run() const { return options_.precision == WeightPrecision::kBF16; }
   float embed_scale() const;
   OpAttrs embedding_attrs() const;
+  // The decoder pass up to the (soft-capped) logits [n, vocab], which stay
+  // in the workspace (valid until the next pass); `sc`: self-conditioning
+  // logits [n, vocab] or null. Does not advance decoder_step_.
+  const Tensor& decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc);
 
   ModelConfig config_;
   TensorStore store_;
@@ -114,6 +125,10 @@ class DiffusionGemma : public DiffusionModel {
   KvCache cache_;
   Workspace workspace_;  // activation buffers reused by every pass (model/workspace.h)
   int decoder_step_ = 0;
+  // z of the last decode_sample() (the sample op's output), and whether it
+  // is the previous pass's (encode, decode, truncate and swap_cache void it).
+  Tensor processed_;
+  bool processed_valid_ = false;
   std::vector<Backend*> layer_backends_;
   StageTransport* transport_ = nullptr;
 };

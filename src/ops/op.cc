@@ -1,5 +1,8 @@
 #include "ops/op.h"
 
+#include <cmath>
+#include <cstdint>
+
 #include "dgemma/error.h"
 
 namespace dgemma {
@@ -19,6 +22,7 @@ std::string_view op_name(OpKind kind) {
     case OpKind::kScale: return "scale";
     case OpKind::kSoftcap: return "softcap";
     case OpKind::kConcatRows: return "concat_rows";
+    case OpKind::kSample: return "sample";
   }
   return "?";
 }
@@ -27,7 +31,8 @@ std::string_view op_scope(OpKind kind) {
   switch (kind) {
     case OpKind::kEmbedding:
     case OpKind::kSoftEmbedding:
-    case OpKind::kSoftcap: return "model";
+    case OpKind::kSoftcap:
+    case OpKind::kSample: return "model";
     default: return "layer";  // concat_rows: the layer's KV cache
   }
 }
@@ -236,6 +241,28 @@ void prepare_op(const OpCall& c) {
       shape[0] = a.dim(0) + b.dim(0) - c.attrs.skip_rows;
       if (a.dtype == DType::kI32) k.out_i32(0, std::move(shape));
       else k.out_f32(0, std::move(shape));
+      break;
+    }
+    case OpKind::kSample: {
+      k.counts(2, 0, 4);
+      k.dtype(*c.in[0], DType::kF32, "logits");
+      k.rank(*c.in[0], 2, "logits");
+      k.dtype(*c.in[1], DType::kI32, "uniforms");
+      k.rank(*c.in[1], 2, "uniforms");
+      const int64_t M = c.in[0]->dim(0), V = c.in[0]->dim(1);
+      if (V < 1 || V > int64_t(INT32_MAX)) k.fail("vocab " + std::to_string(V) + " outside [1, 2^31)");
+      if (c.in[1]->dim(1) != 2 || (c.in[1]->dim(0) != 0 && c.in[1]->dim(0) != M))
+        k.fail("uniforms must be [" + std::to_string(M) + ", 2] (one double per row) or [0, 2] (no draw), got " +
+               c.in[1]->shape_string());
+      if (!(c.attrs.temperature > 0.0f) || !std::isfinite(c.attrs.temperature))
+        k.fail("temperature must be positive and finite, got " + std::to_string(c.attrs.temperature));
+      for (size_t a = 1; a < 4; ++a)
+        for (size_t b = 0; b < a; ++b)
+          if (c.out[a] == c.out[b]) k.fail("outputs " + std::to_string(b) + " and " + std::to_string(a) + " alias");
+      k.out_f32(0, {M, V});
+      k.out_i32(1, {M});
+      k.out_f32(2, {M});
+      k.out_i32(3, {M});
       break;
     }
   }

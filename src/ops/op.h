@@ -26,6 +26,20 @@
 //                                                                    out: [Sa+Sb-skip,...] = rows skip.. of (a then b)
 //                   (the KV cache: gathering committed keys with the new ones,
 //                   appending to the cache with sliding-window eviction)
+//   sample          in: logits[M,V], uniforms[M,2] I32 or [0,2]      out: z[M,V], argmax[M] I32, entropy[M],
+//                                                                         sample[M] I32
+//                   The per-row pass of a denoising step (spec §3.2, generate/sampler.h process_row):
+//                   z = logits / T (attrs.temperature; float32 division), argmax = first maximum of z,
+//                   entropy (nats) of softmax(z) as float(log S - Σp·d / S), p = exp(d) in fp32,
+//                   d = z - max z, sums in double; sample = inverse CDF of p at u·S (double) where u is
+//                   the double whose bit pattern is uniforms[r] (low word first), never a zero-weight
+//                   index. A [0,2] uniforms tensor means no draw: sample = -1. Sums may run in any
+//                   order (a device differs from the CPU only by rounding), the draw is deterministic.
+//                   A row whose z holds NaN or +inf, or only -inf, cannot be sampled: the CPU throws
+//                   BadLogitsRow (sampler.h) naming the row and its first bad logit; a device kernel,
+//                   which cannot throw, marks the row instead (argmax = bad_row_mark(first bad logit),
+//                   or -1 for a row of -inf; entropy NaN; sample -1), and the caller turns the mark into
+//                   the same error (sampler.h throw_marked_row).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -49,8 +63,9 @@ enum class OpKind : uint8_t {
   kScale,
   kSoftcap,
   kConcatRows,
+  kSample,
 };
-inline constexpr int kNumOpKinds = 13;
+inline constexpr int kNumOpKinds = 14;
 
 std::string_view op_name(OpKind kind);
 
@@ -83,6 +98,7 @@ struct OpAttrs {
   int window = 0;                 // attention
   int64_t first_canvas_pos = 0;   // attention kCommittedWindow
   int64_t skip_rows = 0;          // concat_rows: leading rows of the concatenation left out
+  float temperature = 0.0f;       // sample (> 0)
 };
 
 struct OpCall {

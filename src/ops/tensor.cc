@@ -50,6 +50,26 @@ void Tensor::resize(std::vector<int64_t> new_shape) {
 
 std::string Tensor::shape_string() const { return dgemma::shape_string(shape); }
 
+void ensure_host(std::initializer_list<const Tensor*> tensors) {
+  std::vector<const DeviceData*> owners;  // one data per owner, to finish its copies
+  std::vector<const Tensor*> queued;
+  for (const Tensor* t : tensors) {
+    if (!t->host_stale) continue;
+    if (!t->device) t->ensure_host();  // throws the "no current copy" error
+    Tensor& self = const_cast<Tensor&>(*t);  // as in Tensor::ensure_host
+    const size_t n = size_t(t->numel());
+    if (t->dtype == DType::kF32) self.f.resize(n);
+    else self.i.resize(n);
+    t->device->queue_copy_to_host(self);
+    queued.push_back(t);
+    bool seen = false;
+    for (const DeviceData* o : owners) seen = seen || o->owner() == t->device->owner();
+    if (!seen) owners.push_back(t->device.get());
+  }
+  for (const DeviceData* o : owners) o->finish_copies();
+  for (const Tensor* t : queued) t->host_stale = false;
+}
+
 void Tensor::ensure_host() const {
   if (!host_stale) return;
   if (!device) throw Error("internal: tensor " + shape_string() + " has no current copy (host stale, no device data)");

@@ -3,6 +3,7 @@
 // (non-owning views of checkpoint data in its stored dtype). Ops read weights
 // in their stored dtype and accumulate in fp32.
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ class DeviceData {
   virtual const void* owner() const = 0;
   // Copies the data into t's host storage (t.f or t.i, sized to t's shape).
   virtual void copy_to_host(Tensor& t) const = 0;
+  // The same, completed only by finish_copies() of any data of the same
+  // owner: several tensors come to the host with one wait (default: at once).
+  virtual void queue_copy_to_host(Tensor& t) const { copy_to_host(t); }
+  virtual void finish_copies() const {}
 };
 
 struct Tensor {
@@ -63,6 +68,9 @@ struct Tensor {
 };
 
 std::string shape_string(const std::vector<int64_t>& shape);
+
+// ensure_host() of several tensors, with one wait per device holding some.
+void ensure_host(std::initializer_list<const Tensor*> tensors);
 
 // A weight in its stored dtype. `data` points into a mapped checkpoint or a
 // converted buffer owned by the model.

@@ -9,8 +9,8 @@ passed=0
 ok() { echo "ok: $1"; passed=$((passed + 1)); }
 
 ops=$("$bin" doctor --list-ops)
-[ "$(wc -l <<<"$ops")" -eq 13 ] || { echo "$ops"; exit 1; }
-grep -qx "moe_experts layer" <<<"$ops" && grep -qx "embedding model" <<<"$ops"
+[ "$(wc -l <<<"$ops")" -eq 14 ] || { echo "$ops"; exit 1; }
+grep -qx "moe_experts layer" <<<"$ops" && grep -qx "embedding model" <<<"$ops" && grep -qx "sample model" <<<"$ops"
 ok "--list-ops"
 
 "$bin" doctor -m "$data" --backend cpu --json | grep -q '"first_failure": null'
@@ -28,6 +28,7 @@ check inject:rope:1:decoder:1:nan rope 1 decoder 1 nan
 check inject:attention:3:encoder:0:crash attention 3 encoder 0 crash
 check inject:softcap:model:decoder:0:value softcap -1 decoder 0 value
 check inject:gelu_glu:0:decoder:1:oob gelu_glu 0 decoder 1 oob
+check inject:sample:model:decoder:1:value sample -1 decoder 1 value
 
 if "$bin" doctor -m "$data" --backend inject:nope:0:encoder:0:value 2>/tmp/doctor_err_$$; then exit 1; fi
 grep -q "unknown op 'nope'" /tmp/doctor_err_$$ && rm -f /tmp/doctor_err_$$

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dgemma/error.h"
+#include "generate/diffusion_model.h"
 #include "model/diffusion_gemma.h"
 #include "ops/op.h"
 
@@ -120,6 +121,22 @@ TEST(CudaResident, TrafficOfOneDecoderPassIsWhatTheDesignSays) {
   r.gpu->reset_traffic();
   r.model->decode(c.data(), nullptr, logits.data());
   EXPECT_EQ(r.gpu->traffic().h2d_bytes, 2 * L * 4);
+
+  // A step as generate() runs it (decode_sample: the sample op on the device,
+  // z kept there for the next step's self-conditioning): up the ids,
+  // positions and one double per row for the draw; down argmax, entropy and
+  // the sample, 12 bytes per position, and the routing status. O(canvas),
+  // not O(canvas x vocab): nothing of size V crosses.
+  std::vector<double> u(static_cast<size_t>(L), 0.5);
+  RowSamples rows;
+  r.model->decode_sample(c.data(), false, 1.0f, u.data(), rows);
+  r.gpu->reset_traffic();
+  r.model->decode_sample(c.data(), true, 1.0f, u.data(), rows);
+  const CudaTraffic s = r.gpu->traffic();
+  EXPECT_EQ(s.h2d_bytes, L * (4 + 4 + 8));
+  EXPECT_EQ(s.d2h_bytes, L * 12 + 20);
+  EXPECT_EQ(s.synchronizations, 1);
+  EXPECT_EQ(s.weight_h2d_bytes, 0);
 
   // The checker mode moves every op's inputs and outputs.
   GpuModel k("cuda:checker");

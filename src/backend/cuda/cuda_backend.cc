@@ -394,23 +394,29 @@ class CudaDeviceData final : public DeviceData {
   }
   const void* owner() const override { return arena_.get(); }
   void copy_to_host(Tensor& t) const override {
+    queue_copy_to_host(t);
+    finish_copies();
+  }
+  void queue_copy_to_host(Tensor& t) const override {
     if (bytes_ == 0) return;
     void* dst = t.dtype == DType::kF32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
     cudaSetDevice(arena_->device);
+    const cudaError_t e = cudaMemcpyAsync(dst, p_, size_t(bytes_), cudaMemcpyDeviceToHost, arena_->stream);
+    arena_->traffic.d2h_bytes += bytes_;
+    if (e != cudaSuccess) fail_copy(e, t.shape_string());
+  }
+  // One wait for the queued copies; the routing status comes along.
+  void finish_copies() const override {
+    cudaSetDevice(arena_->device);
     int32_t sticky[5] = {0, 0, 0, 0, 0};
-    cudaError_t e = cudaMemcpyAsync(dst, p_, size_t(bytes_), cudaMemcpyDeviceToHost, arena_->stream);
-    if (e == cudaSuccess && arena_->sticky)
+    cudaError_t e = cudaSuccess;
+    if (arena_->sticky) {
       e = cudaMemcpyAsync(sticky, arena_->sticky, sizeof sticky, cudaMemcpyDeviceToHost, arena_->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(arena_->stream);
-    arena_->traffic.d2h_bytes += bytes_ + (arena_->sticky ? int64_t(sizeof sticky) : 0);
-    ++arena_->traffic.synchronizations;
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      throw Error("cuda backend: copying a device-resident tensor " + t.shape_string() + " to the host: " +
-                  cuda_error_text(e) +
-                  "\n  (kernels run asynchronously: a fault of an earlier op can surface here; use backend cuda:sync "
-                  "to stop at the faulting launch, or cuda:debug)");
+      arena_->traffic.d2h_bytes += int64_t(sizeof sticky);
     }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(arena_->stream);
+    ++arena_->traffic.synchronizations;
+    if (e != cudaSuccess) fail_copy(e, "");
     const std::string bad = arena_->take_routing_error(sticky);
     if (!bad.empty()) throw Error("cuda backend: " + bad);
   }
@@ -420,6 +426,12 @@ class CudaDeviceData final : public DeviceData {
   std::vector<unsigned char> snapshot;
 
  private:
+  [[noreturn]] static void fail_copy(cudaError_t e, const std::string& shape) {
+    cudaGetLastError();
+    throw Error("cuda backend: copying a device-resident tensor " + shape + " to the host: " + cuda_error_text(e) +
+                "\n  (kernels run asynchronously: a fault of an earlier op can surface here; use backend cuda:sync "
+                "to stop at the faulting launch, or cuda:debug)");
+  }
   std::shared_ptr<CudaArena> arena_;
   void* p_;
   int64_t bytes_;
@@ -534,6 +546,7 @@ struct CudaBackend::Impl {
   void moe_experts(const OpCall& c);
   void elementwise(const OpCall& c);
   void concat_rows(const OpCall& c);
+  void sample(const OpCall& c);
 };
 
 CudaBackend::Impl::~Impl() {
@@ -1297,6 +1310,26 @@ void CudaBackend::Impl::concat_rows(const OpCall& c) {
   download(0, out);
 }
 
+// The per-step sampler (ops/op.h kSample), one block per row. The kernel
+// cannot throw: a row it cannot sample comes back marked in the argmax output
+// (generate/sampler.h bad_row_mark) and the caller reports it.
+void CudaBackend::Impl::sample(const OpCall& c) {
+  const Tensor &x = *c.in[0], &u = *c.in[1];
+  const int64_t M = x.dim(0), V = x.dim(1);
+  auto* d_x = static_cast<float*>(input(x, "input 0 (logits)"));
+  auto* d_u = u.dim(0) > 0 ? static_cast<int32_t*>(input(u, "input 1 (uniforms)")) : nullptr;
+  auto* z = static_cast<float*>(alloc_output(0));
+  auto* am = static_cast<int32_t*>(alloc_output(1));
+  auto* ent = static_cast<float*>(alloc_output(2));
+  auto* smp = static_cast<int32_t*>(alloc_output(3));
+  launched("sample", k::launch_sample(stream, d_x, M, V, c.attrs.temperature, d_u, z, am, ent, smp),
+           {d_x, d_u, z, am, ent, smp});
+  download(0, z);
+  download(1, am);
+  download(2, ent);
+  download(3, smp);
+}
+
 void CudaBackend::Impl::dispatch(const OpCall& c) {
   switch (c.kind) {
     case OpKind::kEmbedding: return embedding(c);
@@ -1312,6 +1345,7 @@ void CudaBackend::Impl::dispatch(const OpCall& c) {
     case OpKind::kScale:
     case OpKind::kSoftcap: return elementwise(c);
     case OpKind::kConcatRows: return concat_rows(c);
+    case OpKind::kSample: return sample(c);
   }
   fail("internal: unknown op kind " + std::to_string(int(c.kind)));
 }

@@ -538,6 +538,131 @@ __global__ void softcap_kernel(const float* x, float cap, int64_t n, float* out)
     out[t] = cap * tanhf(x[t] / cap);
 }
 
+// The sample op (ops/op.h kSample; generate/sampler.h process_row), one block
+// per row. Pass 1 (strided) writes z = x / T and finds the first maximum and
+// the first NaN / +inf; pass 2 gives each thread a contiguous chunk of the row
+// and sums p = expf(z - max) and p·(z - max) in double; thread 0 adds the
+// chunk sums in chunk order, so S, the entropy log(S) - Σp·d / S (spec §3.2)
+// and the draw are deterministic (they differ from the CPU's sequential sums
+// only by rounding). Pass 3 (draw B) starts each chunk's running sum at the
+// sum of the chunks before it; the sample is the first index, in the first
+// chunk that has one, where the running sum exceeds u·S (never a zero-weight
+// index), else the last positive index (rounding slack), as inverse_cdf.
+// z is recomputed from x in passes 2 and 3 (the same division), so no pass
+// reads what another thread wrote. Block-level results go through shared
+// arrays reduced by thread 0 in thread order: simple and deterministic.
+__global__ void sample_kernel(const float* logits, int64_t V, float T, const int32_t* uniforms, float* z_out,
+                              int32_t* argmax, float* entropy, int32_t* sample) {
+  __shared__ float s_max[kBlock];
+  __shared__ int64_t s_idx[kBlock];
+  __shared__ int64_t s_aux[kBlock];
+  __shared__ double s_sum[kBlock];
+  __shared__ double s_sed[kBlock];
+  __shared__ float s_row_max;
+  __shared__ int s_bad;  // 1: the row is marked (no sums, no draw)
+  __shared__ double s_target;
+  const int64_t r = blockIdx.x;
+  const unsigned t = threadIdx.x, nt = blockDim.x;
+  const float* x = logits + r * V;
+  float* z = z_out + r * V;
+
+  float mx = -INFINITY;
+  int64_t mi = -1, bad = -1;
+  for (int64_t v = t; v < V; v += nt) {  // ascending within the thread: its first max and first bad value
+    const float zv = x[v] / T;
+    z[v] = zv;
+    if (zv != zv || zv == INFINITY) {
+      if (bad < 0) bad = v;
+    } else if (zv > mx) {
+      mx = zv;
+      mi = v;
+    }
+  }
+  s_max[t] = mx;
+  s_idx[t] = mi;
+  s_aux[t] = bad;
+  __syncthreads();
+  if (t == 0) {
+    float best = -INFINITY;
+    int64_t best_i = -1, first_bad = -1;
+    for (unsigned k = 0; k < nt; ++k) {
+      if (s_aux[k] >= 0 && (first_bad < 0 || s_aux[k] < first_bad)) first_bad = s_aux[k];
+      if (s_idx[k] >= 0 && (s_max[k] > best || (s_max[k] == best && s_idx[k] < best_i))) {
+        best = s_max[k];
+        best_i = s_idx[k];
+      }
+    }
+    s_row_max = best;
+    s_bad = first_bad >= 0 || best_i < 0;
+    if (s_bad) {  // generate/sampler.h bad_row_mark
+      argmax[r] = first_bad >= 0 ? int32_t(-2 - first_bad) : -1;
+      entropy[r] = nan_f32();
+      sample[r] = -1;
+    } else {
+      argmax[r] = int32_t(best_i);
+    }
+  }
+  __syncthreads();
+  if (s_bad) return;  // uniform across the block
+  const float row_max = s_row_max;
+
+  const int64_t chunk = (V + nt - 1) / nt, lo = int64_t(t) * chunk, hi = lo + chunk < V ? lo + chunk : V;
+  double sum_e = 0.0, sum_ed = 0.0;
+  for (int64_t v = lo; v < hi; ++v) {
+    const float d = x[v] / T - row_max;  // <= 0; -inf for masked tokens
+    const float e = expf(d);
+    if (e > 0.0f) {  // skip 0 * -inf
+      sum_e += double(e);
+      sum_ed += double(e) * double(d);
+    }
+  }
+  s_sum[t] = sum_e;
+  s_sed[t] = sum_ed;
+  __syncthreads();
+  if (t == 0) {
+    double S = 0.0, SED = 0.0;
+    for (unsigned k = 0; k < nt; ++k) {
+      const double c = s_sum[k];
+      s_sum[k] = S;  // exclusive prefix: the running sum where chunk k starts
+      S += c;
+      SED += s_sed[k];
+    }
+    entropy[r] = float(log(S) - SED / S);
+    if (uniforms == nullptr) {
+      sample[r] = -1;
+    } else {
+      const uint64_t bits = uint64_t(uint32_t(uniforms[2 * r])) | (uint64_t(uint32_t(uniforms[2 * r + 1])) << 32);
+      s_target = __longlong_as_double((long long)bits) * S;
+    }
+  }
+  __syncthreads();
+  if (uniforms == nullptr) return;  // uniform across the block
+
+  const double target = s_target;
+  double cdf = s_sum[t];
+  int64_t pick = -1, last = -1;
+  for (int64_t v = lo; v < hi; ++v) {
+    const float e = expf(x[v] / T - row_max);
+    if (e <= 0.0f) continue;
+    cdf += double(e);
+    last = v;
+    if (cdf > target) {
+      pick = v;
+      break;
+    }
+  }
+  s_idx[t] = pick;
+  s_aux[t] = last;
+  __syncthreads();
+  if (t == 0) {
+    int64_t out = -1, last_positive = -1;
+    for (unsigned k = 0; k < nt && out < 0; ++k) out = s_idx[k];
+    for (unsigned k = 0; k < nt; ++k)
+      if (s_aux[k] >= 0) last_positive = s_aux[k];
+    sample[r] = int32_t(out >= 0 ? out : last_positive);
+  }
+}
+
 __global__ void write_at_kernel(float* p, int64_t index, float value) { p[index] = value; }
 
 // ---- launch planning -------------------------------------------------------
@@ -715,6 +840,15 @@ LaunchShape launch_scale(cudaStream_t stream, const float* x, float sc, int64_t 
 LaunchShape launch_softcap(cudaStream_t stream, const float* x, float cap, int64_t n, float* out) {
   LaunchShape s;
   if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(softcap_kernel, s.grid[0], kBlock, stream)(x, cap, n, out);
+  return s;
+}
+
+LaunchShape launch_sample(cudaStream_t stream, const float* logits, int64_t M, int64_t V, float temperature,
+                          const int32_t* uniforms, float* z, int32_t* argmax, float* entropy, int32_t* sample) {
+  LaunchShape s;
+  if (V > 0 && plan(s, M))
+    DGEMMA_LAUNCH(sample_kernel, s.grid[0], kBlock, stream)(logits, V, temperature, uniforms, z, argmax, entropy,
+                                                            sample);
   return s;
 }
 

@@ -138,6 +138,15 @@ LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int6
 LaunchShape launch_scale(cudaStream_t stream, const float* x, float s, int64_t n, float* out);
 LaunchShape launch_softcap(cudaStream_t stream, const float* x, float cap, int64_t n, float* out);
 
+// The sample op (ops/op.h kSample), one block per row of logits[M, V]: z =
+// logits / T, argmax = first maximum, entropy, and with `uniforms` (M
+// doubles as int32 pairs, low word first; null: no draw, sample -1) the
+// inverse-CDF sample. A row holding NaN or +inf (after the division), or only
+// -inf, is marked instead (generate/sampler.h bad_row_mark): argmax -2 - the
+// first such index, or -1; entropy NaN; sample -1.
+LaunchShape launch_sample(cudaStream_t stream, const float* logits, int64_t M, int64_t V, float temperature,
+                          const int32_t* uniforms, float* z, int32_t* argmax, float* entropy, int32_t* sample);
+
 // Test hook of the fault guards: a deliberately bad kernel that stores one
 // float at p[index] (used to write just past an output into its canary).
 LaunchShape launch_write_at(cudaStream_t stream, float* p, int64_t index, float value);

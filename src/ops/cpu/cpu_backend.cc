@@ -71,6 +71,7 @@ void CpuBackend::run(const OpCall& c) {
       case OpKind::kScale: return ref::scale(c, p);
       case OpKind::kSoftcap: return ref::softcap(c, p);
       case OpKind::kConcatRows: return ref::concat_rows(c, p);
+      case OpKind::kSample: return ref::sample(c, p);
     }
     return;
   }
@@ -90,6 +91,7 @@ void CpuBackend::run(const OpCall& c) {
     case OpKind::kGeluGlu: return cpu::fast::gelu_glu(c, x);
     case OpKind::kSoftcap: return cpu::fast::softcap(c, x);
     case OpKind::kConcatRows: return ref::concat_rows(c, p);
+    case OpKind::kSample: return ref::sample(c, p);
   }
 }
 

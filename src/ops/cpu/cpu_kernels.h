@@ -25,5 +25,7 @@ void add(const OpCall& c, ThreadPool& pool);
 void scale(const OpCall& c, ThreadPool& pool);
 void softcap(const OpCall& c, ThreadPool& pool);
 void concat_rows(const OpCall& c, ThreadPool& pool);
+// Both dispatch levels use it (cpu_sample.cc); throws BadLogitsRow (generate/sampler.h).
+void sample(const OpCall& c, ThreadPool& pool);
 
 }  // namespace dgemma::cpu::reference

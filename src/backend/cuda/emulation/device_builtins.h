@@ -55,6 +55,7 @@ inline float __int_as_float(int v) { return std::bit_cast<float>(v); }
 inline float __uint_as_float(unsigned v) { return std::bit_cast<float>(v); }
 inline unsigned __float_as_uint(float v) { return std::bit_cast<unsigned>(v); }
 inline int __float_as_int(float v) { return std::bit_cast<int>(v); }
+inline double __longlong_as_double(long long v) { return std::bit_cast<double>(v); }
 
 namespace dgemma::cuda_emu {
 
