@@ -1,5 +1,5 @@
 // dgemma bench kernels [--json] [-t N]
-// dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot] [--backend NAME]
+// dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--batch N] [--bf16-dot] [--backend NAME]
 // dgemma bench slice -o DIR [--layers N]
 //
 // Speed of the CPU backend: kernel GFLOP/s against OpenBLAS cblas_sgemm
@@ -194,9 +194,10 @@ int run_kernels(const Args& args) {
 int run_step(const Args& args) {
   ModelFlags mf;
   bool as_json = false, dot = false;
-  int64_t context = 512, steps = 3, estimate_layers = 30;
+  int64_t context = 512, steps = 3, estimate_layers = 30, batch = 1;
   std::string isa_text;
-  FlagParser p("dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--bf16-dot] [--backend NAME]",
+  FlagParser p("dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--batch N] [--bf16-dot] "
+               "[--backend NAME]",
                "Times denoising steps of a checkpoint after a --context-token prompt: the first step (no\n"
                "self-conditioning), self-conditioned steps, and the encoder commit of a canvas. Reports canvas\n"
                "positions/s, seconds, FLOP (op vocabulary, exact per call), the time split by op, and estimated\n"
@@ -205,11 +206,14 @@ int run_step(const Args& args) {
                "also an estimate for that many. On the CPU backend (the default) also the threads, ISA, mode\n"
                "and the fraction of the measured peak FLOP rate; with --backend (e.g. cuda, cuda:sync) the steps\n"
                "run on that backend, and those CPU-only figures are left out (--bf16-dot and --isa are errors).\n"
+               "--batch N also times batched self-conditioned steps: one decoder pass over N canvases, each\n"
+               "with its own copy of the prompt's KV cache (as `serve` batches concurrent requests).\n"
                "The JSON names the backend in \"backend\".");
   mf.add_to(p);
   p.add_bool("--json", &as_json, "one JSON object");
   p.add_int("--context", &context, "prompt tokens encoded before the steps");
   p.add_int("--steps", &steps, "timed self-conditioned steps (best kept)");
+  p.add_int("--batch", &batch, "also time batched steps over this many canvases (1: none)");
   p.add_bool("--bf16-dot", &dot, "bf16 weights use vdpbf16ps (activations rounded to bf16); CPU backend only");
   p.add_string("--isa", &isa_text, "cap the dispatch level: scalar, avx2, avx512, avx512bf16; CPU backend only",
                "LEVEL");
@@ -217,6 +221,7 @@ int run_step(const Args& args) {
   if (!p.parse(args)) return 0;
   if (!p.positional().empty()) throw Error("bench step: unexpected argument '" + p.positional()[0] + "'");
   if (context < 1 || steps < 1) throw Error("bench step: --context and --steps must be >= 1");
+  if (batch < 1) throw Error("bench step: --batch must be >= 1");
   // The CPU backend (the default) is built here with the CPU-only options;
   // any other backend is the one ModelFlags::load() put on the model.
   const bool on_cpu = mf.backend == "cpu";
@@ -280,6 +285,28 @@ int run_step(const Args& args) {
   t0 = now_s();
   model->decode(canvas.data(), nullptr, logits.data());
   t_first = std::min(t_first, now_s() - t0);
+  // Batched self-conditioned steps (issue 15, item 7): N canvases in one
+  // pass, each against its own copy of the cache; warmed up once (the
+  // workspace grows to N canvases), best of --steps.
+  double t_batch = 0;
+  if (batch > 1) {
+    std::vector<KvCache> caches(static_cast<size_t>(batch), model->cache());
+    std::vector<std::vector<float>> outs(static_cast<size_t>(batch), std::vector<float>(static_cast<size_t>(L * V)));
+    std::vector<DecodeItem> items(static_cast<size_t>(batch));
+    for (size_t i = 0; i < items.size(); ++i) {
+      items[i].cache = &caches[i];
+      items[i].canvas = canvas.data();
+      items[i].self_conditioning = first.data();
+      items[i].logits = outs[i].data();
+    }
+    model->decode_batch(items);
+    t_batch = 1e30;
+    for (int64_t s = 0; s < steps; ++s) {
+      t0 = now_s();
+      model->decode_batch(items);
+      t_batch = std::min(t_batch, now_s() - t0);
+    }
+  }
   // Commits are timed from the same cache each time: a copy is put back
   // (truncate_cache cannot undo a sliding layer's evictions).
   std::vector<int32_t> commit(canvas.begin(), canvas.end());
@@ -371,6 +398,12 @@ int run_step(const Args& args) {
   v.set("step_sc_s", t_sc);
   v.set("commit_s", t_commit);
   v.set("positions_per_s", double(L) / t_sc);
+  if (batch > 1) {
+    v.set("batch", batch);
+    v.set("batch_step_sc_s", t_batch);
+    v.set("batch_positions_per_s", double(batch * L) / t_batch);
+    v.set("batch_speedup", double(batch) * t_sc / t_batch);
+  }
   v.set("step_sc_flop", flop_sc);
   v.set("step_first_flop", flop_first);
   v.set("commit_flop", flop_commit);
@@ -453,6 +486,10 @@ int run_step(const Args& args) {
     std::printf("step (self-conditioned):            %.3f s, %.1f GFLOP, %.1f GFLOP/s\n", t_sc, flop_sc / 1e9,
                 flop_sc / t_sc / 1e9);
   std::printf("canvas positions/s: %.1f\n", double(L) / t_sc);
+  if (batch > 1)
+    std::printf("batched step (%lld self-conditioned canvases in one pass): %.3f s, %.1f canvas positions/s "
+                "(%.2fx one canvas per pass)\n",
+                (long long)batch, t_batch, double(batch * L) / t_batch, double(batch) * t_sc / t_batch);
   std::printf("commit (encoder, %lld tokens): %.3f s, %.1f GFLOP\n", (long long)L, t_commit, flop_commit / 1e9);
   std::printf("estimated tokens/s: %.2f at 16 steps, %.2f at 48 steps\n", tokens_per_s(t_first, t_sc, t_commit, 16),
               tokens_per_s(t_first, t_sc, t_commit, 48));

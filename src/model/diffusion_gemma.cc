@@ -122,19 +122,23 @@ KvCache DiffusionGemma::empty_cache() const {
   return cache;
 }
 
-void DiffusionGemma::swap_cache(KvCache& other) {
+void DiffusionGemma::check_cache_layout(const KvCache& other, const std::string& who) const {
   if (other.layers.size() != cache_.layers.size())
-    throw Error("swap_cache: the cache has " + std::to_string(other.layers.size()) + " layers, the model " +
+    throw Error(who + ": the cache has " + std::to_string(other.layers.size()) + " layers, the model " +
                 std::to_string(cache_.layers.size()));
   for (size_t i = 0; i < cache_.layers.size(); ++i) {
     const LayerCache& a = cache_.layers[i];
     const LayerCache& b = other.layers[i];
     if (a.kv_heads != b.kv_heads || a.head_dim != b.head_dim || a.retain != b.retain)
-      throw Error("swap_cache: layer " + std::to_string(i) + " has kv_heads " + std::to_string(b.kv_heads) +
+      throw Error(who + ": layer " + std::to_string(i) + " has kv_heads " + std::to_string(b.kv_heads) +
                   ", head_dim " + std::to_string(b.head_dim) + ", retain " + std::to_string(b.retain) +
                   "; the model expects " + std::to_string(a.kv_heads) + ", " + std::to_string(a.head_dim) + ", " +
                   std::to_string(a.retain));
   }
+}
+
+void DiffusionGemma::swap_cache(KvCache& other) {
+  check_cache_layout(other, "swap_cache");
   std::swap(cache_, other);
   decoder_step_ = 0;  // counts decode calls since the last encode of the cache now in place
   processed_valid_ = false;
@@ -189,29 +193,7 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   // Full layers: V is the raw k_proj output with the no-scale v_norm.
   Tensor& v = op.norm("self_attn.v_norm", spec.has_v_proj ? *vraw : kraw, nullptr, eps);
 
-  OpAttrs aa;
-  int64_t first = 0;
-  if (pass == Pass::kEncoder) {
-    aa.mask = AttentionMask::kCausalWindow;
-    aa.window = spec.type == LayerType::kSliding ? config_.sliding_window : 0;
-  } else if (spec.type == LayerType::kSliding) {
-    if (options_.decoder_window == DecoderWindow::kPerQuery) {
-      aa.mask = AttentionMask::kCommittedWindow;
-      aa.window = config_.sliding_window;
-      aa.first_canvas_pos = cache_.length;
-    }
-    const int64_t visible = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
-                                                                              : config_.sliding_window - 1;
-    first = std::max<int64_t>(0, lc.size() - visible);
-  }
-  // The keys a query sees: cached rows first.. and the new ones (concat_rows
-  // ops, so that a device backend keeps the cache in its memory).
-  OpAttrs from;
-  from.skip_rows = first;
-  Tensor& keys = op.run(OpKind::kConcatRows, "attention.keys", {&lc.keys, &k}, {}, from);
-  Tensor& values = op.run(OpKind::kConcatRows, "attention.values", {&lc.values, &v}, {}, from);
-  Tensor& kpos = op.run(OpKind::kConcatRows, "attention.key_positions", {&lc.positions, &pos}, {}, from);
-  Tensor& attn = op.run(OpKind::kAttention, "self_attn.attention", {&qr, &keys, &values, &pos, &kpos}, {}, aa);
+  Tensor& attn = attend(layer_exec, li, pass, op.step, qr, k, v, pos);
   if (pass == Pass::kEncoder) {
     // Append to the cache, evicting what the sliding window no longer needs;
     // the new cache is built in a workspace slot, which then takes the old
@@ -270,6 +252,62 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   // The whole residual stream is scaled by this pass's own layer scalar.
   const WeightRef& s = pass == Pass::kEncoder ? W.encoder_layer_scalar : W.decoder_layer_scalar;
   x = op.run(OpKind::kScale, "layer_scalar", {&x2}, {&s});
+}
+
+Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const Tensor& q, const Tensor& k,
+                               const Tensor& v, const Tensor& pos) {
+  const LayerSpec& spec = config_.layer(li);
+  OpSite op{ex, li, pass, step, workspace_};
+  // One sequence: queries qs at positions ps over its cache and its new keys
+  // ks / values vs.
+  auto one = [&](const KvCache& cache, const Tensor& qs, const Tensor& ks, const Tensor& vs,
+                 const Tensor& ps) -> Tensor& {
+    const LayerCache& lc = cache.layers[size_t(li)];
+    OpAttrs aa;
+    int64_t first = 0;
+    if (pass == Pass::kEncoder) {
+      aa.mask = AttentionMask::kCausalWindow;
+      aa.window = spec.type == LayerType::kSliding ? config_.sliding_window : 0;
+    } else if (spec.type == LayerType::kSliding) {
+      if (options_.decoder_window == DecoderWindow::kPerQuery) {
+        aa.mask = AttentionMask::kCommittedWindow;
+        aa.window = config_.sliding_window;
+        aa.first_canvas_pos = cache.length;
+      }
+      const int64_t visible = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
+                                                                                : config_.sliding_window - 1;
+      first = std::max<int64_t>(0, lc.size() - visible);
+    }
+    // The keys a query sees: cached rows first.. and the new ones (concat_rows
+    // ops, so that a device backend keeps the cache in its memory).
+    OpAttrs from;
+    from.skip_rows = first;
+    Tensor& keys = op.run(OpKind::kConcatRows, "attention.keys", {&lc.keys, &ks}, {}, from);
+    Tensor& values = op.run(OpKind::kConcatRows, "attention.values", {&lc.values, &vs}, {}, from);
+    Tensor& kpos = op.run(OpKind::kConcatRows, "attention.key_positions", {&lc.positions, &ps}, {}, from);
+    return op.run(OpKind::kAttention, "self_attn.attention", {&qs, &keys, &values, &ps, &kpos}, {}, aa);
+  };
+  if (batch_.empty()) return one(cache_, q, k, v, pos);
+  // A batched pass: each sequence's rows are sliced out of the stacked q, k
+  // and v, attend on their own, and the outputs are stacked again in row
+  // order — all with concat_rows, so that the rows never leave a device.
+  const Tensor no_q = Tensor::f32({0, q.dim(1), q.dim(2)}), no_kv = Tensor::f32({0, k.dim(1), k.dim(2)});
+  const Tensor none = Tensor::f32({0, q.dim(1) * q.dim(2)});
+  Tensor* stacked = nullptr;
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    const BatchSegment& seg = batch_[i];
+    OpAttrs rows;
+    rows.skip_rows = seg.row0;
+    rows.take_rows = seg.rows;
+    Tensor& qs = op.run(OpKind::kConcatRows, "attention.query_rows", {&q, &no_q}, {}, rows);
+    Tensor& ks = op.run(OpKind::kConcatRows, "attention.new_keys", {&k, &no_kv}, {}, rows);
+    Tensor& vs = op.run(OpKind::kConcatRows, "attention.new_values", {&v, &no_kv}, {}, rows);
+    Tensor& out = one(*seg.cache, qs, ks, vs, *seg.positions);
+    // Two slots in turn: an op's output must not be its input.
+    stacked = &op.run(OpKind::kConcatRows, i % 2 ? "attention.stacked_odd" : "attention.stacked_even",
+                      {stacked ? stacked : &none, &out}, {});
+  }
+  return *stacked;
 }
 
 void DiffusionGemma::run_layers(Pass pass, Tensor& x, const Tensor& pos) {
@@ -451,6 +489,108 @@ void DiffusionGemma::processed_logits(float* out) {
   if (!processed_valid_) throw Error("processed_logits: no decode_sample() since the last change of the cache");
   processed_.ensure_host();
   std::memcpy(out, processed_.f.data(), processed_.f.size() * sizeof(float));
+}
+
+// Batched decoder pass (spec §2.3 per item; issue 15, item 7). Rows are
+// ordered with the self-conditioned items first, so that the soft embedding
+// and the self-conditioning MLP run once over one contiguous block of rows.
+void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
+  processed_valid_ = false;  // not a decode_sample() of the model's cache
+  if (items.empty()) return;
+  const int64_t V = config_.vocab_size, H = config_.hidden_size;
+  std::vector<size_t> order;
+  order.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].self_conditioning) order.push_back(i);
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!items[i].self_conditioning) order.push_back(i);
+  int64_t R = 0, R_sc = 0;
+  std::vector<int64_t> row0(items.size()), rows(items.size());
+  for (const size_t i : order) {
+    const DecodeItem& it = items[i];
+    const std::string who = "decode_batch: item " + std::to_string(i);
+    if (!it.canvas || !it.logits) throw Error(who + ": the canvas and logits pointers must be set");
+    if (it.n < 0) throw Error(who + ": negative canvas length " + std::to_string(it.n));
+    if (it.cache) check_cache_layout(*it.cache, who);
+    rows[i] = it.n > 0 ? it.n : config_.canvas_length;
+    row0[i] = R;
+    R += rows[i];
+    if (it.self_conditioning) R_sc += rows[i];
+  }
+  Tensor ids = Tensor::i32({R}), pos = Tensor::i32({R});
+  std::vector<Tensor> item_pos;  // per sequence, for its attention
+  item_pos.reserve(items.size());
+  std::vector<BatchSegment> segments;
+  segments.reserve(items.size());
+  for (const size_t i : order) {
+    const DecodeItem& it = items[i];
+    const KvCache* cache = it.cache ? it.cache : &cache_;
+    for (int64_t k = 0; k < rows[i]; ++k) {
+      if (it.canvas[k] < 0 || it.canvas[k] >= V)
+        throw Error("decode_batch: item " + std::to_string(i) + ": canvas token id " + std::to_string(it.canvas[k]) +
+                    " at canvas position " + std::to_string(k) + " is out of range [0, " + std::to_string(V) + ")");
+      ids.i[size_t(row0[i] + k)] = it.canvas[k];
+      pos.i[size_t(row0[i] + k)] = int32_t(cache->length + k);
+    }
+    item_pos.push_back(positions_tensor(cache->length, rows[i]));
+    segments.push_back({cache, row0[i], rows[i], &item_pos.back()});
+  }
+  OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
+  const float eps = float(config_.rms_norm_eps);
+  const OpAttrs ea = embedding_attrs();
+  Tensor& e = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
+  exec_.tap("decoder.embeddings", e);
+  const Tensor* sum = &e;
+  if (R_sc > 0) {
+    Tensor& scl = workspace_.slot("self_conditioning.input");
+    scl.dtype = DType::kF32;
+    scl.resize({R_sc, V});
+    for (const size_t i : order)
+      if (items[i].self_conditioning)
+        std::memcpy(scl.f.data() + row0[i] * V, items[i].self_conditioning, size_t(rows[i] * V) * 4);
+    scl.host_written();
+    Tensor& s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {&scl}, {&weights_.embed}, ea);
+    Tensor& g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
+    Tensor& gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
+    Tensor& up = op.linear("self_conditioning.up_proj", g, weights_.sc_up);
+    Tensor& act = op.run(OpKind::kGeluGlu, "self_conditioning.act", {&gate, &up}, {});
+    Tensor& scout = op.linear("self_conditioning.down_proj", act, weights_.sc_down);
+    if (R_sc == R) {
+      sum = &op.add("self_conditioning.residual", e, scout);
+    } else {
+      // The residual on the self-conditioned rows; the others keep e itself,
+      // as a first step does (spec §2.3: the MLP of a zero signal is zero).
+      const Tensor none = Tensor::f32({0, H});
+      OpAttrs head, tail;
+      head.take_rows = R_sc;
+      tail.skip_rows = R_sc;
+      Tensor& e_sc = op.run(OpKind::kConcatRows, "self_conditioning.conditioned_rows", {&e, &none}, {}, head);
+      Tensor& e_rest = op.run(OpKind::kConcatRows, "self_conditioning.unconditioned_rows", {&e, &none}, {}, tail);
+      Tensor& mixed = op.add("self_conditioning.residual", e_sc, scout);
+      sum = &op.run(OpKind::kConcatRows, "self_conditioning.rows", {&mixed, &e_rest}, {});
+    }
+  }
+  Tensor& x = op.norm("self_conditioning.post_norm", *sum, nullptr, eps);
+  exec_.tap("decoder.self_conditioning_out", x);
+  struct EndBatch {
+    std::vector<BatchSegment>& batch;
+    ~EndBatch() { batch.clear(); }
+  } end_batch{batch_};
+  batch_ = std::move(segments);
+  run_layers(Pass::kDecoder, x, pos);
+  Tensor& h = op.norm("norm", x, &weights_.final_norm, eps);
+  exec_.tap("decoder.last_hidden_state", h);
+  Tensor* logits = &op.linear("lm_head", h, weights_.embed);
+  if (config_.final_logit_softcapping > 0.0) {
+    OpAttrs ca;
+    ca.cap = float(config_.final_logit_softcapping);
+    logits = &op.run(OpKind::kSoftcap, "final_logit_softcapping", {logits}, {}, ca);
+  }
+  logits->ensure_host();
+  for (const size_t i : order)
+    std::memcpy(items[i].logits, logits->f.data() + row0[i] * V, size_t(rows[i] * V) * 4);
+  exec_.tap("decoder.logits", *logits);
+  ++decoder_step_;
 }
 
 ThreadPool* DiffusionGemma::thread_pool() { return &static_cast<CpuBackend&>(*own_backend_).pool(); }

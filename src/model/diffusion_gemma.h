@@ -5,6 +5,7 @@
 // the caller's choice (CPU reference by default).
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,17 @@ struct ModelOptions {
   std::function<void(int64_t done, int64_t total)> load_progress;
 };
 
+// One sequence's part of a batched decoder pass (DiffusionGemma::decode_batch).
+struct DecodeItem {
+  // The sequence's KV cache, with this model's layout (empty_cache()); only
+  // read, never changed. nullptr: the model's own cache.
+  const KvCache* cache = nullptr;
+  const int32_t* canvas = nullptr;           // [n] canvas ids
+  int64_t n = 0;                             // canvas positions; 0: canvas_length()
+  const float* self_conditioning = nullptr;  // [n, vocab], or null (a canvas's first step)
+  float* logits = nullptr;                   // out: [n, vocab] soft-capped logits
+};
+
 class DiffusionGemma : public DiffusionModel {
  public:
   // Loads config.json + safetensors from a checkpoint folder.
@@ -70,6 +82,18 @@ class DiffusionGemma : public DiffusionModel {
   // Decoder pass over any number of canvas positions (n may differ from
   // canvas_length(), e.g. for the parity tool). logits: [n, vocab].
   void decode_n(const int32_t* canvas, int64_t n, const float* self_conditioning, float* logits);
+  // One decoder pass over the canvases of several sequences, each against its
+  // own KV cache (issue 15, item 7): the canvases are stacked into one
+  // [Σn, H] activation, every row-wise op runs once over all rows, and only
+  // RoPE positions (each item's start at its cache length) and attention
+  // (each item's queries see its own cache and its own new rows) are per
+  // item. Each item's logits are bit-identical to a decode_n() with its cache
+  // swapped in (the CPU kernels compute every row independently of the row
+  // count; tests/model/batched_decode_test.cc). Ops are labelled with
+  // decoder_step(), which the pass advances like decode() does; observers see
+  // the stacked rows (self-conditioned items first). Throws dgemma::Error
+  // for a missing pointer, an out-of-range id or a cache of another layout.
+  void decode_batch(std::span<const DecodeItem> items);
 
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
@@ -83,6 +107,9 @@ class DiffusionGemma : public DiffusionModel {
   // turns on one model, each with its own cache (src/server/scheduler.h).
   // Throws dgemma::Error naming the first mismatching layer.
   void swap_cache(KvCache& other);
+  // Throws dgemma::Error (prefixed with `who`) naming the first layer where
+  // `cache` does not have this model's layout.
+  void check_cache_layout(const KvCache& cache, const std::string& who) const;
   Executor& executor() { return exec_; }
   // Observer of every op and named tap (nullptr: none). Observation never
   // changes results.
@@ -104,6 +131,19 @@ class DiffusionGemma : public DiffusionModel {
  private:
   DiffusionGemma(ModelConfig config, TensorStore store, const ModelOptions& options);
   void run_layer(int layer, Pass pass, Tensor& x, const Tensor& positions);
+  // The rows of one sequence in a batched decoder pass (decode_batch).
+  struct BatchSegment {
+    const KvCache* cache;
+    int64_t row0, rows;
+    const Tensor* positions;  // [rows]
+  };
+  // Self-attention of one layer over the rotated queries q, keys k and
+  // values v of the pass's new rows: each sequence's queries see its cached
+  // rows (with the decoder window of spec §2.4) and its own new rows. One
+  // sequence (the model's cache) outside decode_batch, else every segment
+  // of batch_. Returns [rows, Hq·d] in a workspace slot.
+  Tensor& attend(Executor& ex, int layer, Pass pass, int step, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& positions);
   // All layers in order with taps; across ranks when a transport is set.
   void run_layers(Pass pass, Tensor& x, const Tensor& positions);
   // Whether this run computes like the reference in bf16 (--precision bf16
@@ -129,6 +169,7 @@ class DiffusionGemma : public DiffusionModel {
   // is the previous pass's (encode, decode, truncate and swap_cache void it).
   Tensor processed_;
   bool processed_valid_ = false;
+  std::vector<BatchSegment> batch_;  // set while decode_batch runs its layers
   std::vector<Backend*> layer_backends_;
   StageTransport* transport_ = nullptr;
 };

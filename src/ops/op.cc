@@ -237,8 +237,11 @@ void prepare_op(const OpCall& c) {
       if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > a.dim(0) + b.dim(0))
         k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside [0, " + std::to_string(a.dim(0) + b.dim(0)) +
                "]");
+      if (c.attrs.take_rows < 0 || c.attrs.skip_rows + c.attrs.take_rows > a.dim(0) + b.dim(0))
+        k.fail("take_rows " + std::to_string(c.attrs.take_rows) + " after skip_rows " +
+               std::to_string(c.attrs.skip_rows) + " exceeds the " + std::to_string(a.dim(0) + b.dim(0)) + " rows");
       std::vector<int64_t> shape = a.shape;
-      shape[0] = a.dim(0) + b.dim(0) - c.attrs.skip_rows;
+      shape[0] = c.attrs.take_rows > 0 ? c.attrs.take_rows : a.dim(0) + b.dim(0) - c.attrs.skip_rows;
       if (a.dtype == DType::kI32) k.out_i32(0, std::move(shape));
       else k.out_f32(0, std::move(shape));
       break;

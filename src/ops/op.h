@@ -25,7 +25,9 @@
 //   concat_rows     in: a[Sa,...], b[Sb,...] (same dtype and row shape)
 //                                                                    out: [Sa+Sb-skip,...] = rows skip.. of (a then b)
 //                   (the KV cache: gathering committed keys with the new ones,
-//                   appending to the cache with sliding-window eviction)
+//                   appending to the cache with sliding-window eviction);
+//                   with take_rows > 0 only rows skip..skip+take-1 (out: [take,...]):
+//                   a slice of a batched pass's stacked rows (b empty)
 //   sample          in: logits[M,V], uniforms[M,2] I32 or [0,2]      out: z[M,V], argmax[M] I32, entropy[M],
 //                                                                         sample[M] I32
 //                   The per-row pass of a denoising step (spec §3.2, generate/sampler.h process_row):
@@ -99,6 +101,7 @@ struct OpAttrs {
   int64_t first_canvas_pos = 0;   // attention kCommittedWindow
   int64_t skip_rows = 0;          // concat_rows: leading rows of the concatenation left out
   float temperature = 0.0f;       // sample (> 0)
+  int64_t take_rows = 0;          // concat_rows: rows kept after the skipped ones (0: all the rest)
 };
 
 struct OpCall {

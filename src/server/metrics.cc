@@ -89,6 +89,12 @@ void Metrics::add_step(double seconds) {
   step_.observe(seconds);
 }
 
+void Metrics::add_decoder_pass(int64_t sequences) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++decoder_passes_;
+  decoder_pass_sequences_ += uint64_t(sequences);
+}
+
 void Metrics::observe_ttft(double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   ttft_.observe(seconds);
@@ -158,6 +164,13 @@ std::string Metrics::render() const {
   sample(out, "dgemma_canvases_not_converged_total", double(unconverged_canvases_));
   header(out, "dgemma_denoising_steps_total", "counter", "Executed denoising steps (decoder passes).");
   sample(out, "dgemma_denoising_steps_total", double(steps_));
+  header(out, "dgemma_decoder_passes_total", "counter",
+         "Decoder passes run on the model; the denoising steps of concurrent sequences batched into one pass count "
+         "once.");
+  sample(out, "dgemma_decoder_passes_total", double(decoder_passes_));
+  header(out, "dgemma_decoder_pass_sequences_total", "counter",
+         "Sequence steps run by those passes (divided by dgemma_decoder_passes_total: the mean batch size).");
+  sample(out, "dgemma_decoder_pass_sequences_total", double(decoder_pass_sequences_));
   header(out, "dgemma_queue_depth", "gauge", "Requests waiting for a sequence slot.");
   sample(out, "dgemma_queue_depth", double(queued_));
   header(out, "dgemma_sequences_in_flight", "gauge", "Sequences being generated.");

@@ -1,7 +1,7 @@
 #pragma once
 // Server metrics in the Prometheus text exposition format (GET /metrics):
 // counters of requests (by endpoint and status), tokens, canvases, denoising
-// steps, cancellations; gauges of the queue depth and in-flight sequences;
+// steps, cancellations, decoder passes and the sequences they batched; gauges of the queue depth and in-flight sequences;
 // histograms of time to first token, request latency, queue wait and
 // decoder-step time. Thread-safe; every update is a short critical section.
 #include <array>
@@ -44,6 +44,9 @@ class Metrics {
   // unconverged canvases on a real model means wrong numerics).
   void add_canvas(bool converged);
   void add_step(double seconds);
+  // One decoder pass run on the model over the steps of `sequences`
+  // concurrent sequences (batched decoder passes, src/server/scheduler.h).
+  void add_decoder_pass(int64_t sequences);
   void observe_ttft(double seconds);
   void observe_latency(double seconds);
   void observe_queue_wait(double seconds);
@@ -62,6 +65,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, uint64_t> generations_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, canvases_ = 0, unconverged_canvases_ = 0, steps_ = 0;
+  uint64_t decoder_passes_ = 0, decoder_pass_sequences_ = 0;
   int64_t queued_ = 0, in_flight_ = 0, slots_ = 0;
   Histogram ttft_, latency_, queue_wait_, step_;
 };

@@ -9,12 +9,146 @@
 
 namespace dgemma::server {
 
-SharedModel::SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache swap_cache)
-    : model_(model), make_cache_(std::move(make_cache)), swap_cache_(std::move(swap_cache)) {}
+// A batch of decoder passes: collected while it is open, run once closed.
+struct SharedModel::Batch {
+  uint64_t ticket = 0;
+  std::vector<SequenceModel*> members;
+  std::vector<DecodeRequest> requests;
+  std::vector<std::exception_ptr> errors;  // per request, after the run
+  bool done = false;
+};
 
-SharedModel::SharedModel(DiffusionGemma& model)
+SharedModel::SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache swap_cache, DecodeBatch decode_batch,
+                         int max_batch)
+    : model_(model),
+      make_cache_(std::move(make_cache)),
+      swap_cache_(std::move(swap_cache)),
+      decode_batch_(std::move(decode_batch)),
+      max_batch_(max_batch) {
+  if (max_batch < 1)
+    throw Error("scheduler: the largest decoder batch must be at least 1, got " + std::to_string(max_batch));
+}
+
+SharedModel::SharedModel(DiffusionGemma& model, int max_batch)
     : SharedModel(
-          model, [&model] { return model.empty_cache(); }, [&model](KvCache& c) { model.swap_cache(c); }) {}
+          model, [&model] { return model.empty_cache(); }, [&model](KvCache& c) { model.swap_cache(c); },
+          [&model](std::span<const DecodeRequest> requests) {
+            std::vector<DecodeItem> items(requests.size());
+            for (size_t i = 0; i < requests.size(); ++i) {
+              items[i].cache = requests[i].cache;
+              items[i].canvas = requests[i].canvas;
+              items[i].self_conditioning = requests[i].self_conditioning;
+              items[i].logits = requests[i].logits;
+            }
+            model.decode_batch(items);
+          },
+          max_batch) {}
+
+void SharedModel::set_metrics(Metrics* metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_ = metrics;
+}
+
+void SharedModel::set_decoding(SequenceModel& seq, bool decoding) {
+  if (seq.decoding_ == decoding) return;
+  seq.decoding_ = decoding;
+  decoding_ += decoding ? 1 : -1;
+  cv_.notify_all();  // a batch may be waiting for this sequence
+}
+
+void SharedModel::run_exclusive(SequenceModel& seq, const std::function<void()>& pass) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    set_decoding(seq, false);
+  }
+  run(seq.cache_, pass);
+}
+
+void SharedModel::decode(SequenceModel& seq, const int32_t* canvas, const float* self_conditioning, float* logits) {
+  ++decode_calls_;
+  if (!decode_batch_) {
+    run_exclusive(seq, [&] { model_.decode(canvas, self_conditioning, logits); });
+    ++decoder_passes_;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (metrics_ != nullptr) metrics_->add_decoder_pass(1);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  set_decoding(seq, false);  // in a batch now, not expected by one
+  std::shared_ptr<Batch> batch = open_;
+  const bool leader = !batch;
+  if (leader) {
+    batch = std::make_shared<Batch>();
+    batch->ticket = next_ticket_++;
+    open_ = batch;
+  }
+  const size_t slot = batch->requests.size();
+  batch->members.push_back(&seq);
+  batch->requests.push_back({&seq.cache_, canvas, self_conditioning, logits});
+  if (int(batch->requests.size()) >= max_batch_) open_.reset();  // full: the next request opens another
+  cv_.notify_all();
+  if (leader) {
+    cv_.wait(lock, [&] { return serving_ == batch->ticket; });
+    // The model's turn: wait for the sequences between two decoder passes,
+    // at most as long as a pass takes (a longer wait would cost more than
+    // the pass it saves).
+    const auto patience = std::max<std::chrono::steady_clock::duration>(last_batch_, std::chrono::milliseconds(1));
+    cv_.wait_for(lock, patience, [&] { return decoding_ == 0 || open_ != batch; });
+    if (open_ == batch) open_.reset();
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    run_batch(*batch);
+    lock.lock();
+    last_batch_ = std::chrono::steady_clock::now() - start;
+    if (metrics_ != nullptr) metrics_->add_decoder_pass(int64_t(batch->requests.size()));
+    // Every member is now between two decoder passes: the next batch
+    // expects them until they decode again, encode, truncate or go idle.
+    for (SequenceModel* m : batch->members) set_decoding(*m, true);
+    batch->done = true;
+    ++serving_;
+    cv_.notify_all();
+  } else {
+    cv_.wait(lock, [&] { return batch->done; });
+  }
+  if (batch->errors[slot]) std::rethrow_exception(batch->errors[slot]);
+}
+
+void SharedModel::run_batch(Batch& batch) {
+  const size_t n = batch.requests.size();
+  batch.errors.assign(n, nullptr);
+  // One request, or a batched pass that failed: each request alone, with its
+  // cache swapped in (as the interleaving path runs it).
+  auto alone = [&](size_t i) {
+    KvCache& cache = batch.members[i]->cache_;
+    const DecodeRequest& r = batch.requests[i];
+    bool swapped = false;
+    try {
+      swap_cache_(cache);
+      swapped = true;
+      ++passes_;
+      ++decoder_passes_;
+      model_.decode(r.canvas, r.self_conditioning, r.logits);
+      swapped = false;
+      swap_cache_(cache);
+    } catch (...) {
+      batch.errors[i] = std::current_exception();
+      if (swapped) {
+        try {
+          swap_cache_(cache);
+        } catch (...) {
+        }
+      }
+    }
+  };
+  if (n == 1) return alone(0);
+  try {
+    ++passes_;
+    ++decoder_passes_;
+    decode_batch_(batch.requests);
+  } catch (...) {
+    for (size_t i = 0; i < n; ++i) alone(i);
+  }
+}
 
 void SharedModel::run(KvCache& cache, const std::function<void()>& pass) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -42,16 +176,23 @@ void SharedModel::run(KvCache& cache, const std::function<void()>& pass) {
 
 SequenceModel::SequenceModel(SharedModel& shared) : shared_(shared), cache_(shared.make_cache()) {}
 
+SequenceModel::~SequenceModel() { idle(); }
+
 void SequenceModel::encode(const std::vector<int32_t>& ids) {
-  shared_.run(cache_, [&] { shared_.model_.encode(ids); });
+  shared_.run_exclusive(*this, [&] { shared_.model_.encode(ids); });
 }
 
 void SequenceModel::decode(const int32_t* canvas, const float* self_conditioning, float* logits) {
-  shared_.run(cache_, [&] { shared_.model_.decode(canvas, self_conditioning, logits); });
+  shared_.decode(*this, canvas, self_conditioning, logits);
 }
 
 void SequenceModel::truncate_cache(int64_t length) {
-  shared_.run(cache_, [&] { shared_.model_.truncate_cache(length); });
+  shared_.run_exclusive(*this, [&] { shared_.model_.truncate_cache(length); });
+}
+
+void SequenceModel::idle() {
+  std::lock_guard<std::mutex> lock(shared_.mu_);
+  shared_.set_decoding(*this, false);
 }
 
 Scheduler::Scheduler(SharedModel& model, int slots, int64_t max_queue, Metrics* metrics)
@@ -63,11 +204,15 @@ Scheduler::Scheduler(SharedModel& model, int slots, int64_t max_queue, Metrics* 
     std::lock_guard<std::mutex> lock(mu_);
     if (metrics_ != nullptr) metrics_->set_queue(0, 0, slots);
   }
+  if (metrics_ != nullptr) model_.set_metrics(metrics_);
   workers_.reserve(size_t(slots));
   for (int i = 0; i < slots; ++i) workers_.emplace_back([this] { worker(); });
 }
 
-Scheduler::~Scheduler() { shutdown(); }
+Scheduler::~Scheduler() {
+  shutdown();
+  if (metrics_ != nullptr) model_.set_metrics(nullptr);
+}
 
 void Scheduler::publish() {
   if (metrics_ != nullptr) metrics_->set_queue(int64_t(queue_.size()), int64_t(running_.size()), slots());
@@ -174,6 +319,7 @@ void Scheduler::worker() {
         job->cancel();
         job->dropped();
       }
+      sequence.idle();  // no batch waits for this sequence until its next job
     }
     std::lock_guard<std::mutex> lock(mu_);
     running_.erase(std::find(running_.begin(), running_.end(), job));

@@ -1,12 +1,22 @@
 #pragma once
-// Several sequences on one model. The model has one KV cache and no batch
-// dimension, so concurrent requests are interleaved, not batched: every
-// in-flight sequence owns a KV cache, and before each encoder or decoder pass
-// it takes the model's turn (a FIFO ticket lock: sequences alternate pass by
-// pass, i.e. at denoising-step granularity), swaps its cache in, runs the
-// pass and swaps it back. The per-step work outside the model (temperature,
-// entropy, sampling over [L, V] logits) runs on the sequence's own thread, in
-// parallel with another sequence's pass.
+// Several sequences on one model. Every in-flight sequence owns a KV cache.
+// Encoder passes (and cache truncation) take the model's turn one at a time
+// (a FIFO ticket lock): the sequence swaps its cache in, runs the pass and
+// swaps it back. Decoder passes are batched (issue 15, item 7) when the
+// model has a batched decoder pass (DiffusionGemma::decode_batch, or a
+// DecodeBatch callback): the requests of concurrent sequences are collected
+// into one batch, which takes one turn and runs as one pass over all their
+// canvases, each against its own cache; every sequence gets exactly the
+// logits its own pass would give. A batch waits, once it is the model's
+// turn, until every sequence that is between two decoder passes (it ran one
+// and has not finished, encoded or truncated since) has joined, or it holds
+// max_batch requests, or a straggler has kept it waiting as long as the last
+// decoder pass took (at least 1 ms): a sequence that stalls or ends between
+// steps never blocks the others for long. Without a batched pass, decoder
+// passes take turns like encoder passes (interleaving, at denoising-step
+// granularity). The per-step work outside the model (temperature, entropy,
+// sampling over [L, V] logits) runs on the sequence's own thread, in
+// parallel with the model's pass.
 //
 // Scheduler: a bounded FIFO queue of jobs and `slots` worker threads, each
 // with its own sequence; a full queue refuses new jobs (the server answers
@@ -18,7 +28,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <exception>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -32,33 +44,78 @@ class DiffusionGemma;
 namespace dgemma::server {
 
 class Metrics;
+class SequenceModel;
 
 class SharedModel {
  public:
   using MakeCache = std::function<KvCache()>;
   using SwapCache = std::function<void(KvCache&)>;
+  // One sequence's decoder pass in a batch: its cache (only read), canvas
+  // [canvas_length], self-conditioning [canvas_length, vocab] or null, and
+  // where its logits [canvas_length, vocab] go.
+  struct DecodeRequest {
+    const KvCache* cache = nullptr;
+    const int32_t* canvas = nullptr;
+    const float* self_conditioning = nullptr;
+    float* logits = nullptr;
+  };
+  // Runs the decoder passes of several sequences as one pass; each request's
+  // logits must equal those of the model's decode() with its cache swapped in.
+  using DecodeBatch = std::function<void(std::span<const DecodeRequest>)>;
+  static constexpr int kDefaultMaxBatch = 8;
+
   // `model` must outlive this. `make_cache` returns an empty cache of the
-  // model's layout, `swap_cache` exchanges the model's cache with its argument.
-  SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache swap_cache);
-  explicit SharedModel(DiffusionGemma& model);
+  // model's layout, `swap_cache` exchanges the model's cache with its
+  // argument; `decode_batch` (optional) is the batched decoder pass, at most
+  // `max_batch` sequences per pass (without it decoder passes interleave).
+  SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache swap_cache, DecodeBatch decode_batch = {},
+              int max_batch = kDefaultMaxBatch);
+  // Batches with DiffusionGemma::decode_batch.
+  explicit SharedModel(DiffusionGemma& model, int max_batch = kDefaultMaxBatch);
 
   DiffusionModel& model() { return model_; }
   KvCache make_cache() const { return make_cache_(); }
-  uint64_t passes() const { return passes_.load(); }  // encoder + decoder passes run
+  uint64_t passes() const { return passes_.load(); }  // encoder + decoder passes run (a batch counts once)
+  uint64_t decode_calls() const { return decode_calls_.load(); }      // decoder passes sequences asked for
+  uint64_t decoder_passes() const { return decoder_passes_.load(); }  // decoder passes run (a batch counts once)
+  bool batching() const { return bool(decode_batch_); }
+  int max_batch() const { return max_batch_; }
+  // Where each decoder pass's batch size is counted (Metrics::add_decoder_pass);
+  // nullptr: nowhere. The Scheduler sets its own.
+  void set_metrics(Metrics* metrics);
 
  private:
   friend class SequenceModel;
+  struct Batch;
   // Runs `pass` with `cache` swapped in, in FIFO turn order.
   void run(KvCache& cache, const std::function<void()>& pass);
+  // An encoder pass or truncation of `seq`: it is no longer between two
+  // decoder passes, then run().
+  void run_exclusive(SequenceModel& seq, const std::function<void()>& pass);
+  // A decoder pass of `seq`: joins (or opens) the batch being collected and
+  // returns when that batch ran; rethrows this request's error.
+  void decode(SequenceModel& seq, const int32_t* canvas, const float* self_conditioning, float* logits);
+  // Runs a closed batch (without mu_): one decode_batch_ call, or the single
+  // pass of a batch of one; when the batched pass throws, each request runs
+  // alone so that an error reaches only the request that caused it.
+  void run_batch(Batch& batch);
+  // `seq` is (not) between two decoder passes. With mu_ held.
+  void set_decoding(SequenceModel& seq, bool decoding);
 
   DiffusionModel& model_;
   MakeCache make_cache_;
   SwapCache swap_cache_;
+  DecodeBatch decode_batch_;
+  int max_batch_;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_ticket_ = 0;
   uint64_t serving_ = 0;
-  std::atomic<uint64_t> passes_{0};
+  std::shared_ptr<Batch> open_;  // the batch still taking requests, if any
+  int decoding_ = 0;             // sequences between two decoder passes, not in a batch
+  std::chrono::steady_clock::duration last_batch_{};  // how long the last batched pass took
+  Metrics* metrics_ = nullptr;
+  std::atomic<uint64_t> passes_{0}, decode_calls_{0}, decoder_passes_{0};
 };
 
 // One sequence: a DiffusionModel whose passes run on the shared model with
@@ -66,6 +123,9 @@ class SharedModel {
 class SequenceModel final : public DiffusionModel {
  public:
   explicit SequenceModel(SharedModel& shared);
+  ~SequenceModel() override;
+  SequenceModel(const SequenceModel&) = delete;
+  SequenceModel& operator=(const SequenceModel&) = delete;
 
   int64_t vocab_size() const override { return shared_.model_.vocab_size(); }
   int64_t canvas_length() const override { return shared_.model_.canvas_length(); }
@@ -73,10 +133,15 @@ class SequenceModel final : public DiffusionModel {
   void encode(const std::vector<int32_t>& ids) override;
   void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
   void truncate_cache(int64_t length) override;
+  // This sequence makes no pass for now (its generation ended): a batch
+  // being collected stops waiting for its next decoder pass.
+  void idle();
 
  private:
+  friend class SharedModel;
   SharedModel& shared_;
   KvCache cache_;
+  bool decoding_ = false;  // between two decoder passes (guarded by shared_.mu_)
 };
 
 // A unit of work for the scheduler.

@@ -41,6 +41,25 @@ if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 >"$TMP/step.txt" 2>&1 &&
 else
   bad "bench step text: $(cat "$TMP/step.txt")"
 fi
+# --batch N: batched self-conditioned steps (N canvases in one decoder pass).
+if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --batch 3 --json >"$TMP/batch.json" 2>"$TMP/err" &&
+    python3 - "$TMP/batch.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["batch"] == 3 and d["batch_step_sc_s"] > 0, d
+assert abs(d["batch_positions_per_s"] - 3 * 16 / d["batch_step_sc_s"]) < 1e-6 * d["batch_positions_per_s"], d
+assert d["batch_speedup"] > 0, d
+PY
+then
+  ok "bench step --batch 3: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.0f positions/s batched, %.0f single" % (d["batch_positions_per_s"], d["positions_per_s"]))' "$TMP/batch.json")"
+else
+  bad "bench step --batch 3: $(cat "$TMP/batch.json" "$TMP/err" | head -c 800)"
+fi
+if "$BIN" bench step -m "$GOLDEN" --batch 0 >"$TMP/out" 2>&1; then
+  bad "bench step --batch 0 was accepted"
+else
+  ok "bench step --batch 0: $(head -1 "$TMP/out")"
+fi
 # Another backend: the one --backend configured runs the steps (the injected
 # fault is for decoder step 99, which these few passes never reach); the
 # CPU-only figures (peak, its fraction, ISA, mode, threads) are left out.

@@ -259,5 +259,41 @@ TEST(CpuOps, ConcatRows) {
   EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &p}, {}), Error);
 }
 
+// take_rows (a batched decoder pass slices its stacked rows with it): rows
+// skip..skip+take-1 of (a then b), wherever they lie, in F32 and I32; 0 takes
+// the rest; a slice past the end is an error.
+TEST(CpuOps, ConcatRowsTakesASlice) {
+  Fixture f;
+  Tensor a = f32({2, 2}, {1, 2, 3, 4}), b = f32({3, 2}, {5, 6, 7, 8, 9, 10});
+  const std::vector<float> all = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  for (int64_t skip = 0; skip <= 4; ++skip)
+    for (int64_t take = 1; skip + take <= 5; ++take) {
+      OpAttrs at;
+      at.skip_rows = skip;
+      at.take_rows = take;
+      Tensor y = f.run(OpKind::kConcatRows, {&a, &b}, {}, at);
+      EXPECT_EQ(y.shape, (std::vector<int64_t>{take, 2}));
+      EXPECT_EQ(y.f, std::vector<float>(all.begin() + skip * 2, all.begin() + (skip + take) * 2))
+          << "skip " << skip << " take " << take;
+    }
+  Tensor ids = Tensor::i32({4}), none = Tensor::i32({0});
+  ids.i = {10, 11, 12, 13};
+  OpAttrs mid;
+  mid.skip_rows = 1;
+  mid.take_rows = 2;
+  EXPECT_EQ(f.run(OpKind::kConcatRows, {&ids, &none}, {}, mid).i, (std::vector<int32_t>{11, 12}));
+  EXPECT_EQ(f.run(OpKind::kConcatRows, {&none, &ids}, {}, mid).i, (std::vector<int32_t>{11, 12}));
+  OpAttrs rest;
+  rest.skip_rows = 3;
+  EXPECT_EQ(f.run(OpKind::kConcatRows, {&ids, &none}, {}, rest).i, (std::vector<int32_t>{13}));
+  OpAttrs past;
+  past.skip_rows = 3;
+  past.take_rows = 3;
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &b}, {}, past), Error);
+  OpAttrs negative;
+  negative.take_rows = -1;
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &b}, {}, negative), Error);
+}
+
 }  // namespace
 }  // namespace dgemma

@@ -98,7 +98,11 @@ TEST(Metrics, PrometheusText) {
   m.observe_ttft(0.3);
   m.observe_ttft(7);
   m.set_queue(3, 2, 4);
+  m.add_decoder_pass(3);
+  m.add_decoder_pass(1);
   const std::string t = m.render();
+  EXPECT_NE(t.find("dgemma_decoder_passes_total 2\n"), std::string::npos);
+  EXPECT_NE(t.find("dgemma_decoder_pass_sequences_total 4\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_requests_total{endpoint=\"/v1/chat/completions\",code=\"200\"} 2\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_requests_total{endpoint=\"other\",code=\"404\"} 1\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_generations_total{outcome=\"length\"} 1\n"), std::string::npos);

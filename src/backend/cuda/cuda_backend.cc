@@ -1280,13 +1280,15 @@ void CudaBackend::Impl::elementwise(const OpCall& c) {
   download(0, out);
 }
 
-// Rows skip.. of (a then b): two device-to-device copies (the KV cache stays
-// on the device).
+// Rows skip.. of (a then b), the first take_rows of them when set: two
+// device-to-device copies (the KV cache stays on the device, and a batched
+// pass slices and stacks its rows there).
 void CudaBackend::Impl::concat_rows(const OpCall& c) {
   const Tensor &a = *c.in[0], &b = *c.in[1];
   const int64_t row = b.dim(0) == 0 ? (a.dim(0) == 0 ? 0 : a.numel() / a.dim(0)) : b.numel() / b.dim(0);
   const int64_t skip_a = std::min(c.attrs.skip_rows, a.dim(0)), skip_b = c.attrs.skip_rows - skip_a;
-  const int64_t na = (a.dim(0) - skip_a) * row, nb = (b.dim(0) - skip_b) * row;
+  const int64_t rows = c.out[0]->dim(0), rows_a = std::min(a.dim(0) - skip_a, rows);
+  const int64_t na = rows_a * row, nb = (rows - rows_a) * row;
   auto* da = static_cast<const char*>(input(a, "input 0"));
   auto* db = static_cast<const char*>(input(b, "input 1"));
   auto* out = static_cast<char*>(alloc_output(0));
