@@ -402,38 +402,62 @@ const Tensor& DiffusionGemma::decode_logits(const int32_t* canvas, int64_t n, co
     ids.i[size_t(k)] = canvas[k];
   }
   Tensor pos = positions_tensor(cache_.length, n);
+  Tensor& x = decoder_input(ids, sc, sc ? n : 0);
+  run_layers(Pass::kDecoder, x, pos);
+  return decoder_output(x);
+}
+
+// The decoder's input rows (spec §2.3): the token embeddings and, on the
+// first sc_rows rows, the self-conditioning MLP of the soft embedding of `sc`
+// [sc_rows, V] added; then the parameter-free post norm. Rows without a
+// signal keep the embedding itself: through RMSNorm(0), the bias-free MLP and
+// gelu(0) a zero signal stays exactly zero.
+Tensor& DiffusionGemma::decoder_input(const Tensor& ids, const Tensor* sc, int64_t sc_rows) {
   OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
   const float eps = float(config_.rms_norm_eps);
   const OpAttrs ea = embedding_attrs();
   Tensor& e = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
   exec_.tap("decoder.embeddings", e);
   const Tensor* sum = &e;
-  if (sc) {
+  if (sc && sc_rows > 0) {
     Tensor& s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {sc}, {&weights_.embed}, ea);
     Tensor& g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
     Tensor& gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
     Tensor& up = op.linear("self_conditioning.up_proj", g, weights_.sc_up);
     Tensor& act = op.run(OpKind::kGeluGlu, "self_conditioning.act", {&gate, &up}, {});
     Tensor& scout = op.linear("self_conditioning.down_proj", act, weights_.sc_down);
-    sum = &op.add("self_conditioning.residual", e, scout);
+    if (sc_rows == ids.numel()) {
+      sum = &op.add("self_conditioning.residual", e, scout);
+    } else {
+      // A batch (decode_batch) whose conditioned rows come first.
+      const Tensor none = Tensor::f32({0, e.dim(1)});
+      OpAttrs head, tail;
+      head.take_rows = sc_rows;
+      tail.skip_rows = sc_rows;
+      Tensor& e_sc = op.run(OpKind::kConcatRows, "self_conditioning.conditioned_rows", {&e, &none}, {}, head);
+      Tensor& e_rest = op.run(OpKind::kConcatRows, "self_conditioning.unconditioned_rows", {&e, &none}, {}, tail);
+      Tensor& mixed = op.add("self_conditioning.residual", e_sc, scout);
+      sum = &op.run(OpKind::kConcatRows, "self_conditioning.rows", {&mixed, &e_rest}, {});
+    }
   }
-  // First step (no signal): zero through RMSNorm(0), the bias-free MLP and
-  // gelu(0) stays exactly zero, so the residual is e itself (spec §2.3).
   Tensor& x = op.norm("self_conditioning.post_norm", *sum, nullptr, eps);
   exec_.tap("decoder.self_conditioning_out", x);
-  run_layers(Pass::kDecoder, x, pos);
-  Tensor& h = op.norm("norm", x, &weights_.final_norm, eps);
+  return x;
+}
+
+// Final norm, LM head (the tied embedding) and logit softcap (spec §2.3).
+Tensor& DiffusionGemma::decoder_output(const Tensor& x) {
+  OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
+  Tensor& h = op.norm("norm", x, &weights_.final_norm, float(config_.rms_norm_eps));
   exec_.tap("decoder.last_hidden_state", h);
-  Tensor& raw = op.linear("lm_head", h, weights_.embed);
+  Tensor* logits = &op.linear("lm_head", h, weights_.embed);
   if (config_.final_logit_softcapping > 0.0) {
     OpAttrs ca;
     ca.cap = float(config_.final_logit_softcapping);
-    Tensor& capped = op.run(OpKind::kSoftcap, "final_logit_softcapping", {&raw}, {}, ca);
-    exec_.tap("decoder.logits", capped);
-    return capped;
+    logits = &op.run(OpKind::kSoftcap, "final_logit_softcapping", {logits}, {}, ca);
   }
-  exec_.tap("decoder.logits", raw);
-  return raw;
+  exec_.tap("decoder.logits", *logits);
+  return *logits;
 }
 
 // A decoder pass and the per-row sampler pass of generate() as the sample op
@@ -497,7 +521,7 @@ void DiffusionGemma::processed_logits(float* out) {
 void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   processed_valid_ = false;  // not a decode_sample() of the model's cache
   if (items.empty()) return;
-  const int64_t V = config_.vocab_size, H = config_.hidden_size;
+  const int64_t V = config_.vocab_size;
   std::vector<size_t> order;
   order.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i)
@@ -535,61 +559,27 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
     item_pos.push_back(positions_tensor(cache->length, rows[i]));
     segments.push_back({cache, row0[i], rows[i], &item_pos.back()});
   }
-  OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
-  const float eps = float(config_.rms_norm_eps);
-  const OpAttrs ea = embedding_attrs();
-  Tensor& e = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
-  exec_.tap("decoder.embeddings", e);
-  const Tensor* sum = &e;
+  Tensor* scl = nullptr;
   if (R_sc > 0) {
-    Tensor& scl = workspace_.slot("self_conditioning.input");
-    scl.dtype = DType::kF32;
-    scl.resize({R_sc, V});
+    scl = &workspace_.slot("self_conditioning.input");
+    scl->dtype = DType::kF32;
+    scl->resize({R_sc, V});
     for (const size_t i : order)
       if (items[i].self_conditioning)
-        std::memcpy(scl.f.data() + row0[i] * V, items[i].self_conditioning, size_t(rows[i] * V) * 4);
-    scl.host_written();
-    Tensor& s = op.run(OpKind::kSoftEmbedding, "self_conditioning.soft_embedding", {&scl}, {&weights_.embed}, ea);
-    Tensor& g = op.norm("self_conditioning.pre_norm", s, &weights_.sc_pre_norm, eps);
-    Tensor& gate = op.linear("self_conditioning.gate_proj", g, weights_.sc_gate);
-    Tensor& up = op.linear("self_conditioning.up_proj", g, weights_.sc_up);
-    Tensor& act = op.run(OpKind::kGeluGlu, "self_conditioning.act", {&gate, &up}, {});
-    Tensor& scout = op.linear("self_conditioning.down_proj", act, weights_.sc_down);
-    if (R_sc == R) {
-      sum = &op.add("self_conditioning.residual", e, scout);
-    } else {
-      // The residual on the self-conditioned rows; the others keep e itself,
-      // as a first step does (spec §2.3: the MLP of a zero signal is zero).
-      const Tensor none = Tensor::f32({0, H});
-      OpAttrs head, tail;
-      head.take_rows = R_sc;
-      tail.skip_rows = R_sc;
-      Tensor& e_sc = op.run(OpKind::kConcatRows, "self_conditioning.conditioned_rows", {&e, &none}, {}, head);
-      Tensor& e_rest = op.run(OpKind::kConcatRows, "self_conditioning.unconditioned_rows", {&e, &none}, {}, tail);
-      Tensor& mixed = op.add("self_conditioning.residual", e_sc, scout);
-      sum = &op.run(OpKind::kConcatRows, "self_conditioning.rows", {&mixed, &e_rest}, {});
-    }
+        std::memcpy(scl->f.data() + row0[i] * V, items[i].self_conditioning, size_t(rows[i] * V) * 4);
+    scl->host_written();
   }
-  Tensor& x = op.norm("self_conditioning.post_norm", *sum, nullptr, eps);
-  exec_.tap("decoder.self_conditioning_out", x);
+  Tensor& x = decoder_input(ids, scl, R_sc);
   struct EndBatch {
     std::vector<BatchSegment>& batch;
     ~EndBatch() { batch.clear(); }
   } end_batch{batch_};
   batch_ = std::move(segments);
   run_layers(Pass::kDecoder, x, pos);
-  Tensor& h = op.norm("norm", x, &weights_.final_norm, eps);
-  exec_.tap("decoder.last_hidden_state", h);
-  Tensor* logits = &op.linear("lm_head", h, weights_.embed);
-  if (config_.final_logit_softcapping > 0.0) {
-    OpAttrs ca;
-    ca.cap = float(config_.final_logit_softcapping);
-    logits = &op.run(OpKind::kSoftcap, "final_logit_softcapping", {logits}, {}, ca);
-  }
+  const Tensor* logits = &decoder_output(x);
   logits->ensure_host();
   for (const size_t i : order)
     std::memcpy(items[i].logits, logits->f.data() + row0[i] * V, size_t(rows[i] * V) * 4);
-  exec_.tap("decoder.logits", *logits);
   ++decoder_step_;
 }
 

@@ -154,6 +154,8 @@ class DiffusionGemma : public DiffusionModel {
   // The decoder pass up to the (soft-capped) logits [n, vocab], which stay
   // in the workspace (valid until the next pass); `sc`: self-conditioning
   // logits [n, vocab] or null. Does not advance decoder_step_.
+  Tensor& decoder_input(const Tensor& ids, const Tensor* sc, int64_t sc_rows);
+  Tensor& decoder_output(const Tensor& x);
   const Tensor& decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc);
 
   ModelConfig config_;
