@@ -15,7 +15,8 @@
 #   4. on the slice (real head dims 256/512, 128 experts, vocab 262144): the
 #      doctor with --backend cuda (1 step, the default 12-token prompt) and
 #      the same per-op table, then `dgemma bench step --context 512 --steps 3`
-#      with --backend cuda and, for comparison, --backend cpu -t 16: canvas
+#      with --backend cuda (device-resident; batch 1 and 4, and the host/device
+#      traffic per step) and, for comparison, --backend cpu -t 16: canvas
 #      positions/s, step seconds and the slowest ops;
 #   5. generates on the default model with --backend cuda and --debug-device;
 #   6. if compute-sanitizer is there, runs the op tests under memcheck.
@@ -104,6 +105,13 @@ print(f"  canvas positions/s {d['positions_per_s']:.1f}; step (self-conditioned)
 ops = sorted(d["step_sc_by_op"].items(), key=lambda kv: -kv[1]["seconds"])[:5]
 print("  slowest ops of the self-conditioned step: " +
       ", ".join(f"{op} {s['seconds']:.4f} s" for op, s in ops))
+if "batch" in d:
+    print(f"  batched: {d['batch']} canvases in one pass {d['batch_step_sc_s']:.4f} s, "
+          f"{d['batch_positions_per_s']:.1f} positions/s ({d['batch_speedup']:.2f}x one canvas)")
+for path, t in d.get("device_traffic_per_step", {}).items():
+    print(f"  device traffic per step ({path}): {t['h2d_bytes']} B up, {t['d2h_bytes']} B down "
+          f"({t['h2d_bytes_per_position']:.1f} / {t['d2h_bytes_per_position']:.1f} per position), "
+          f"{t['synchronizations']} waits, {t['kernel_launches']} launches")
 e = d.get("estimate")
 if e:
     print(f"  estimate for {e['layers']} layers: {e['positions_per_s']:.1f} positions/s, "
@@ -207,6 +215,7 @@ else
     name=bench_step_slice_$backend
     flags=(--backend $backend)
     [ $backend = cpu ] && flags+=(-t 16)
+    [ $backend = cuda ] && flags+=(--batch 4)  # batch 1 and 4 (issue 15)
     timeout 180 "$build/dgemma" bench step -m "$slice" "${flags[@]}" --json --context 512 --steps 3 \
       >"$out/$name.json" 2>"$out/$name.err"
     rc=$?

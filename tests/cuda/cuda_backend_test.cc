@@ -32,6 +32,7 @@
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "cuda/require_device.h"
 #endif
 
 namespace dgemma {
@@ -43,10 +44,6 @@ TEST(CudaBackend, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (n
 
 #else
 
-#define REQUIRE_CUDA_DEVICE()                                                           \
-  do {                                                                                  \
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
-  } while (0)
 
 const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
 

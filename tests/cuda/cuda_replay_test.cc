@@ -20,6 +20,7 @@
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "cuda/require_device.h"
 #endif
 
 namespace dgemma {
@@ -36,7 +37,7 @@ using testing::GoldenCase;
 class CudaReplay : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaReplay, MatchesReference) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  REQUIRE_CUDA_DEVICE();
   const GoldenCase golden(GetParam());
   const GenerationConfig config = testing::effective_config(golden);
   auto model = DiffusionGemma::load(testing::golden_a_dir());
@@ -53,19 +54,7 @@ TEST_P(CudaReplay, MatchesReference) {
   EXPECT_GT(gpu.traffic().weight_h2d_bytes, 0);
   EXPECT_GT(gpu.traffic().kernel_launches, 0);
 
-  const json::Array& canvases = golden.meta().find("canvases")->as_array();
-  ASSERT_EQ(result.steps_per_canvas.size(), canvases.size());
-  size_t k = 0;
-  for (size_t c = 0; c < canvases.size(); ++c) {
-    const json::Array& steps = canvases[c].find("steps")->as_array();
-    EXPECT_EQ(result.steps_per_canvas[c], int64_t(steps.size())) << "canvas " << c;
-    ASSERT_LT(c, recorder.canvases.size());
-    EXPECT_EQ(recorder.canvases[c].committed, golden.ints32("canvas." + std::to_string(c) + ".finalized"))
-        << "canvas " << c;
-    for (size_t s = 0; s < steps.size() && k < recorder.steps.size(); ++s, ++k)
-      expect_step_matches(recorder.steps[k], golden, c, s, steps[s], 1e-3);
-  }
-  EXPECT_EQ(k, recorder.steps.size()) << "more steps executed than recorded";
+  testing::expect_run_matches(result, recorder, golden, 1e-3);
 }
 
 // generate_long (three canvases) is left to the CPU replay: on the emulated

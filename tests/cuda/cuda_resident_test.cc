@@ -20,6 +20,7 @@
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "cuda/require_device.h"
 #endif
 
 namespace dgemma {
@@ -31,10 +32,6 @@ TEST(CudaResident, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (
 
 #else
 
-#define REQUIRE_CUDA_DEVICE()                                                                      \
-  do {                                                                                             \
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
-  } while (0)
 
 const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
 
@@ -163,7 +160,7 @@ TEST(CudaResident, TrafficOfOneDecoderPassIsWhatTheDesignSays) {
 TEST(CudaResident, BatchedDecodeEqualsSinglePasses) {
   REQUIRE_CUDA_DEVICE();
   GpuModel r("cuda");
-  const int64_t L = r.L(), V = r.V(), layers = r.model->config().num_layers, E = r.model->config().num_experts;
+  const int64_t L = r.L(), V = r.V();
   std::vector<KvCache> caches;
   std::vector<std::vector<int32_t>> canvases;
   for (const int64_t n : {5, 23, 40}) {
@@ -198,8 +195,8 @@ TEST(CudaResident, BatchedDecodeEqualsSinglePasses) {
   const CudaTraffic t = r.gpu->traffic();
   const int64_t R = 3 * L;
   EXPECT_EQ(t.h2d_bytes, 2 * L * V * 4 + 3 * R * 4);  // logits of two; ids, positions, per-sequence positions
-  EXPECT_EQ(t.d2h_bytes, R * V * 4 + layers * (E + 4) * 4);
-  EXPECT_EQ(t.synchronizations, layers + 1);
+  EXPECT_EQ(t.d2h_bytes, R * V * 4 + 20);  // the logits and the routing status, with one wait
+  EXPECT_EQ(t.synchronizations, 1);
 #if DGEMMA_CUDA_EMULATION
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "sequence " << i;
 #else

@@ -26,10 +26,12 @@
 #include "generate/sample_paths.h"
 #include "model/diffusion_gemma.h"
 #include "ops/cpu/cpu_backend.h"
+#include "ops/sample_op_support.h"
 #include "ops/op.h"
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "cuda/require_device.h"
 #endif
 
 namespace dgemma {
@@ -41,43 +43,12 @@ TEST(CudaSample, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (nv
 
 #else
 
-#define REQUIRE_CUDA_DEVICE()                                                                       \
-  do {                                                                                              \
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
-  } while (0)
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
-
-Tensor uniforms_tensor(const std::vector<double>& u) {
-  Tensor t = Tensor::i32({int64_t(u.size()), 2});
-  for (size_t r = 0; r < u.size(); ++r) {
-    const uint64_t b = std::bit_cast<uint64_t>(u[r]);
-    t.i[2 * r] = int32_t(uint32_t(b));
-    t.i[2 * r + 1] = int32_t(uint32_t(b >> 32));
-  }
-  return t;
-}
-
-struct SampleOut {
-  Tensor z, argmax, entropy, sample;
-};
-
-SampleOut run_sample(Backend& b, const Tensor& logits, const Tensor& uniforms, float temperature) {
-  SampleOut o;
-  OpCall c;
-  c.kind = OpKind::kSample;
-  c.site = "sample";
-  c.pass = Pass::kDecoder;
-  c.step = 4;
-  c.in = {&logits, &uniforms};
-  c.out = {&o.z, &o.argmax, &o.entropy, &o.sample};
-  c.attrs.temperature = temperature;
-  Executor(b).run(c);  // a device backend may keep the outputs there (ops/backend.h)
-  ensure_host({&o.z, &o.argmax, &o.entropy, &o.sample});
-  return o;
-}
+using testing::bits;
+using testing::kNegInf;
+using testing::run_sample;
+using testing::SampleOut;
+using testing::uniforms_tensor;
 
 // Random rows: wide and narrow scales, optional -inf entries, exact ties.
 Tensor random_logits(std::mt19937& g, int64_t M, int64_t V, bool neg_inf) {
@@ -201,14 +172,14 @@ TEST_P(CudaSample, BadRowsAreMarkedAndReportedAsOnTheCpu) {
   const std::string where = sample_op_where("sample", 4);
   auto cpu_error = [&](const Tensor& x) {
     try {
-      run_sample(cpu_, x, u, 0.5f);
+      run_sample(cpu_, x, u, 0.5f, 4);
     } catch (const BadLogitsRow& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
   auto gpu_error = [&](const Tensor& x) {
-    const SampleOut m = run_sample(*gpu_, x, u, 0.5f);
+    const SampleOut m = run_sample(*gpu_, x, u, 0.5f, 4);
     try {
       throw_marked_row(m.argmax.i, m.z.f.data(), x.dim(1), where);
     } catch (const BadLogitsRow& e) {

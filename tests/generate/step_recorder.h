@@ -88,4 +88,23 @@ inline void expect_step_matches(const RecordedStep& r, const GoldenCase& golden,
   EXPECT_NEAR(r.mean_entropy, golden.floats(p + "mean_entropy").at(0), entropy_tol);
 }
 
+// A whole replayed run against the case: steps per canvas, committed
+// canvases and every recorded step (expect_step_matches).
+inline void expect_run_matches(const GenerationResult& result, const StepRecorder& recorder, const GoldenCase& golden,
+                               double entropy_tol) {
+  const json::Array& canvases = golden.meta().find("canvases")->as_array();
+  ASSERT_EQ(result.steps_per_canvas.size(), canvases.size());
+  size_t k = 0;
+  for (size_t c = 0; c < canvases.size(); ++c) {
+    const json::Array& steps = canvases[c].find("steps")->as_array();
+    EXPECT_EQ(result.steps_per_canvas[c], int64_t(steps.size())) << "canvas " << c;
+    ASSERT_LT(c, recorder.canvases.size());
+    EXPECT_EQ(recorder.canvases[c].committed, golden.ints32("canvas." + std::to_string(c) + ".finalized"))
+        << "canvas " << c;
+    for (size_t s = 0; s < steps.size() && k < recorder.steps.size(); ++s, ++k)
+      expect_step_matches(recorder.steps[k], golden, c, s, steps[s], entropy_tol);
+  }
+  EXPECT_EQ(k, recorder.steps.size()) << "more steps executed than recorded";
+}
+
 }  // namespace dgemma::testing

@@ -17,41 +17,16 @@
 #include "dgemma/error.h"
 #include "generate/sampler.h"
 #include "ops/cpu/cpu_backend.h"
+#include "ops/sample_op_support.h"
 
 namespace dgemma {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
-
-Tensor uniforms_tensor(const std::vector<double>& u) {
-  Tensor t = Tensor::i32({int64_t(u.size()), 2});
-  for (size_t r = 0; r < u.size(); ++r) {
-    const uint64_t b = std::bit_cast<uint64_t>(u[r]);
-    t.i[2 * r] = int32_t(uint32_t(b));
-    t.i[2 * r + 1] = int32_t(uint32_t(b >> 32));
-  }
-  return t;
-}
-
-struct SampleOut {
-  Tensor z, argmax, entropy, sample;
-};
-
-SampleOut run_sample(Backend& b, const Tensor& logits, const Tensor& uniforms, float temperature, int step = 0) {
-  SampleOut o;
-  OpCall c;
-  c.kind = OpKind::kSample;
-  c.site = "sample";
-  c.pass = Pass::kDecoder;
-  c.step = step;
-  c.in = {&logits, &uniforms};
-  c.out = {&o.z, &o.argmax, &o.entropy, &o.sample};
-  c.attrs.temperature = temperature;
-  Executor(b).run(c);
-  return o;
-}
+using testing::bits;
+using testing::kNegInf;
+using testing::run_sample;
+using testing::SampleOut;
+using testing::uniforms_tensor;
 
 // Rows of mixed scales: wide (nearly one-hot), narrow (high entropy), with
 // -inf entries and exact ties of the maximum.
