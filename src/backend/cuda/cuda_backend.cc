@@ -330,6 +330,26 @@ std::string routing_error(const int32_t* st, int64_t K, int64_t E) {
 }
 
 
+// Makes `device` current for a scope and restores the caller's device: the
+// data of one backend may be touched while another device's backend runs an
+// op (a pipeline stage reading the previous stage's output).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+    if (saved_ != device) cudaSetDevice(device);
+    else saved_ = -1;
+  }
+  ~DeviceScope() {
+    if (saved_ >= 0) cudaSetDevice(saved_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 // What outlives single ops: the stream and memory pool, the traffic counters
 // and the registry of device-resident tensors. Shared by the backend and
 // every tensor it attached device data to, so that a tensor may outlive the
@@ -368,7 +388,7 @@ struct CudaArena {
 
   ~CudaArena() {
     if (!stream && !pool) return;
-    cudaSetDevice(device);
+    DeviceScope on(device);
     if (stream) cudaStreamSynchronize(stream);
     if (sticky) cudaFree(sticky);
     if (pool) cudaMemPoolDestroy(pool);
@@ -377,7 +397,7 @@ struct CudaArena {
   }
   void release(void* p) {
     resident.erase(reinterpret_cast<uintptr_t>(p));
-    cudaSetDevice(device);
+    DeviceScope on(device);
     if (pool) cudaFreeAsync(p, stream);
     else cudaFree(p);
   }
@@ -400,14 +420,14 @@ class CudaDeviceData final : public DeviceData {
   void queue_copy_to_host(Tensor& t) const override {
     if (bytes_ == 0) return;
     void* dst = t.dtype == DType::kF32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
-    cudaSetDevice(arena_->device);
+    DeviceScope on(arena_->device);
     const cudaError_t e = cudaMemcpyAsync(dst, p_, size_t(bytes_), cudaMemcpyDeviceToHost, arena_->stream);
     arena_->traffic.d2h_bytes += bytes_;
     if (e != cudaSuccess) fail_copy(e, t.shape_string());
   }
   // One wait for the queued copies; the routing status comes along.
   void finish_copies() const override {
-    cudaSetDevice(arena_->device);
+    DeviceScope on(arena_->device);
     int32_t sticky[5] = {0, 0, 0, 0, 0};
     cudaError_t e = cudaSuccess;
     if (arena_->sticky) {
