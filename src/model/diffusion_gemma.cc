@@ -251,7 +251,9 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   Tensor& x2 = op.add("ffn_residual", x1, hn);
   // The whole residual stream is scaled by this pass's own layer scalar.
   const WeightRef& s = pass == Pass::kEncoder ? W.encoder_layer_scalar : W.decoder_layer_scalar;
-  x = op.run(OpKind::kScale, "layer_scalar", {&x2}, {&s});
+  // Swapped, not copied: the slot takes the old residual (rewritten by the
+  // next layer), and a device-resident x moves without a host copy.
+  std::swap(x, op.run(OpKind::kScale, "layer_scalar", {&x2}, {&s}));
 }
 
 Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const Tensor& q, const Tensor& k,
