@@ -31,6 +31,8 @@ CpuFeatures detect() {
   // AVX512_BF16 is leaf 7 sub-leaf 1, EAX bit 5 (not every compiler's
   // __builtin_cpu_supports knows "avx512bf16").
   if (f.avx512f && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a & (1u << 5)) != 0;
+  // AVX-VNNI (the VEX-encoded vpdpwssd on 256 bits): the same leaf, EAX bit 4.
+  if (f.avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = (a & (1u << 4)) != 0;
   unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
   if (max_ext >= 0x80000004u) {
     char brand[49] = {};

@@ -22,6 +22,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false;
+  bool avx_vnni = false;  // the VEX (256-bit) VNNI of CPUs without AVX-512 (and some with)
   std::string brand;  // e.g. "AMD EPYC 9xx5 ..." (empty when unknown)
   int logical_cores = 1;
 };

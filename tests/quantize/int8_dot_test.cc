@@ -129,19 +129,32 @@ TEST(Int8Dot, ComputesQuantizedActivationsTimesStoredWeights) {
   }
 }
 
+// Every level this CPU runs (AVX2, AVX-VNNI, AVX-512, AVX512-VNNI) against
+// the portable one, bit for bit, with row counts that exercise each level's
+// row blocking (3 or 6 rows at a time) and its remainders.
 TEST(Int8Dot, LevelsAndThreadCountsAreBitIdentical) {
   const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = cpu::int8_dot_isa();
-  std::printf("int8-dot kernels use the %s level\n", f.name);
+  const std::vector<const cpu::Int8DotIsa*> levels = cpu::int8_dot_levels();
+  std::string names;
+  for (const cpu::Int8DotIsa* l : levels) names += std::string(" ") + l->name;
+  std::printf("int8-dot kernels use the %s level; this CPU runs:%s\n", f.name, names.c_str());
   if (detected_isa() >= CpuIsa::kAvx2) {
     EXPECT_STRNE(f.name, p.name) << "the AVX2 level is not in use on an AVX2 CPU";
+    EXPECT_GE(levels.size(), 2u);
+  }
+  if (cpu_features().avx512_vnni && detected_isa() >= CpuIsa::kAvx512 && default_isa() >= CpuIsa::kAvx512) {
+    EXPECT_STREQ(f.name, "avx512-vnni") << "an AVX512-VNNI CPU does not use its VNNI level";
   }
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.label);
     const WeightRef w = quant_ref(make(c, 5));
-    for (int64_t M : {1, 4, 7, 19}) {
+    for (int64_t M : {1, 4, 7, 11, 19}) {
       const std::vector<float> x = random_values(M * c.cols, uint32_t(40 + M), 1.0f);
       const std::vector<float> a = gemm(p, w, 0, c.rows, x, M, 1);
-      EXPECT_EQ(a, gemm(f, w, 0, c.rows, x, M, 1));
+      for (const cpu::Int8DotIsa* l : levels) {
+        SCOPED_TRACE(l->name);
+        EXPECT_EQ(a, gemm(*l, w, 0, c.rows, x, M, 1)) << "M=" << M;
+      }
       EXPECT_EQ(a, gemm(f, w, 0, c.rows, x, M, 3));
     }
   }
@@ -166,35 +179,38 @@ TEST(Int8Dot, GroupedGemmEqualsOneGemmPerGroup) {
 }
 
 TEST(Int8Dot, DecodingLevelsAgree) {
-  const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = cpu::int8_dot_isa();
-  std::mt19937 rng(7);
-  std::vector<uint8_t> codes(512);
-  for (auto& c : codes) c = uint8_t(rng());
-  int16_t table[16];
-  for (auto& t : table) t = int16_t(int(rng() % 65535) - 32767);
-  std::vector<int16_t> a(512), b(512);
-  const cpu::NibbleTable nt = cpu::nibble_table(table);
-  for (bool high : {true, false})
-    for (int64_t n : {512, 480, 32}) {  // whole 64-code steps and a last run of 32
-      std::fill(a.begin(), a.end(), 0);
-      std::fill(b.begin(), b.end(), 0);
-      p.nibbles(codes.data(), n, high, nt, a.data());
-      f.nibbles(codes.data(), n, high, nt, b.data());
-      EXPECT_EQ(a, b) << n;
-      EXPECT_EQ(a[2], table[high ? codes[1] >> 4 : codes[1] & 0xF]);
-      EXPECT_EQ(a[size_t(n) - 1], table[high ? codes[size_t(n / 2 - 1)] & 0xF : codes[size_t(n / 2 - 1)] >> 4]);
+  for (const cpu::Int8DotIsa* level : cpu::int8_dot_levels()) {
+    SCOPED_TRACE(level->name);
+    const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = *level;
+    std::mt19937 rng(7);
+    std::vector<uint8_t> codes(512);
+    for (auto& c : codes) c = uint8_t(rng());
+    int16_t table[16];
+    for (auto& t : table) t = int16_t(int(rng() % 65535) - 32767);
+    std::vector<int16_t> a(512), b(512);
+    const cpu::NibbleTable nt = cpu::nibble_table(table);
+    for (bool high : {true, false})
+      for (int64_t n : {512, 480, 32}) {  // whole 64-code steps and a last run of 32
+        std::fill(a.begin(), a.end(), 0);
+        std::fill(b.begin(), b.end(), 0);
+        p.nibbles(codes.data(), n, high, nt, a.data());
+        f.nibbles(codes.data(), n, high, nt, b.data());
+        EXPECT_EQ(a, b) << n;
+        EXPECT_EQ(a[2], table[high ? codes[1] >> 4 : codes[1] & 0xF]);
+        EXPECT_EQ(a[size_t(n) - 1], table[high ? codes[size_t(n / 2 - 1)] & 0xF : codes[size_t(n / 2 - 1)] >> 4]);
+      }
+    for (bool is_signed : {true, false}) {
+      p.bytes(codes.data(), 512, is_signed, a.data());
+      f.bytes(codes.data(), 512, is_signed, b.data());
+      EXPECT_EQ(a, b);
     }
-  for (bool is_signed : {true, false}) {
-    p.bytes(codes.data(), 512, is_signed, a.data());
-    f.bytes(codes.data(), 512, is_signed, b.data());
-    EXPECT_EQ(a, b);
+    std::vector<int16_t> rows(16 * 64), va(16 * 64), vb(16 * 64);
+    for (auto& r : rows) r = int16_t(rng());
+    p.interleave(rows.data(), 64, 64, va.data());
+    f.interleave(rows.data(), 64, 64, vb.data());
+    EXPECT_EQ(va, vb);
+    EXPECT_EQ(va[(5 * 16 + 3) * 2 + 1], rows[3 * 64 + 11]);  // pair 5 of row 3, second element
   }
-  std::vector<int16_t> rows(16 * 64), va(16 * 64), vb(16 * 64);
-  for (auto& r : rows) r = int16_t(rng());
-  p.interleave(rows.data(), 64, 64, va.data());
-  f.interleave(rows.data(), 64, 64, vb.data());
-  EXPECT_EQ(va, vb);
-  EXPECT_EQ(va[(5 * 16 + 3) * 2 + 1], rows[3 * 64 + 11]);  // pair 5 of row 3, second element
 }
 
 TEST(Int8Dot, ErrorAgainstTheExactPathIsTheActivationRounding) {
@@ -216,7 +232,7 @@ TEST(Int8Dot, ErrorAgainstTheExactPathIsTheActivationRounding) {
 TEST(Int8Dot, NonFiniteActivationsGiveNaN) {
   const Case c = cases()[0];
   const WeightRef w = quant_ref(make(c, 11));
-  for (const cpu::Int8DotIsa* isa : {&cpu::int8_dot_isa_portable(), &cpu::int8_dot_isa()}) {
+  for (const cpu::Int8DotIsa* isa : cpu::int8_dot_levels()) {
     SCOPED_TRACE(isa->name);
     for (float bad : {INFINITY, -INFINITY, NAN}) {
       std::vector<float> x = random_values(3 * c.cols, 12, 1.0f);
@@ -236,7 +252,7 @@ TEST(Int8Dot, ZeroAndTinyBlocksGiveZero) {
   const WeightRef w = quant_ref(make(c, 13));
   std::vector<float> x(size_t(2 * c.cols), 0.0f);
   for (int64_t k = 0; k < c.cols; ++k) x[size_t(c.cols + k)] = 1e-35f;
-  for (const cpu::Int8DotIsa* isa : {&cpu::int8_dot_isa_portable(), &cpu::int8_dot_isa()}) {
+  for (const cpu::Int8DotIsa* isa : cpu::int8_dot_levels()) {
     const std::vector<float> out = gemm(*isa, w, 0, c.rows, x, 2, 1);
     for (float v : out) EXPECT_EQ(v, 0.0f);
   }

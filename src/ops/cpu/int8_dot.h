@@ -22,9 +22,9 @@
 // So only the activations are rounded (≤ d/2 per element) and, for NF4, the
 // code book to 15 bits. Everything is integer-exact up to the per-block fma
 // chain, whose order is fixed: every level (portable, AVX2) and every thread
-// count gives bit-identical results (tests/ops/int8_dot_test.cc).
+// count gives bit-identical results (tests/quantize/int8_dot_test.cc).
 //
-// Products are int16 × int16 pairs (vpmaddwd): |V| ≤ 32767 and |q| ≤ 127, so
+// Products are int16 × int16 pairs (vpmaddwd, or vpdpwssd with VNNI): |V| ≤ 32767 and |q| ≤ 127, so
 // a block of 32 sums to at most 32·32767·127 < 2^31 without overflow; its
 // conversion to fp32 is exact below 2^24 and rounds to nearest above (every
 // level alike).
@@ -103,9 +103,13 @@ struct Int8DotIsa {
 };
 inline constexpr int kI8TileRows = 16;
 
-// The level for the running CPU (capped by DGEMMA_CPU_ISA) and the portable one.
+// The level for the running CPU (capped by DGEMMA_CPU_ISA: avx512 and up
+// take AVX512-VNNI where the CPU has it, avx2 AVX-VNNI) and the portable one.
 const Int8DotIsa& int8_dot_isa();
 const Int8DotIsa& int8_dot_isa_portable();
+// Every level the running CPU can execute, portable first (for tests and
+// benchmarks, whatever the cap).
+std::vector<const Int8DotIsa*> int8_dot_levels();
 
 // Same as int8_dot_gemm on a given level (tests compare the levels).
 void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,

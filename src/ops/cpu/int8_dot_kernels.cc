@@ -1,13 +1,15 @@
 // Int8DotIsa tables (int8_dot.h): the portable level (plain loops, the
-// oracle) and the AVX2 level (vpmaddwd). Both evaluate the same integer sums
-// and the same fp32 operations in the same order, so their results are
-// bit-identical. Functions compiled for AVX2 use only intrinsics and plain
+// oracle), AVX2 (vpmaddwd), AVX-VNNI (vpdpwssd on 256 bits), AVX-512
+// (vpmaddwd on 512 bits) and AVX512-VNNI (vpdpwssd on 512 bits). All evaluate
+// the same integer sums and the same fp32 operations in the same order, so
+// their results are bit-identical. Functions compiled for AVX2 use only intrinsics and plain
 // loops, no standard-library code (see isa_kernels.h for why).
 #include <immintrin.h>
 
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "ops/cpu/int8_dot.h"
@@ -150,71 +152,136 @@ DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, 
   }
 }
 
-// R activation rows against the tile's 16 weight rows (two vectors of 8
-// int32 lanes, one lane per weight row), sub-block by sub-block. SUB is a
-// template argument so that the pair loop is fully unrolled (GCC otherwise
-// copies every accumulator once per step).
-template <int R, int SUB>
-DGEMMA_I8_AVX2 inline void tile_rows_avx2(const Int8Activations& a, int64_t m, int64_t k0, int64_t kc,
-                                          const int16_t* v, const float* ws, const float* wb, float* acc) {
-  constexpr int sub = SUB;
-  const int16_t* q[R];
-  for (int r = 0; r < R; ++r) q[r] = a.q + (m + r) * a.kp + k0;
-  for (int64_t s = 0; s < kc / sub; ++s) {
-    __m256i c[R][2];
-    for (int r = 0; r < R; ++r) c[r][0] = c[r][1] = _mm256_setzero_si256();
-    const int16_t* vs = v + s * sub * kI8TileRows;
-#pragma GCC unroll 2
-    for (int p = 0; p < sub / 2; ++p) {
-      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vs + p * 2 * kI8TileRows));
-      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vs + p * 2 * kI8TileRows + 16));
-      for (int r = 0; r < R; ++r) {
-        int32_t pair;
-        std::memcpy(&pair, q[r] + s * sub + 2 * p, 4);
-        const __m256i xb = _mm256_set1_epi32(pair);
-        c[r][0] = _mm256_add_epi32(_mm256_madd_epi16(w0, xb), c[r][0]);
-        c[r][1] = _mm256_add_epi32(_mm256_madd_epi16(w1, xb), c[r][1]);
-      }
-    }
-    const int64_t b = (k0 + s * sub) / kI8Block;
-    const bool bias = wb && (s + 1) * sub % kI8Block == 0;
-    const int64_t bl = (s * sub) / kI8Block;
-    for (int r = 0; r < R; ++r) {
-      const __m256 d = _mm256_set1_ps(a.d[(m + r) * a.nb + b]);
-      float* am = acc + r * kI8TileRows;
-      for (int h = 0; h < 2; ++h) {
-        const __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(ws + s * kI8TileRows + 8 * h), d);
-        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[r][h]), sv, _mm256_loadu_ps(am + 8 * h));
-        if (bias)
-          f = _mm256_fmadd_ps(_mm256_loadu_ps(wb + bl * kI8TileRows + 8 * h), _mm256_set1_ps(a.ds[(m + r) * a.nb + b]),
-                              f);
-        _mm256_storeu_ps(am + 8 * h, f);
-      }
-    }
+// R activation rows against the tile's 16 weight rows, sub-block by
+// sub-block: per pair p of columns one weight vector (16 rows × 2 int16) and
+// one broadcast activation pair per row, the int32 lanes (one per weight row)
+// accumulating q·V exactly; then the block's fp32 epilogue, lane by lane the
+// portable level's operations. SUB is a template argument so that the pair
+// loop is fully unrolled (GCC otherwise copies every accumulator once per
+// step). The body is written once and instantiated per level, because each
+// level needs its own target attribute (a VNNI instruction must not appear
+// in a level that lacks VNNI):
+//   NAME/TARGET  the function name and its target
+//   VEC, N       the int32 vector type and the vectors per 16 weight rows
+//   MADD(c,w,x)  c + Σ pairs w·x (vpmaddwd + vpaddd, or vpdpwssd)
+//   REG          keep the fp32 accumulators in registers over the whole
+//                chunk (32 registers), instead of loading and storing them
+//                around each block's epilogue (16 registers): the same
+//                operations, so the same bits
+//   LOAD/SET1/... the vector operations of that width
+#define DGEMMA_I8_TILE_ROWS(NAME, TARGET, VEC, FVEC, N, MADD, REG, LOADI, SET1I, ZEROI, LOADF, STOREF, SET1F, MULF, \
+                            FMAF, CVTF)                                                                            \
+  template <int R, int SUB>                                                                                        \
+  __attribute__((target(TARGET))) inline void NAME(const Int8Activations& a, int64_t m, int64_t k0, int64_t kc,     \
+                                                   const int16_t* v, const float* ws, const float* wb, float* acc) { \
+    constexpr int sub = SUB, lanes = kI8TileRows / N;                                                              \
+    const int16_t* q[R];                                                                                           \
+    for (int r = 0; r < R; ++r) q[r] = a.q + (m + r) * a.kp + k0;                                                  \
+    FVEC fa[R][N];                                                                                                 \
+    if (REG)                                                                                                       \
+      for (int r = 0; r < R; ++r)                                                                                  \
+        for (int h = 0; h < N; ++h) fa[r][h] = LOADF(acc + r * kI8TileRows + lanes * h);                           \
+    for (int64_t s = 0; s < kc / sub; ++s) {                                                                       \
+      VEC c[R][N];                                                                                                 \
+      for (int r = 0; r < R; ++r)                                                                                  \
+        for (int h = 0; h < N; ++h) c[r][h] = ZEROI();                                                             \
+      const int16_t* vs = v + s * sub * kI8TileRows;                                                               \
+      _Pragma("GCC unroll 2") for (int p = 0; p < sub / 2; ++p) {                                                  \
+        VEC w[N];                                                                                                  \
+        for (int h = 0; h < N; ++h) w[h] = LOADI(vs + p * 2 * kI8TileRows + 2 * lanes * h);                        \
+        for (int r = 0; r < R; ++r) {                                                                              \
+          int32_t pair;                                                                                            \
+          std::memcpy(&pair, q[r] + s * sub + 2 * p, 4);                                                           \
+          const VEC xb = SET1I(pair);                                                                              \
+          for (int h = 0; h < N; ++h) c[r][h] = MADD(c[r][h], w[h], xb);                                           \
+        }                                                                                                          \
+      }                                                                                                            \
+      const int64_t b = (k0 + s * sub) / kI8Block;                                                                 \
+      const bool bias = wb && (s + 1) * sub % kI8Block == 0;                                                       \
+      const int64_t bl = (s * sub) / kI8Block;                                                                     \
+      for (int r = 0; r < R; ++r) {                                                                                \
+        const FVEC d = SET1F(a.d[(m + r) * a.nb + b]);                                                             \
+        float* am = acc + r * kI8TileRows;                                                                         \
+        for (int h = 0; h < N; ++h) {                                                                              \
+          const FVEC sv = MULF(LOADF(ws + s * kI8TileRows + lanes * h), d);                                        \
+          FVEC f = FMAF(CVTF(c[r][h]), sv, REG ? fa[r][h] : LOADF(am + lanes * h));                                \
+          if (bias) f = FMAF(LOADF(wb + bl * kI8TileRows + lanes * h), SET1F(a.ds[(m + r) * a.nb + b]), f);        \
+          if (REG) fa[r][h] = f;                                                                                   \
+          else STOREF(am + lanes * h, f);                                                                          \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+    if (REG)                                                                                                       \
+      for (int r = 0; r < R; ++r)                                                                                  \
+        for (int h = 0; h < N; ++h) STOREF(acc + r * kI8TileRows + lanes * h, fa[r][h]);                           \
   }
-}
 
-template <int SUB>
-DGEMMA_I8_AVX2 void tile_avx2_sub(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc,
-                                  const int16_t* v, const float* ws, const float* wb, float* acc) {
-  // Three rows at a time: 6 accumulators, 2 weight vectors, 3 broadcasts
-  // and the products stay in the 16 registers (four rows spill an
-  // accumulator, and the store-to-load round trip per step costs 3×).
-  int64_t m = m0;
-  for (; m + 3 <= m1; m += 3) tile_rows_avx2<3, SUB>(a, m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);
-  float* am = acc + (m - m0) * kI8TileRows;
-  switch (m1 - m) {
-    case 2: return tile_rows_avx2<2, SUB>(a, m, k0, kc, v, ws, wb, am);
-    case 1: return tile_rows_avx2<1, SUB>(a, m, k0, kc, v, ws, wb, am);
-    default: return;
+// The row blocking of one level: RMAX rows at a time (as many as keep the
+// accumulators, weight vectors and broadcasts in registers), then the rest.
+#define DGEMMA_I8_TILE(NAME, ROWS, TARGET, RMAX)                                                                    \
+  template <int SUB>                                                                                                \
+  __attribute__((target(TARGET))) void NAME##_sub(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,     \
+                                                  int64_t kc, const int16_t* v, const float* ws, const float* wb,  \
+                                                  float* acc) {                                                    \
+    int64_t m = m0;                                                                                                 \
+    for (; m + RMAX <= m1; m += RMAX) ROWS<RMAX, SUB>(a, m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);      \
+    float* am = acc + (m - m0) * kI8TileRows;                                                                       \
+    switch (m1 - m) {                                                                                               \
+      case 5: if constexpr (RMAX > 5) return ROWS<5, SUB>(a, m, k0, kc, v, ws, wb, am); break;                     \
+      case 4: if constexpr (RMAX > 4) return ROWS<4, SUB>(a, m, k0, kc, v, ws, wb, am); break;                     \
+      case 3: if constexpr (RMAX > 3) return ROWS<3, SUB>(a, m, k0, kc, v, ws, wb, am); break;                     \
+      case 2: return ROWS<2, SUB>(a, m, k0, kc, v, ws, wb, am);                                                     \
+      case 1: return ROWS<1, SUB>(a, m, k0, kc, v, ws, wb, am);                                                     \
+      default: return;                                                                                              \
+    }                                                                                                               \
+  }                                                                                                                 \
+  __attribute__((target(TARGET))) void NAME(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,           \
+                                            int64_t kc, int sub, const int16_t* v, const float* ws, const float* wb, \
+                                            float* acc) {                                                          \
+    if (sub == 16) return NAME##_sub<16>(a, m0, m1, k0, kc, v, ws, wb, acc);                                        \
+    NAME##_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);                                                              \
   }
-}
 
-DGEMMA_I8_AVX2 void tile_avx2(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub,
-                              const int16_t* v, const float* ws, const float* wb, float* acc) {
-  if (sub == 16) return tile_avx2_sub<16>(a, m0, m1, k0, kc, v, ws, wb, acc);
-  tile_avx2_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);
-}
+#define DGEMMA_LOAD256(p) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+#define DGEMMA_MADD256(c, w, x) _mm256_add_epi32(_mm256_madd_epi16((w), (x)), (c))
+#define DGEMMA_DP256(c, w, x) _mm256_dpwssd_avx_epi32((c), (w), (x))
+#define DGEMMA_LOAD512(p) _mm512_loadu_si512(static_cast<const void*>(p))
+#define DGEMMA_MADD512(c, w, x) _mm512_add_epi32(_mm512_madd_epi16((w), (x)), (c))
+#define DGEMMA_DP512(c, w, x) _mm512_dpwssd_epi32((c), (w), (x))
+
+// AVX2: two vectors of 8 lanes, vpmaddwd + vpaddd. Three rows at a time: 6
+// accumulators, 2 weight vectors, 3 broadcasts and the products stay in the
+// 16 registers (four rows spill an accumulator, and the store-to-load round
+// trip per step costs 3×). AVX-VNNI: the same with vpdpwssd (one instruction
+// per 16 products instead of two).
+DGEMMA_I8_TILE_ROWS(tile_rows_avx2, "avx2,fma", __m256i, __m256, 2, DGEMMA_MADD256, false, DGEMMA_LOAD256,
+                    _mm256_set1_epi32, _mm256_setzero_si256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
+                    _mm256_mul_ps, _mm256_fmadd_ps, _mm256_cvtepi32_ps)
+DGEMMA_I8_TILE(tile_avx2, tile_rows_avx2, "avx2,fma", 3)
+DGEMMA_I8_TILE_ROWS(tile_rows_avxvnni, "avx2,fma,avxvnni", __m256i, __m256, 2, DGEMMA_DP256, false, DGEMMA_LOAD256,
+                    _mm256_set1_epi32, _mm256_setzero_si256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
+                    _mm256_mul_ps, _mm256_fmadd_ps, _mm256_cvtepi32_ps)
+DGEMMA_I8_TILE(tile_avxvnni, tile_rows_avxvnni, "avx2,fma,avxvnni", 3)
+// AVX-512: one vector of 16 lanes holds a whole pair step of the tile; six
+// rows at a time (6 accumulators, 1 weight vector, 6 broadcasts of the 32
+// registers). AVX512-VNNI: vpdpwssd, 32 products per instruction.
+DGEMMA_I8_TILE_ROWS(tile_rows_avx512, "avx512f,avx512bw", __m512i, __m512, 1, DGEMMA_MADD512, true, DGEMMA_LOAD512,
+                    _mm512_set1_epi32, _mm512_setzero_si512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,
+                    _mm512_mul_ps, _mm512_fmadd_ps, _mm512_cvtepi32_ps)
+DGEMMA_I8_TILE(tile_avx512, tile_rows_avx512, "avx512f,avx512bw", 6)
+DGEMMA_I8_TILE_ROWS(tile_rows_avx512vnni, "avx512f,avx512bw,avx512vnni", __m512i, __m512, 1, DGEMMA_DP512, true,
+                    DGEMMA_LOAD512, _mm512_set1_epi32, _mm512_setzero_si512, _mm512_loadu_ps, _mm512_storeu_ps,
+                    _mm512_set1_ps, _mm512_mul_ps, _mm512_fmadd_ps, _mm512_cvtepi32_ps)
+DGEMMA_I8_TILE(tile_avx512vnni, tile_rows_avx512vnni, "avx512f,avx512bw,avx512vnni", 6)
+
+#undef DGEMMA_I8_TILE_ROWS
+#undef DGEMMA_I8_TILE
+#undef DGEMMA_LOAD256
+#undef DGEMMA_MADD256
+#undef DGEMMA_DP256
+#undef DGEMMA_LOAD512
+#undef DGEMMA_MADD512
+#undef DGEMMA_DP512
 
 // 64 codes (32 bytes) → 64 int16 values. pshufb and the unpacks work within
 // 128-bit lanes: lane 0 yields elements 0-31, lane 1 elements 32-63, and the
@@ -290,6 +357,12 @@ DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc,
 const Int8DotIsa kPortable = {"portable",       quantize_rows_portable, tile_portable, nibbles_portable,
                               bytes_portable,   interleave_portable};
 const Int8DotIsa kAvx2 = {"avx2", quantize_rows_avx2, tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2};
+// The VNNI and AVX-512 levels differ in the tile product only (the decoding
+// and the quantization of the activations are the AVX2 level's).
+const Int8DotIsa kAvxVnni = {"avx-vnni", quantize_rows_avx2, tile_avxvnni, nibbles_avx2, bytes_avx2, interleave_avx2};
+const Int8DotIsa kAvx512 = {"avx512", quantize_rows_avx2, tile_avx512, nibbles_avx2, bytes_avx2, interleave_avx2};
+const Int8DotIsa kAvx512Vnni = {"avx512-vnni", quantize_rows_avx2, tile_avx512vnni, nibbles_avx2, bytes_avx2,
+                                interleave_avx2};
 
 }  // namespace
 
@@ -304,9 +377,32 @@ NibbleTable nibble_table(const int16_t (&values)[16]) {
 
 const Int8DotIsa& int8_dot_isa_portable() { return kPortable; }
 
+namespace {
+
+// The best level at most `cap` on this CPU.
+const Int8DotIsa& best_level(CpuIsa cap) {
+  const CpuFeatures& f = cpu_features();
+  if (cap >= CpuIsa::kAvx512) return f.avx512_vnni ? kAvx512Vnni : kAvx512;
+  if (cap >= CpuIsa::kAvx2) return f.avx_vnni ? kAvxVnni : kAvx2;
+  return kPortable;
+}
+
+}  // namespace
+
 const Int8DotIsa& int8_dot_isa() {
-  static const Int8DotIsa* isa = default_isa() >= CpuIsa::kAvx2 ? &kAvx2 : &kPortable;
+  static const Int8DotIsa* isa = &best_level(default_isa());
   return *isa;
+}
+
+std::vector<const Int8DotIsa*> int8_dot_levels() {
+  const CpuFeatures& f = cpu_features();
+  const CpuIsa top = detected_isa();
+  std::vector<const Int8DotIsa*> v = {&kPortable};
+  if (top >= CpuIsa::kAvx2) v.push_back(&kAvx2);
+  if (top >= CpuIsa::kAvx2 && f.avx_vnni) v.push_back(&kAvxVnni);
+  if (top >= CpuIsa::kAvx512) v.push_back(&kAvx512);
+  if (top >= CpuIsa::kAvx512 && f.avx512_vnni) v.push_back(&kAvx512Vnni);
+  return v;
 }
 
 }  // namespace dgemma::cpu
