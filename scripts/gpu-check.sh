@@ -29,6 +29,12 @@
 # which copies headers, static libraries and CMake config into build-gpu-deps/
 # (ignored by git, about 2 MB), and carry "build-gpu-deps" to the device.
 #
+# To spend no device time on the build, first run here
+#   scripts/gpu-check.sh --stage-prebuilt [build/release]
+# (the Release binaries and their non-system libraries into build-gpu/), carry
+# "build-gpu" and run there with DGEMMA_GPU_PREBUILT=1; when the binaries do
+# not start there, the script builds as above.
+#
 #   scripts/gpu-check.sh --emulate
 # runs the same script without a GPU, on the emulated CUDA device
 # (DGEMMA_CUDA=EMULATE, build-gpu-emu): a dry run of the script itself before
@@ -49,6 +55,29 @@ if [ "${1:-}" = "--stage-gtest" ]; then
   cp -r /usr/lib/"$arch"/cmake/GTest "$dst/lib/$arch/cmake/"
   du -sh "$dst"
   echo "staged GoogleTest in $dst; carry build-gpu-deps to the device"
+  exit 0
+fi
+
+if [ "${1:-}" = "--stage-prebuilt" ]; then
+  # Release binaries built here (scripts/build.sh release) and the shared
+  # libraries they need beyond the C/C++ runtime, CUDA's and the driver's, into
+  # build-gpu/ (ignored by git): carry "build-gpu" and run with
+  # DGEMMA_GPU_PREBUILT=1 to skip the build on the device.
+  set -e
+  src=${2:-build/release}
+  rm -rf build-gpu
+  mkdir -p build-gpu/lib
+  for b in dgemma cuda_tests dgemma_cuda_roofline; do
+    [ -x "$src/$b" ] && cp "$src/$b" build-gpu/ && strip build-gpu/$b
+  done
+  ldd build-gpu/dgemma build-gpu/cuda_tests 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
+    grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libcudart)\.so' |
+    xargs -r -I{} cp -L {} build-gpu/lib/
+  # CUDA's runtime as a last resort (the device's own toolkit comes first).
+  mkdir -p build-gpu/lib-cudart
+  ldd build-gpu/dgemma | awk '/libcudart/{print $3}' | xargs -r -I{} cp -L {} build-gpu/lib-cudart/
+  du -sh build-gpu build-gpu/lib
+  echo "staged prebuilt binaries in build-gpu; carry build-gpu and set DGEMMA_GPU_PREBUILT=1"
   exit 0
 fi
 
@@ -105,17 +134,24 @@ print(f"  canvas positions/s {d['positions_per_s']:.1f}; step (self-conditioned)
 ops = sorted(d["step_sc_by_op"].items(), key=lambda kv: -kv[1]["seconds"])[:5]
 print("  slowest ops of the self-conditioned step: " +
       ", ".join(f"{op} {s['seconds']:.4f} s" for op, s in ops))
+if "step_sc_device_s" in d:
+    print(f"  steps as generate() runs them ({d['step_path']}): device busy {d['step_sc_device_s']:.4f} s of the "
+          f"self-conditioned step; through the host API {d['step_sc_host_api_s']:.4f} s")
+    print("  device time by op: " + ", ".join(f"{op} {s['seconds'] * 1e3:.2f} ms" for op, s in ops))
 if "batch" in d:
     print(f"  batched: {d['batch']} canvases in one pass {d['batch_step_sc_s']:.4f} s, "
           f"{d['batch_positions_per_s']:.1f} positions/s ({d['batch_speedup']:.2f}x one canvas)")
+    if "batch_device_s" in d:
+        print(f"  batched pass device busy {d['batch_device_s']:.4f} s ({d['batch_device_speedup']:.2f}x one canvas's)")
 for path, t in d.get("device_traffic_per_step", {}).items():
     print(f"  device traffic per step ({path}): {t['h2d_bytes']} B up, {t['d2h_bytes']} B down "
           f"({t['h2d_bytes_per_position']:.1f} / {t['d2h_bytes_per_position']:.1f} per position), "
           f"{t['synchronizations']} waits, {t['kernel_launches']} launches")
 e = d.get("estimate")
 if e:
-    print(f"  estimate for {e['layers']} layers: {e['positions_per_s']:.1f} positions/s, "
-          f"{e['tokens_per_s_16_steps']:.2f} tokens/s at 16 steps")
+    canvas_ms = 1e3 * (e['step_first_s'] + 15 * e['step_sc_s'] + e['commit_s'])
+    print(f"  estimate for {e['layers']} layers: step {1e3 * e['step_sc_s']:.1f} ms, {e['positions_per_s']:.1f} "
+          f"positions/s, {canvas_ms:.0f} ms per canvas at 16 steps, {e['tokens_per_s_16_steps']:.2f} tokens/s")
 EOF
 }
 
@@ -127,6 +163,21 @@ nvcc --version | tail -2
 
 section "configure + build (Release, CUDA)"
 tests=ON
+# Prebuilt binaries (--prebuilt, see the header): used as they are when they
+# run here; else built below.
+prebuilt=0
+if [ "${DGEMMA_GPU_PREBUILT:-0}" = 1 ] && [ -x "$build/dgemma" ]; then
+  [ -d "$build/lib" ] && export LD_LIBRARY_PATH="$root/$build/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$root/$build/lib-cudart"
+  if "$build/dgemma" --version >"$out/prebuilt.log" 2>&1; then
+    prebuilt=1
+    [ -x "$build/cuda_tests" ] || tests=OFF
+    echo "prebuilt binaries in $build: $(head -1 "$out/prebuilt.log")"
+  else
+    echo "the prebuilt dgemma does not run here (building instead):"
+    tail -3 "$out/prebuilt.log"
+  fi
+fi
+if [ $prebuilt = 0 ]; then
 prefix=()
 [ -d build-gpu-deps/gtest ] && prefix=(-DCMAKE_PREFIX_PATH="$root/build-gpu-deps/gtest")
 gen=()
@@ -147,7 +198,7 @@ if ! configure; then
   fi
 fi
 grep "dgemma: CUDA" "$out/configure.log"
-targets=(dgemma)
+targets=(dgemma dgemma_cuda_roofline)
 [ "$tests" = ON ] && targets+=(cuda_tests)
 start=$(date +%s)
 if ! timeout 420 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$out/build.log" 2>&1; then
@@ -157,6 +208,13 @@ if ! timeout 420 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >
 fi
 echo "built ${targets[*]} in $(($(date +%s) - start)) s"
 grep -E "warning" "$out/build.log" | grep -E "src/backend/cuda|tests/cuda" | head -20
+fi  # prebuilt
+
+if [ $emulate = 0 ] && [ -x "$build/dgemma_cuda_roofline" ]; then
+  section "roofline: HBM bandwidth, launch cost, cuBLAS fp32 vs bf16 at the model's shapes"
+  timeout 120 "$build/dgemma_cuda_roofline" --json "$out/roofline.json" 2>&1 | tee "$out/roofline.txt" ||
+    fail "dgemma_cuda_roofline"
+fi
 
 # The slice for the section "2-layer slice" is written while the tests run
 # (CPU and disk only; returns at once when build-gpu/slice2 already holds it).
@@ -180,7 +238,7 @@ if [ "$tests" = ON ]; then
 fi
 
 section "dgemma doctor on golden_a"
-for run in "cuda fp32" "cuda bf16" "cuda:debug fp32"; do
+for run in "cuda fp32" "cuda bf16" "cuda bf16-dot" "cuda:debug fp32"; do
   set -- $run
   name=doctor_${1/:/_}_$2
   timeout 120 "$build/dgemma" doctor -m tests/data/golden_a --backend "$1" --precision "$2" -t 4 --json \
@@ -211,11 +269,21 @@ else
   echo "-- doctor --backend cuda: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
   [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda"; tail -20 "$out/doctor_slice.err"; }
   doctor_table "$out/doctor_slice.json"
-  for backend in cuda cpu; do
+  # The dot mode (tensor cores) against the CPU's dot mode.
+  timeout 240 "$build/dgemma" doctor -m "$slice" --backend cuda --precision bf16-dot --steps 1 \
+    --routing-from-reference --json >"$out/doctor_slice_dot.json" 2>"$out/doctor_slice_dot.err"
+  rc=$?
+  echo "-- doctor --backend cuda --precision bf16-dot: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
+  [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda --precision bf16-dot"; tail -20 "$out/doctor_slice_dot.err"; }
+  doctor_table "$out/doctor_slice_dot.json"
+  benches="cuda cuda-dot cpu"
+  [ "${DGEMMA_GPU_SKIP_CPU_BENCH:-0}" = 1 ] && benches="cuda cuda-dot"
+  for backend in $benches; do
     name=bench_step_slice_$backend
-    flags=(--backend $backend)
+    flags=(--backend ${backend%-dot})
     [ $backend = cpu ] && flags+=(-t 16)
-    [ $backend = cuda ] && flags+=(--batch 4)  # batch 1 and 4 (issue 15)
+    [ $backend = cuda-dot ] && flags+=(--precision bf16-dot)
+    [ $backend != cpu ] && flags+=(--batch 4)  # batch 1 and 4 (issue 15)
     timeout 180 "$build/dgemma" bench step -m "$slice" "${flags[@]}" --json --context 512 --steps 3 \
       >"$out/$name.json" 2>"$out/$name.err"
     rc=$?
@@ -233,7 +301,7 @@ section "generation on the default model: --backend cuda, then --debug-device"
 export DGEMMA_CACHE="$build/cache"
 timeout 120 "$build/dgemma" run -p "Hello" -n $run_tokens --seed 3 -t 4 >"$out/run_cpu.txt" 2>"$out/run_cpu.err" ||
   { fail "run on the CPU"; tail -5 "$out/run_cpu.err"; }
-for flags in "--backend cuda" "--backend cuda --debug-device"; do
+for flags in "--backend cuda" "--backend cuda --debug-device" "--backend cuda --precision bf16-dot"; do
   name=run_$(echo "$flags" | tr -c 'a-z\n' '_')
   if timeout 120 "$build/dgemma" run -p "Hello" -n $run_tokens --seed 3 -t 4 $flags >"$out/$name.txt" 2>"$out/$name.err"; then
     grep -E "tokens/s|first token" "$out/$name.err"

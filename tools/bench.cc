@@ -265,30 +265,83 @@ int run_step(const Args& args) {
   // whole table), so that the profiled passes below are steady-state.
   model->decode(canvas.data(), nullptr, first.data());
   model->decode(canvas.data(), first.data(), logits.data());
-  // Profiled passes: FLOP and per-op time.
+#if DGEMMA_HAVE_CUDA
+  auto* gpu = dynamic_cast<CudaBackend*>(&model->executor().backend());
+#else
+  void* gpu = nullptr;
+#endif
+  // On a device the steps are timed as generate() runs them: decode_sample,
+  // where only O(canvas) values cross the bus and the processed logits stay
+  // for the next step's self-conditioning (decode() through the host API,
+  // which moves the [L, V] logits both ways, is timed apart).
+  std::vector<double> uniforms(static_cast<size_t>(L));
+  for (size_t i = 0; i < uniforms.size(); ++i) uniforms[i] = double(i * 7 % 97) / 97.0;
+  RowSamples sampled;
+  const bool device_steps = gpu != nullptr;
+  auto step_first = [&] {
+    if (device_steps) model->decode_sample(canvas.data(), false, 1.0f, uniforms.data(), sampled);
+    else model->decode(canvas.data(), nullptr, logits.data());
+  };
+  auto step_sc = [&] {
+    if (device_steps) model->decode_sample(canvas.data(), true, 1.0f, uniforms.data(), sampled);
+    else model->decode(canvas.data(), first.data(), logits.data());
+  };
+  if (device_steps) {
+    step_first();  // the sampler's buffers, and z for the first self-conditioned step
+    step_sc();
+  }
+  // Profiled passes: FLOP and per-op time (an observer sees every op on the
+  // host: on a device the per-op times are then replaced by the device's own,
+  // measured with events on a pass without observer, below).
   cpu::OpProfile prof_first, prof_sc, prof_commit;
   model->set_observer(&prof_first);
   prof_first.reset();
   double t0 = now_s();
   model->decode(canvas.data(), nullptr, logits.data());
-  double t_first = now_s() - t0;
+  double t_first = device_steps ? 1e30 : now_s() - t0;
   model->set_observer(&prof_sc);
   prof_sc.reset();
   model->decode(canvas.data(), first.data(), logits.data());
   model->set_observer(nullptr);
+  if (device_steps) step_first();  // z again (the observed passes above were host-API passes)
   double t_sc = 1e30;
   for (int64_t s = 0; s < steps; ++s) {
     t0 = now_s();
-    model->decode(canvas.data(), first.data(), logits.data());
+    step_sc();
     t_sc = std::min(t_sc, now_s() - t0);
   }
   t0 = now_s();
-  model->decode(canvas.data(), nullptr, logits.data());
+  step_first();
   t_first = std::min(t_first, now_s() - t0);
+  double t_sc_host_api = 0;
+  if (device_steps) {
+    t_sc_host_api = 1e30;
+    for (int64_t s = 0; s < steps; ++s) {
+      t0 = now_s();
+      model->decode(canvas.data(), first.data(), logits.data());
+      t_sc_host_api = std::min(t_sc_host_api, now_s() - t0);
+    }
+  }
+#if DGEMMA_HAVE_CUDA
+  // The device's own time per op (events on its stream) for the profiles.
+  auto device_profile = [&](cpu::OpProfile& prof, const std::function<void()>& pass) {
+    gpu->set_profiling(true);
+    pass();
+    const std::vector<CudaOpTime> times = gpu->take_profile();
+    gpu->set_profiling(false);
+    prof.clear_seconds();
+    for (const CudaOpTime& t : times) prof.add_seconds(t.kind, t.layer >= 0, t.seconds);
+  };
+  if (gpu) {
+    step_first();
+    device_profile(prof_sc, step_sc);
+    device_profile(prof_first, step_first);
+  }
+#endif
   // Batched self-conditioned steps (issue 15, item 7): N canvases in one
   // pass, each against its own copy of the cache; warmed up once (the
   // workspace grows to N canvases), best of --steps.
-  double t_batch = 0;
+  double t_batch = 0, t_batch_device = 0;
   if (batch > 1) {
     std::vector<KvCache> caches(static_cast<size_t>(batch), model->cache());
     std::vector<std::vector<float>> outs(static_cast<size_t>(batch), std::vector<float>(static_cast<size_t>(L * V)));
@@ -306,6 +359,16 @@ int run_step(const Args& args) {
       model->decode_batch(items);
       t_batch = std::min(t_batch, now_s() - t0);
     }
+#if DGEMMA_HAVE_CUDA
+    // The batched pass returns its logits through the host API; its device
+    // busy time leaves those copies out.
+    if (gpu) {
+      gpu->set_profiling(true);
+      model->decode_batch(items);
+      for (const CudaOpTime& t : gpu->take_profile()) t_batch_device += t.seconds;
+      gpu->set_profiling(false);
+    }
+#endif
   }
   // Commits are timed from the same cache each time: a copy is put back
   // (truncate_cache cannot undo a sliding layer's evictions).
@@ -326,6 +389,12 @@ int run_step(const Args& args) {
   model->encode(commit);
   t_commit = std::min(t_commit, now_s() - t0);
   restore();
+#if DGEMMA_HAVE_CUDA
+  if (gpu) {
+    device_profile(prof_commit, [&] { model->encode(commit); });
+    restore();
+  }
+#endif
 
   // What one self-conditioned step moves between host and device, counted
   // by the CUDA backend itself (issue 15, item 8), per way of running it.
@@ -346,11 +415,8 @@ int run_step(const Args& args) {
     count("host_logits", [&] { model->decode(canvas.data(), first.data(), logits.data()); });
     // As generate() runs a step: the sample op where the logits are, only
     // O(canvas) values to the host, z kept for the next step (spec §3.3).
-    std::vector<double> uniforms(static_cast<size_t>(L));
-    for (size_t i = 0; i < uniforms.size(); ++i) uniforms[i] = double(i * 7 % 97) / 97.0;
-    RowSamples rows;
-    model->decode_sample(canvas.data(), false, 1.0f, uniforms.data(), rows);
-    count("on_device_sampler", [&] { model->decode_sample(canvas.data(), true, 1.0f, uniforms.data(), rows); });
+    step_first();
+    count("on_device_sampler", step_sc);
   }
 #endif
 
@@ -398,12 +464,24 @@ int run_step(const Args& args) {
   v.set("step_sc_s", t_sc);
   v.set("commit_s", t_commit);
   v.set("positions_per_s", double(L) / t_sc);
+  // What the step timings ran: decode() (the host API) on the CPU,
+  // decode_sample() (generate()'s path) on a device, whose host-API step is
+  // step_sc_host_api_s.
+  v.set("step_path", device_steps ? "decode_sample" : "decode");
+  if (device_steps) v.set("step_sc_host_api_s", t_sc_host_api);
   if (batch > 1) {
     v.set("batch", batch);
     v.set("batch_step_sc_s", t_batch);
     v.set("batch_positions_per_s", double(batch * L) / t_batch);
     v.set("batch_speedup", double(batch) * t_sc / t_batch);
+    if (device_steps) {
+      v.set("batch_device_s", t_batch_device);
+      v.set("batch_device_speedup", double(batch) * prof_sc.total_seconds() / std::max(1e-12, t_batch_device));
+    }
   }
+  // A device's busy time for one self-conditioned step (the sum of its ops'
+  // event times): the step time less the host's share.
+  if (device_steps) v.set("step_sc_device_s", prof_sc.total_seconds());
   v.set("step_sc_flop", flop_sc);
   v.set("step_first_flop", flop_first);
   v.set("commit_flop", flop_commit);
@@ -486,10 +564,17 @@ int run_step(const Args& args) {
     std::printf("step (self-conditioned):            %.3f s, %.1f GFLOP, %.1f GFLOP/s\n", t_sc, flop_sc / 1e9,
                 flop_sc / t_sc / 1e9);
   std::printf("canvas positions/s: %.1f\n", double(L) / t_sc);
+  if (device_steps)
+    std::printf("steps timed as generate() runs them (decode_sample); device busy time of the self-conditioned "
+                "step %.4f s; through the host API (logits down and up) %.4f s\n",
+                prof_sc.total_seconds(), t_sc_host_api);
   if (batch > 1)
     std::printf("batched step (%lld self-conditioned canvases in one pass): %.3f s, %.1f canvas positions/s "
                 "(%.2fx one canvas per pass)\n",
                 (long long)batch, t_batch, double(batch * L) / t_batch, double(batch) * t_sc / t_batch);
+  if (batch > 1 && device_steps)
+    std::printf("batched pass device busy time %.4f s (%.2fx one canvas's)\n", t_batch_device,
+                double(batch) * prof_sc.total_seconds() / std::max(1e-12, t_batch_device));
   std::printf("commit (encoder, %lld tokens): %.3f s, %.1f GFLOP\n", (long long)L, t_commit, flop_commit / 1e9);
   std::printf("estimated tokens/s: %.2f at 16 steps, %.2f at 48 steps\n", tokens_per_s(t_first, t_sc, t_commit, 16),
               tokens_per_s(t_first, t_sc, t_commit, 48));

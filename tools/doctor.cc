@@ -33,7 +33,10 @@ int run_doctor_cmd(const Args& args) {
   p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, cpu or inject:...", "NAME");
   p.add_int("--steps", &steps, "denoising steps after the prefill");
   p.add_string("--prompt-ids", &prompt_ids, "prompt token ids (default: a fixed 12-token prompt)", "IDS");
-  p.add_string("--precision", &precision, "fp32 or bf16 weights", "MODE");
+  p.add_string("--precision", &precision,
+               "fp32 or bf16 weights; bf16-dot: bf16 weights with GEMM activations rounded to bf16 (the CPU "
+               "reference in its dot mode, a CUDA target on the tensor cores)",
+               "MODE");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
   p.add_double("--atol", &o.tolerance.atol, "absolute tolerance per output");
   p.add_double("--rtol", &o.tolerance.rtol, "tolerance relative to the output's largest |reference| value");
@@ -58,8 +61,10 @@ int run_doctor_cmd(const Args& args) {
   o.steps = int(steps);
   o.threads = int(threads);
   o.config_path = config;
-  if (precision != "fp32" && precision != "bf16") throw Error("--precision: expected fp32 or bf16");
-  o.precision_bf16 = precision == "bf16";
+  if (precision != "fp32" && precision != "bf16" && precision != "bf16-dot")
+    throw Error("--precision: expected fp32, bf16 or bf16-dot, got '" + precision + "'");
+  o.precision_bf16 = precision != "fp32";
+  o.bf16_dot = precision == "bf16-dot";
   if (!prompt_ids.empty())
     for (int64_t v : parse_int_list(prompt_ids, "--prompt-ids")) {
       if (v < 0 || v > INT32_MAX) throw Error("--prompt-ids: id " + std::to_string(v) + " is out of range");

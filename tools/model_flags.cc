@@ -106,12 +106,16 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   auto device_spec = [this](const std::string& name) {
     return debug_device ? with_device_option(name, "debug") : name;
   };
+  // A CUDA device in the dot mode runs its bf16 products on the tensor cores.
+  auto precision_spec = [&model](const std::string& spec) {
+    return model->options().bf16_dot && is_cuda_device(spec) ? with_device_option(spec, "bf16-dot") : spec;
+  };
   if (plan.empty()) {
     if (backend != "cpu" || debug_device) {
       const std::string spec = device_spec(backend);
       if (debug_device && spec == backend)
         throw Error("--debug-device: backend '" + backend + "' has no device buffers to guard (use --backend cuda)");
-      backend_ = make_cli_backend(spec, int(threads));
+      backend_ = make_cli_backend(precision_spec(spec), int(threads));
       model->set_backend(*backend_);
     }
     return model;
@@ -121,7 +125,7 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     throw Error("--debug-device: the plan " + plan + " has no CUDA device whose buffers could be guarded");
   // The backend of one device of the plan.
   auto device_backend = [&](const std::string& name) -> std::unique_ptr<Backend> {
-    if (is_cuda_device(name)) return make_cli_backend(device_spec(name), int(threads));
+    if (is_cuda_device(name)) return make_cli_backend(precision_spec(device_spec(name)), int(threads));
     CpuBackendOptions co;
     co.threads = int(threads);
     co.bf16_dot = model->options().bf16_dot;

@@ -79,8 +79,12 @@ class PipeListener : public DifferentialListener {
     mo.load_progress = opt.load_progress;
     auto model = opt.config_path.empty() ? DiffusionGemma::load(opt.model_dir, mo)
                                          : DiffusionGemma::load(opt.model_dir, opt.config_path, mo);
-    CpuBackend reference(opt.threads);
-    std::unique_ptr<Backend> target = make_backend(opt.backend, opt.threads);
+    CpuBackendOptions ro;
+    ro.threads = opt.threads;
+    ro.bf16_dot = opt.bf16_dot;
+    CpuBackend reference(ro);
+    std::unique_ptr<Backend> target =
+        make_backend(opt.bf16_dot ? with_device_option(opt.backend, "bf16-dot") : opt.backend, opt.threads);
     DifferentialOptions dopt;
     dopt.tolerance = opt.tolerance;
     dopt.routing_from_reference = opt.routing_from_reference;

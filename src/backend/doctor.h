@@ -26,6 +26,9 @@ struct DoctorOptions {
   bool routing_from_reference = false;
   bool bisect = false;
   bool precision_bf16 = false;
+  // --precision bf16-dot: the reference in the CPU's dot mode, the target in
+  // its own (a CUDA target gets the "bf16-dot" option).
+  bool bf16_dot = false;
   int threads = 0;
   Tolerance tolerance;
   // Loading progress of each checked run's model (ModelOptions::load_progress),

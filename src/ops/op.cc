@@ -1,5 +1,6 @@
 #include "ops/op.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -269,6 +270,14 @@ void prepare_op(const OpCall& c) {
       break;
     }
   }
+}
+
+ConcatRowsParts concat_rows_parts(const OpCall& c) {
+  const Tensor &a = *c.in[0], &b = *c.in[1];
+  const int64_t row = b.dim(0) == 0 ? (a.dim(0) == 0 ? 0 : a.numel() / a.dim(0)) : b.numel() / b.dim(0);
+  const int64_t skip_a = std::min(c.attrs.skip_rows, a.dim(0)), skip_b = c.attrs.skip_rows - skip_a;
+  const int64_t rows = c.out[0]->dim(0), rows_a = std::min(a.dim(0) - skip_a, rows);
+  return {skip_a * row, rows_a * row, skip_b * row, (rows - rows_a) * row};
 }
 
 }  // namespace dgemma

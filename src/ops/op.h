@@ -126,6 +126,15 @@ struct OpCall {
 // dgemma::Error naming the op, site, layer and the offending shape.
 void prepare_op(const OpCall& call);
 
+// The two copies of a prepared concat_rows call, in elements: `a_count`
+// elements of input 0 from element `a_from`, then `b_count` of input 1 from
+// `b_from` (rows skip.. of a then b, the first take_rows of them). Shared by
+// every backend, so that they cannot disagree on the row arithmetic.
+struct ConcatRowsParts {
+  int64_t a_from = 0, a_count = 0, b_from = 0, b_count = 0;
+};
+ConcatRowsParts concat_rows_parts(const OpCall& call);
+
 // Whether the op runs inside each transformer layer ("layer") or once per
 // pass ("model") in the DiffusionGemma graph.
 std::string_view op_scope(OpKind kind);

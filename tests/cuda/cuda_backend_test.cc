@@ -100,9 +100,20 @@ struct Case {
 
 std::string dt_name(DType dt) { return std::string(dtype_name(dt)); }
 
+// Whether `gpu` runs its bf16 products on the tensor cores (bf16-dot).
+bool dot_mode(const Backend& gpu) {
+  const auto* c = dynamic_cast<const CudaBackend*>(&gpu);
+  return c && c->options().bf16_dot;
+}
+
 // Runs the call on the CPU reference and on `gpu`, and compares: int32
 // outputs exactly, fp32 outputs within atol + rtol·max|reference| (NaN where
-// the reference has NaN).
+// the reference has NaN). A GPU in the dot mode is compared with the CPU in
+// its dot mode (the same activations rounded to bf16: only the fp32 sums'
+// order differs, and a rounded activation may land one bf16 step away where
+// its fp32 input differed by an ulp); where this CPU has no dot mode
+// (AVX512_BF16), with the exact CPU, whose unrounded activations differ by up
+// to 2^-9 relative each.
 void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4, double atol = 1e-5) {
   SCOPED_TRACE(cs.what);
   std::vector<Tensor> ref(nout), got(nout);
@@ -114,7 +125,14 @@ void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4,
     gc.out.push_back(&got[k]);
   }
   prepare_op(rc);
-  CpuBackend cpu(2);
+  CpuBackendOptions ro;
+  ro.threads = 2;
+  ro.bf16_dot = dot_mode(gpu);
+  CpuBackend cpu(ro);
+  const bool dot_product = dot_mode(gpu) && (cs.call.kind == OpKind::kLinear || cs.call.kind == OpKind::kMoeExperts) &&
+                           std::any_of(cs.call.w.begin(), cs.call.w.end(),
+                                       [](const WeightRef* w) { return w->dtype == DType::kBF16 && !w->quant; });
+  if (dot_product) rtol = std::max(rtol, cpu.bf16_dot() ? 2e-3 : 3e-2);
   cpu.run(rc);
   prepare_op(gc);
   ASSERT_NO_THROW(gpu.run(gc));
@@ -195,8 +213,11 @@ TEST_P(CudaOps, SoftEmbedding) {
       cs.input_f32({M, V}, r, -6, 6);
       cs.weight("table", {V, H}, dt, r, -1, 1);
       cs.call.attrs.scale = r.f(0.5f, 8.0f);
+      // A bf16 run (round_to_bf16) over a bf16 table: bf16 probabilities,
+      // the product on the tensor cores.
+      cs.call.attrs.round_to_bf16 = s % 2 == 1;
       cs.what = "soft_embedding M=" + std::to_string(M) + " V=" + std::to_string(V) + " H=" + std::to_string(H) + " " +
-                dt_name(dt);
+                dt_name(dt) + (cs.call.attrs.round_to_bf16 ? " (bf16 run)" : "");
       // bf16 tables round the probabilities to bf16: an ulp of difference in
       // expf can move one probability by a bf16 step.
       expect_matches_cpu(gpu(), cs, 1, dt == DType::kBF16 ? 1e-2 : 1e-4);
@@ -325,6 +346,31 @@ TEST_P(CudaOps, MoeExperts) {
                 " E=" + std::to_string(E) + " K=" + std::to_string(K) + " " + dt_name(dt);
       expect_matches_cpu(gpu(), cs, 1);
     }
+}
+
+// Experts with many rows each and shapes off the tensor-core tiles: several
+// 32-row tiles per expert, output features past a 64-column tile, hidden
+// sizes that are a multiple of 8 but not of 32 (16-byte loads, a short last k
+// step) and odd ones (element loads).
+TEST_P(CudaOps, MoeExpertsManyRowsPerExpert) {
+  for (int s = 0; s < 3; ++s) {
+    Rng r(uint32_t(850 + s));
+    Case cs;
+    const int64_t M = 70, E = 3, K = 2, H = s == 0 ? 136 : s == 1 ? 99 : 64, I = s == 2 ? 72 : 40;
+    std::vector<int32_t> idx;
+    for (int64_t m = 0; m < M; ++m) {
+      idx.push_back(int32_t(m % E));
+      idx.push_back(int32_t((m + 1 + m % 2) % E));
+    }
+    cs.call.kind = OpKind::kMoeExperts;
+    cs.input_f32({M, H}, r, -1, 1);
+    cs.input_i32({M, K}, idx);
+    cs.input_f32({M, K}, r, 0, 1);
+    cs.weight("experts.gate_up_proj", {E, 2 * I, H}, DType::kBF16, r, -0.5, 0.5);
+    cs.weight("experts.down_proj", {E, H, I}, DType::kBF16, r, -0.5, 0.5);
+    cs.what = "moe_experts M=70 H=" + std::to_string(H) + " I=" + std::to_string(I) + " E=3 K=2 bf16";
+    expect_matches_cpu(gpu(), cs, 1);
+  }
 }
 
 TEST_P(CudaOps, Elementwise) {
@@ -458,7 +504,9 @@ TEST(CudaGuards, QuantizedWeightsStayPackedOnTheDevice) {
   EXPECT_LT(gpu.cached_weight_bytes(), bf16_bytes * 3 / 10) << "a quantized weight was widened on the device";
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, CudaOps, ::testing::Values("cuda", "cuda:sync", "cuda:debug", "cuda:debug+chunked"),
+INSTANTIATE_TEST_SUITE_P(Modes, CudaOps,
+                         ::testing::Values("cuda", "cuda:sync", "cuda:debug", "cuda:debug+chunked", "cuda:bf16-dot",
+                                           "cuda:debug,bf16-dot+chunked"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            std::string n = p.param;
                            for (char& c : n)
@@ -724,6 +772,45 @@ TEST(CudaFactory, NamesAndDeviceAbsence) {
   EXPECT_EQ(cuda_initialized_in_this_process(), initialized_before);
 }
 
+// set_profiling: one device time per op, in order, and nothing once off.
+TEST(CudaProfile, TimesEachOpOnTheDevice) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu;
+  Rng r(9);
+  Case cs = add_case(r, 4096);
+  Tensor sum, scaled;
+  cs.call.out = {&sum};
+  prepare_op(cs.call);
+  OpCall scale;
+  scale.kind = OpKind::kScale;
+  scale.layer = -1;
+  scale.in = {&sum};
+  WeightRef s;
+  s.name = "s";
+  s.dtype = DType::kF32;
+  s.shape = {1};
+  const float two = 2.0f;
+  s.data = &two;
+  scale.w = {&s};
+  scale.out = {&scaled};
+  gpu.set_profiling(true);
+  gpu.run(cs.call);
+  prepare_op(scale);
+  gpu.run(scale);
+  const std::vector<CudaOpTime> t = gpu.take_profile();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].kind, OpKind::kAdd);
+  EXPECT_EQ(t[0].layer, 2);
+  EXPECT_EQ(t[1].kind, OpKind::kScale);
+  EXPECT_EQ(t[1].layer, -1);
+  for (const CudaOpTime& e : t) EXPECT_GE(e.seconds, 0.0);
+  EXPECT_TRUE(gpu.take_profile().empty());  // taken
+  gpu.set_profiling(false);
+  gpu.run(scale);
+  EXPECT_TRUE(gpu.take_profile().empty());
+  for (size_t i = 0; i < scaled.f.size(); ++i) ASSERT_EQ(scaled.f[i], 2.0f * sum.f[i]);
+}
+
 // ---- the doctor on golden_a ------------------------------------------------------
 
 std::string self_exe() {
@@ -732,7 +819,7 @@ std::string self_exe() {
   return n > 0 ? std::string(buf, size_t(n)) : std::string();
 }
 
-void doctor_on_golden(const std::string& backend, bool bf16) {
+void doctor_on_golden(const std::string& backend, bool bf16, bool dot = false) {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   if (cuda_initialized_in_this_process()) {
     // The doctor forks its checked run, and a child cannot use CUDA once its
@@ -747,7 +834,17 @@ void doctor_on_golden(const std::string& backend, bool bf16) {
   o.model_dir = kGolden;
   o.backend = backend;
   o.precision_bf16 = bf16;
+  o.bf16_dot = dot;
   o.threads = 2;
+  CpuBackendOptions dot_cpu;
+  dot_cpu.threads = 1;
+  dot_cpu.bf16_dot = true;
+  if (dot && !CpuBackend(dot_cpu).bf16_dot()) {
+    // This CPU has no dot mode (AVX512_BF16): the reference keeps its
+    // activations in fp32, 2^-9 relative from the rounded ones per product.
+    o.tolerance.rtol = 3e-2;
+    o.tolerance.min_cosine = 0.999;
+  }
   o.steps = 2;
   DoctorReport r = run_doctor(o);
   std::printf("%s", doctor_report_text(r).c_str());
@@ -764,6 +861,13 @@ TEST(CudaDoctor, GoldenAFp32) {
 TEST(CudaDoctor, GoldenABf16) {
   REQUIRE_CUDA_DEVICE();
   doctor_on_golden("cuda", true);
+}
+
+// The dot mode: linears, the LM head and the experts on the tensor cores
+// (cuBLAS bf16, the grouped wmma product), against the CPU's dot mode.
+TEST(CudaDoctor, GoldenABf16Dot) {
+  REQUIRE_CUDA_DEVICE();
+  doctor_on_golden("cuda", true, true);
 }
 
 TEST(CudaDoctor, GoldenADebugMode) {

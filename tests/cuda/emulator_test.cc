@@ -13,11 +13,18 @@
 #include "backend/cuda/emulation/fake_cublas.h"
 #endif
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace dgemma {
@@ -88,6 +95,20 @@ __global__ void partial_then_full_shuffle(int* out) {
 
 __global__ void write_at(int* p, int64_t index) { p[index] = 1; }
 
+// One warp: c[16×16] = a[16×16] · b[16×16] in bf16 (b column major), fp32.
+__global__ void wmma_tile(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c) {
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> fb;
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc;
+  nvcuda::wmma::fill_fragment(acc, 1.0f);
+  nvcuda::wmma::load_matrix_sync(fa, a, 16);
+  nvcuda::wmma::load_matrix_sync(fb, b, 16);
+  nvcuda::wmma::mma_sync(acc, fa, fb, acc);
+  nvcuda::wmma::store_matrix_sync(c, acc, 16, nvcuda::wmma::mem_row_major);
+}
+
+__global__ void set_value(int* p, int v) { p[threadIdx.x] = v; }
+
 // ---- helpers ----------------------------------------------------------------
 
 template <class T>
@@ -102,6 +123,20 @@ std::vector<T> to_host(const T* dev, size_t n) {
   std::vector<T> h(n);
   EXPECT_EQ(cudaMemcpy(h.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
   return h;
+}
+
+// Runs the current test alone in a child process with `var`=`value` set,
+// for settings the emulator reads once per process; true when it passed.
+bool rerun_with(const char* var, const char* value) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return false;
+  exe[n] = '\0';
+  const std::string cmd = std::string(var) + "=" + value + " '" + exe + "' --gtest_filter=" + info->test_suite_name() +
+                          "." + info->name() + " > /dev/null";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
 
 // ---- kernels ---------------------------------------------------------------
@@ -344,6 +379,144 @@ TEST(CudaEmulator, GemmChecksLeadingDimensionsAndTypes) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   cudaFree(d);
   cuda_emu::cublas_destroy(h);
+}
+
+// bf16 operands are widened exactly, single and strided-batched.
+TEST(CudaEmulator, Bf16AndBatchedGemmsMatchAPlainProduct) {
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cuda_emu::cublas_create(&h), CUBLAS_STATUS_SUCCESS);
+  const int m = 5, n = 3, k = 7, batch = 3;
+  std::vector<uint16_t> ha(size_t(m * k * batch)), hb(size_t(k * n * batch));
+  std::mt19937 rng(3);
+  for (auto& v : ha) v = uint16_t(0x3f00 + rng() % 256);  // bf16 values in [0.5, 1)
+  for (auto& v : hb) v = uint16_t(0xbf00 + rng() % 256);  // in (-1, -0.5]
+  auto widen = [](uint16_t b) {
+    const uint32_t u = uint32_t(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  auto* a = device_alloc<uint16_t>(ha.size());
+  auto* b = device_alloc<uint16_t>(hb.size());
+  float* c = device_alloc<float>(size_t(m * n * batch));
+  ASSERT_EQ(cudaMemcpy(a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  const float one = 1, zero = 0;
+  ASSERT_EQ(cuda_emu::cublas_gemm_strided_batched_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a, CUDA_R_16BF, m,
+                                                     m * k, b, CUDA_R_16BF, k, k * n, &zero, c, CUDA_R_32F, m, m * n,
+                                                     batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> got = to_host(c, size_t(m * n * batch));
+  for (int q = 0; q < batch; ++q)
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        float want = 0;
+        for (int p = 0; p < k; ++p)
+          want += widen(ha[size_t(q * m * k + p * m + i)]) * widen(hb[size_t(q * k * n + j * k + p)]);
+        EXPECT_EQ(got[size_t(q * m * n + j * m + i)], want) << q << " " << i << " " << j;
+      }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cuda_emu::cublas_destroy(h);
+}
+
+TEST(CudaEmulator, WmmaMultipliesTiles) {
+  std::vector<__nv_bfloat16> ha(256), hb(256);
+  for (int i = 0; i < 256; ++i) {
+    ha[size_t(i)] = __float2bfloat16(float(i % 7) - 3.0f);
+    hb[size_t(i)] = __float2bfloat16(float(i % 5) * 0.5f);
+  }
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, 512), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, 512), cudaSuccess);
+  float* c = device_alloc<float>(256);
+  ASSERT_EQ(cudaMemcpy(a, ha.data(), 512, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b, hb.data(), 512, cudaMemcpyHostToDevice), cudaSuccess);
+  DGEMMA_LAUNCH(wmma_tile, 1, 32, nullptr)(static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b), c);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<float> got = to_host(c, 256);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float want = 1.0f;  // the filled accumulator
+      for (int k = 0; k < 16; ++k)
+        want += __bfloat162float(ha[size_t(i * 16 + k)]) * __bfloat162float(hb[size_t(j * 16 + k)]);
+      EXPECT_EQ(got[size_t(i * 16 + j)], want) << i << " " << j;
+    }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+}
+
+int wmma_on_a_misaligned_pointer() {
+  void* a = nullptr;
+  cudaMalloc(&a, 1024);
+  float* c = device_alloc<float>(256);
+  const auto* p = reinterpret_cast<const __nv_bfloat16*>(static_cast<char*>(a) + 16);  // 128-bit aligned only
+  DGEMMA_LAUNCH(wmma_tile, 1, 32, nullptr)(p, p, c);
+  return cudaStreamSynchronize(nullptr) == cudaErrorLaunchFailure ? 0 : 1;
+}
+
+TEST(CudaEmulatorDeathTest, WmmaNeedsAlignedPointers) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(wmma_on_a_misaligned_pointer()), ::testing::ExitedWithCode(0), "not 256-bit aligned");
+}
+
+TEST(CudaEmulator, EventsTimeTheWorkBetweenThem) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+  float ms = 0;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady);  // never recorded
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);
+  ASSERT_EQ(cudaEventRecord(a, s), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // "work" of 20 ms between the records
+  ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+  EXPECT_GE(ms, 15.0f);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(s);
+}
+
+// DGEMMA_CUDA_EMULATED_STREAMS=deferred: a stream's work waits for the host
+// to wait for it, so reads that skip the wait see stale data.
+TEST(CudaEmulator, DeferredStreamsRunWorkWhenTheHostWaits) {
+  const char* mode = std::getenv("DGEMMA_CUDA_EMULATED_STREAMS");
+  if (!mode || std::string(mode) != "deferred") {
+    EXPECT_TRUE(rerun_with("DGEMMA_CUDA_EMULATED_STREAMS", "deferred")) << "the deferred-mode child failed";
+    return;
+  }
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  int* d = device_alloc<int>(32);
+  ASSERT_EQ(cudaMemset(d, 0, 32 * sizeof(int)), cudaSuccess);  // legacy stream: at once
+  int host[32];
+  for (int& v : host) v = 5;
+  ASSERT_EQ(cudaMemcpyAsync(d, host, sizeof host, cudaMemcpyHostToDevice, s), cudaSuccess);
+  for (int& v : host) v = 6;  // after the call: a pageable source was taken at the call
+  DGEMMA_LAUNCH(set_value, 1, 16, s)(d, 7);  // the first 16 become 7
+  EXPECT_EQ(d[0], 0) << "the kernel ran before the host waited";  // the emulator's device memory is host memory
+  EXPECT_EQ(to_host(d, 1)[0], 0) << "a legacy-stream copy waited for a non-blocking stream";
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  float ms = 0;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, e, e), cudaErrorNotReady);
+  cudaGetLastError();
+  int back[32] = {};
+  ASSERT_EQ(cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s), cudaSuccess);  // waits, as to pageable memory
+  EXPECT_EQ(back[0], 7);
+  EXPECT_EQ(back[20], 5);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, e, e), cudaSuccess);
+  // A fault of queued work surfaces at the wait, and later work does not run.
+  DGEMMA_LAUNCH(divergent_barriers, 1, 32, s)(d);  // a deadlock fault, once it runs
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the launch itself is valid";
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorLaunchFailure);
+  std::exit(::testing::Test::HasFailure() ? 1 : 0);  // the context is broken: no teardown
 }
 
 // Exit status 0 when the read past the allocation became a sticky illegal address.

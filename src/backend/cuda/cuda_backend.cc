@@ -156,6 +156,10 @@ struct CublasApi {
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                             const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
                             cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                            const void*, const void*, cudaDataType, int, long long, const void*,
+                                            cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                            long long, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
   decltype(&cublasGetStatusName) status_name = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
   std::string error;  // why it could not be loaded ("" when loaded)
@@ -171,6 +175,7 @@ const CublasApi& cublas_api() {
     a.set_stream = &cuda_emu::cublas_set_stream;
     a.set_math_mode = &cuda_emu::cublas_set_math_mode;
     a.gemm_ex = &cuda_emu::cublas_gemm_ex;
+    a.gemm_strided_batched_ex = &cuda_emu::cublas_gemm_strided_batched_ex;
     a.status_name = &cuda_emu::cublas_status_name;
     a.status_string = &cuda_emu::cublas_status_string;
     return a;
@@ -197,6 +202,7 @@ const CublasApi& cublas_api() {
     sym(a.set_stream, "cublasSetStream_v2");
     sym(a.set_math_mode, "cublasSetMathMode");
     sym(a.gemm_ex, "cublasGemmEx");
+    sym(a.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx");
     sym(a.status_name, "cublasGetStatusName");
     sym(a.status_string, "cublasGetStatusString");
     return a;  // the library stays loaded for the life of the process
@@ -298,13 +304,15 @@ CudaBackendOptions parse_cuda_spec(const std::string& spec) {
       o.sync = true;
     } else if (tok == "checker") {
       o.checker = true;
+    } else if (tok == "bf16-dot") {
+      o.bf16_dot = true;
     } else if (tok == "debug") {
       o.debug = o.sync = o.checker = true;
     } else if (!tok.empty() && tok.size() <= 4 && tok.find_first_not_of("0123456789") == std::string::npos) {
       o.device = std::stoi(tok);
     } else {
       throw Error("backend '" + spec + "': unknown CUDA option '" + tok +
-                  "' (expected sync, debug, checker or a device number, e.g. cuda:1,sync)");
+                  "' (expected sync, debug, checker, bf16-dot or a device number, e.g. cuda:1,sync)");
     }
     tok.clear();
   }
@@ -386,6 +394,23 @@ struct CudaArena {
     return int32_t(sites.size() - 1);
   }
 
+  // One wait for the stream, counted. With `routing`, the status of
+  // unchecked routings comes along (20 bytes) and an invalid one recorded
+  // there is returned in *bad (else "").
+  cudaError_t wait(bool routing, std::string* bad) {
+    int32_t st[5] = {0, 0, 0, 0, 0};
+    const bool read = routing && sticky;
+    cudaError_t e = cudaSuccess;
+    if (read) {
+      e = cudaMemcpyAsync(st, sticky, sizeof st, cudaMemcpyDeviceToHost, stream);
+      traffic.d2h_bytes += int64_t(sizeof st);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    ++traffic.synchronizations;
+    if (e == cudaSuccess && read) *bad = take_routing_error(st);
+    return e;
+  }
+
   ~CudaArena() {
     if (!stream && !pool) return;
     DeviceScope on(device);
@@ -428,16 +453,9 @@ class CudaDeviceData final : public DeviceData {
   // One wait for the queued copies; the routing status comes along.
   void finish_copies() const override {
     DeviceScope on(arena_->device);
-    int32_t sticky[5] = {0, 0, 0, 0, 0};
-    cudaError_t e = cudaSuccess;
-    if (arena_->sticky) {
-      e = cudaMemcpyAsync(sticky, arena_->sticky, sizeof sticky, cudaMemcpyDeviceToHost, arena_->stream);
-      arena_->traffic.d2h_bytes += int64_t(sizeof sticky);
-    }
-    if (e == cudaSuccess) e = cudaStreamSynchronize(arena_->stream);
-    ++arena_->traffic.synchronizations;
+    std::string bad;
+    const cudaError_t e = arena_->wait(true, &bad);
     if (e != cudaSuccess) fail_copy(e, "");
-    const std::string bad = arena_->take_routing_error(sticky);
     if (!bad.empty()) throw Error("cuda backend: " + bad);
   }
   void* data() const { return p_; }
@@ -501,7 +519,8 @@ struct CudaBackend::Impl {
   bool ready = false;
   std::string broken;  // first sticky error; the context is unusable after it
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  cublasHandle_t blas = nullptr;     // pedantic fp32 math
+  cublasHandle_t blas_tc = nullptr;  // default math: bf16 inputs on the tensor cores
   cudaMemPool_t pool = nullptr;  // stream-ordered allocator (fast per-op buffers)
 
   std::unordered_map<const void*, CachedWeight> weights;
@@ -514,6 +533,18 @@ struct CudaBackend::Impl {
 
   // Inverse RoPE frequencies by (pairs, head dim, theta): constants.
   std::map<std::tuple<int, int64_t, double>, void*> rope_freqs;
+
+  // Profiling (set_profiling): events around each op, read by take_profile.
+  struct TimedOp {
+    OpKind kind;
+    int layer;
+    cudaEvent_t begin, end;
+  };
+  bool profiling = false;
+  std::vector<TimedOp> timed;
+  std::vector<cudaEvent_t> spare_events;
+  cudaEvent_t event();
+  std::vector<CudaOpTime> take_profile();
 
   // The op being run.
   const OpCall* call = nullptr;
@@ -534,6 +565,7 @@ struct CudaBackend::Impl {
   std::string alloc_map_text() const;
   std::string describe(uintptr_t a) const;
 
+  void* device_alloc(int64_t bytes);
   void* alloc(int64_t bytes, const std::string& what, bool fresh_fill);
   void* upload(const Tensor& t, const std::string& what);
   void* input(const Tensor& t, const std::string& what);
@@ -546,10 +578,28 @@ struct CudaBackend::Impl {
   const void* weight(const WeightRef& w, k::WType* wt);
   const void* quant_weight(const WeightRef& w);
   void* upload_weight_bytes(const void* host, int64_t bytes, const std::string& what, CachedQuant& into);
+  void record_launch(const char* kernel, std::initializer_list<const void*> args, const std::string& detail,
+                     const k::LaunchShape* shape = nullptr);
   void launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
                 const std::string& detail = "");
-  void gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t kk, float alpha, const float* A,
-            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+  // One cuBLAS product as cuBLAS sees it (column major), `batch` of them at
+  // the given element strides. fp32 operands run in pedantic fp32 math; bf16
+  // operands (A and B) on the tensor cores with fp32 accumulation. C is fp32.
+  struct Gemm {
+    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    int64_t m = 0, n = 0, k = 0;
+    float alpha = 1.0f, beta = 0.0f;
+    const void* A = nullptr;
+    int64_t lda = 0, stride_a = 0;
+    const void* B = nullptr;
+    int64_t ldb = 0, stride_b = 0;
+    float* C = nullptr;
+    int64_t ldc = 0, stride_c = 0;
+    int64_t batch = 1;
+    bool bf16 = false;
+  };
+  void gemm(const Gemm& g);
+  uint16_t* to_bf16(const float* x, int64_t n, const char* what);
 
   void embedding(const OpCall& c);
   void soft_embedding(const OpCall& c);
@@ -558,8 +608,6 @@ struct CudaBackend::Impl {
   int64_t chunk_rows(int64_t rows, int64_t K) const {
     return std::max<int64_t>(1, std::min(rows, opt.scratch_elems / std::max<int64_t>(K, 1)));
   }
-  void weight_product(const char* widen_name, const void* w, k::WType wt, int64_t row0, int64_t nrows, int64_t K,
-                      const float* x, int64_t M, float* out, int64_t ldo, float* wide);
   void rope(const OpCall& c);
   void attention(const OpCall& c);
   void router_topk(const OpCall& c);
@@ -579,7 +627,10 @@ CudaBackend::Impl::~Impl() {
   for (auto& [q, c] : quant_weights)
     for (void* p : c.buffers) cudaFree(p);
   for (auto& [key, p] : rope_freqs) cudaFree(p);
+  for (const TimedOp& t : timed) spare_events.insert(spare_events.end(), {t.begin, t.end});
+  for (cudaEvent_t e : spare_events) cudaEventDestroy(e);
   if (blas) cublas_api().destroy(blas);
+  if (blas_tc) cublas_api().destroy(blas_tc);
   cudaGetLastError();
 }
 
@@ -618,6 +669,10 @@ void CudaBackend::Impl::ensure_ready() {
   // Plain fp32 products: no TF32 or other reduced-precision shortcuts, so that
   // results stay within fp32 rounding of the CPU reference.
   check_blas(api.set_math_mode(blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  // The bf16 products (bf16_dot, bf16 soft embedding): tensor cores allowed.
+  if (!blas_tc) check_blas(api.create(&blas_tc), "cublasCreate");
+  check_blas(api.set_stream(blas_tc, stream), "cublasSetStream");
+  check_blas(api.set_math_mode(blas_tc, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   int pools = 0;
   check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, opt.device), "cudaDeviceGetAttribute");
   if (pools && !pool) {
@@ -736,12 +791,18 @@ std::string CudaBackend::Impl::describe(uintptr_t a) const {
   return "address " + hex(reinterpret_cast<void*>(a)) + " is not a known allocation of this CUDA backend";
 }
 
+// Stream-ordered from the pool when the device has pools, else plain.
+void* CudaBackend::Impl::device_alloc(int64_t bytes) {
+  void* p = nullptr;
+  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
+  else check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
+  return p;
+}
+
 void* CudaBackend::Impl::alloc(int64_t bytes, const std::string& what, bool fresh_fill) {
   const int64_t pad = opt.debug ? kCanaryBytes : 0;
   if (bytes + pad == 0) return nullptr;
-  void* p = nullptr;
-  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes + pad), pool, stream), "cudaMallocFromPoolAsync");
-  else check(cudaMalloc(&p, size_t(bytes + pad)), "cudaMalloc");
+  void* p = device_alloc(bytes + pad);
   bufs.push_back({p, bytes, pad});
   live[reinterpret_cast<uintptr_t>(p)] = Alloc{bytes, bytes + pad, what, where};
   if (opt.debug) {
@@ -797,9 +858,7 @@ void* CudaBackend::Impl::input(const Tensor& t, const std::string& what) {
   if (opt.checker || bytes == 0 || bytes > kCachedUploadBytes) return upload(t, what);
   if (int64_t(t.dtype == DType::kF32 ? t.f.size() : t.i.size()) * 4 < bytes)
     fail(what + " storage holds fewer elements than its shape " + t.shape_string());
-  void* p = nullptr;
-  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
-  else check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
+  void* p = device_alloc(bytes);
   auto data = std::make_shared<CudaDeviceData>(arena, p, bytes);
   arena->resident[reinterpret_cast<uintptr_t>(p)] = {bytes, what + " of op " + where + " (upload kept for reuse)"};
   const auto* h = static_cast<const unsigned char*>(host_bytes(t));
@@ -815,8 +874,8 @@ void* CudaBackend::Impl::input(const Tensor& t, const std::string& what) {
 }
 
 void CudaBackend::Impl::sync_stream(const char* what) {
-  ++arena->traffic.synchronizations;
-  check(cudaStreamSynchronize(stream), what);
+  std::string none;
+  check(arena->wait(false, &none), what);
 }
 
 void* CudaBackend::Impl::alloc_output(size_t k) {
@@ -825,9 +884,7 @@ void* CudaBackend::Impl::alloc_output(size_t k) {
   // Resident: outlives the op, attached to the tensor by download().
   const int64_t bytes = call->out[k]->numel() * 4;
   if (bytes == 0) return nullptr;
-  void* p = nullptr;
-  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
-  else check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
+  void* p = device_alloc(bytes);
   pending.push_back(p);
   arena->resident[reinterpret_cast<uintptr_t>(p)] = {bytes, what + " of op " + where};
   return p;
@@ -967,6 +1024,25 @@ const void* CudaBackend::Impl::quant_weight(const WeightRef& w) {
   return c.buffers.back();
 }
 
+// Keeps a launch (kernel, cuBLAS call or device copy) in the launch log and
+// counts it.
+void CudaBackend::Impl::record_launch(const char* kernel, std::initializer_list<const void*> args,
+                                      const std::string& detail, const k::LaunchShape* shape) {
+  CudaLaunchRecord r;
+  r.seq = ++seq;
+  r.op = where;
+  r.kernel = kernel;
+  if (shape) {
+    std::copy(shape->grid, shape->grid + 3, r.grid);
+    r.block = shape->block;
+  }
+  r.args.assign(args.begin(), args.end());
+  r.shapes = detail.empty() ? shapes : shapes + "; " + detail;
+  log.push_back(std::move(r));
+  if (log.size() > kLaunchLogSize) log.pop_front();
+  ++arena->traffic.kernel_launches;
+}
+
 void CudaBackend::Impl::launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
                                  const std::string& detail) {
   if (!s.launched) {
@@ -975,42 +1051,43 @@ void CudaBackend::Impl::launched(const char* kernel, const k::LaunchShape& s, st
            ") exceeds the device's limits\n  op shapes: " + shapes);
     return;  // empty grid: nothing to do
   }
-  CudaLaunchRecord r;
-  r.seq = ++seq;
-  r.op = where;
-  r.kernel = kernel;
-  std::copy(s.grid, s.grid + 3, r.grid);
-  r.block = s.block;
-  r.args.assign(args.begin(), args.end());
-  r.shapes = detail.empty() ? shapes : shapes + "; " + detail;
-  log.push_back(std::move(r));
-  if (log.size() > kLaunchLogSize) log.pop_front();
-  ++arena->traffic.kernel_launches;
+  record_launch(kernel, args, detail, &s);
   check(cudaGetLastError(), kernel);
   if (opt.sync) sync_stream(kernel);
 }
 
-// Row-major helpers map onto column-major cuBLAS by transposing the whole
-// product (see linear and soft_embedding). fp32 in, fp32 out, fp32 compute.
-void CudaBackend::Impl::gemm(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t kk,
-                             float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
-                             float* C, int64_t ldc) {
-  for (int64_t v : {m, n, kk, lda, ldb, ldc})
+// Row-major products map onto column-major cuBLAS by transposing the whole
+// product (see linear, soft_embedding and attention).
+void CudaBackend::Impl::gemm(const Gemm& g) {
+  for (int64_t v : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch})
     if (v > INT_MAX) fail("matrix dimension " + std::to_string(v) + " exceeds cuBLAS's int range");
-  CudaLaunchRecord r;
-  r.seq = ++seq;
-  r.op = where;
-  r.kernel = "cublasGemmEx";
-  r.args = {A, B, C};
-  r.shapes = shapes + "; m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(kk);
-  log.push_back(std::move(r));
-  if (log.size() > kLaunchLogSize) log.pop_front();
-  check_blas(cublas_api().gemm_ex(blas, ta, tb, int(m), int(n), int(kk), &alpha, A, CUDA_R_32F, int(lda), B, CUDA_R_32F,
-                          int(ldb), &beta, C, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-             "cublasGemmEx");
-  ++arena->traffic.kernel_launches;
-  check(cudaGetLastError(), "cublasGemmEx");
-  if (opt.sync) sync_stream("cublasGemmEx");
+  const bool batched = g.batch > 1;
+  const char* name = batched ? "cublasGemmStridedBatchedEx" : "cublasGemmEx";
+  record_launch(name, {g.A, g.B, g.C},
+                "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+                    (batched ? " batch=" + std::to_string(g.batch) : std::string()) + (g.bf16 ? " bf16" : " fp32"));
+  const cudaDataType in = g.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  cublasHandle_t h = g.bf16 ? blas_tc : blas;
+  const CublasApi& api = cublas_api();
+  if (batched)
+    check_blas(api.gemm_strided_batched_ex(h, g.ta, g.tb, int(g.m), int(g.n), int(g.k), &g.alpha, g.A, in, int(g.lda),
+                                           g.stride_a, g.B, in, int(g.ldb), g.stride_b, &g.beta, g.C, CUDA_R_32F,
+                                           int(g.ldc), g.stride_c, int(g.batch), CUBLAS_COMPUTE_32F,
+                                           CUBLAS_GEMM_DEFAULT),
+               name);
+  else
+    check_blas(api.gemm_ex(h, g.ta, g.tb, int(g.m), int(g.n), int(g.k), &g.alpha, g.A, in, int(g.lda), g.B, in,
+                           int(g.ldb), &g.beta, g.C, CUDA_R_32F, int(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               name);
+  check(cudaGetLastError(), name);
+  if (opt.sync) sync_stream(name);
+}
+
+// x rounded to bf16 in a workspace of the op (the dot mode's GEMM inputs).
+uint16_t* CudaBackend::Impl::to_bf16(const float* x, int64_t n, const char* what) {
+  auto* out = static_cast<uint16_t*>(alloc(n * 2, what, true));
+  launched("to_bf16", k::launch_to_bf16(stream, x, n, out), {x, out});
+  return out;
 }
 
 // ---- ops -------------------------------------------------------------------
@@ -1037,8 +1114,12 @@ void CudaBackend::Impl::embedding(const OpCall& c) {
 
 // probs = softmax(logits) per row into a bounded scratch, then
 // out[M,H] = s · probs[M,V] · table[V,H]. Column-major view: outᵀ (H×M, ld H)
-// = tableᵀ (H×V, ld H) · probsᵀ (V×M, ld V), no transposes. A BF16/F16 table
-// is widened to fp32 in chunks of rows and the chunks accumulate (beta = 1).
+// = tableᵀ (H×V, ld H) · probsᵀ (V×M, ld V), no transposes. In a bf16 run
+// over a bf16 table the probabilities are bf16 (spec §3.3), so the product
+// runs on the tensor cores with exact products (only the fp32 summation order
+// differs from the CPU, whose bf16 run does the same). Otherwise a BF16/F16
+// table is widened to fp32 in chunks of rows and the chunks accumulate (beta
+// = 1) in pedantic fp32.
 void CudaBackend::Impl::soft_embedding(const OpCall& c) {
   const Tensor& logits = *c.in[0];
   const WeightRef& table = *c.w[0];
@@ -1052,26 +1133,55 @@ void CudaBackend::Impl::soft_embedding(const OpCall& c) {
       zero(out, M * H * 4);
     } else {
       const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / V));
-      auto* probs = static_cast<float*>(alloc(rows_per * V * 4, "workspace (probabilities)", true));
+      const bool tensor_cores = c.attrs.round_to_bf16 && wt == k::WType::kBF16;
       const bool direct = wt == k::WType::kF32;
-      const int64_t vrows = direct ? V : std::max<int64_t>(1, std::min(V, opt.scratch_elems / H));
-      auto* wide = direct ? nullptr : static_cast<float*>(alloc(vrows * H * 4, "workspace (widened table)", true));
+      void* probs = alloc(rows_per * V * (tensor_cores ? 2 : 4), "workspace (probabilities)", true);
+      const int64_t vrows = direct || tensor_cores ? V : std::max<int64_t>(1, std::min(V, opt.scratch_elems / H));
+      auto* wide = direct || tensor_cores
+                       ? nullptr
+                       : static_cast<float*>(alloc(vrows * H * 4, "workspace (widened table)", true));
       for (int64_t r0 = 0; r0 < M; r0 += rows_per) {
         const int64_t rows = std::min(rows_per, M - r0);
+        const std::string detail = "rows " + std::to_string(r0) + ".." + std::to_string(r0 + rows);
+        Gemm g;
+        g.m = H;
+        g.n = rows;
+        g.alpha = c.attrs.scale;
+        g.lda = H;
+        g.ldb = V;
+        g.C = out + r0 * H;
+        g.ldc = H;
+        if (tensor_cores) {
+          auto* p16 = static_cast<uint16_t*>(probs);
+          launched("soft_embedding.probs_bf16", k::launch_soft_probs_bf16(stream, d_logits + r0 * V, rows, V, p16),
+                   {d_logits, p16}, detail);
+          g.k = V;
+          g.A = w;
+          g.B = p16;
+          g.bf16 = true;
+          gemm(g);
+          continue;
+        }
+        auto* p32 = static_cast<float*>(probs);
         launched("soft_embedding.probs",
-                 k::launch_soft_probs(stream, d_logits + r0 * V, rows, V, c.attrs.round_to_bf16, probs),
-                 {d_logits, probs}, "rows " + std::to_string(r0) + ".." + std::to_string(r0 + rows));
+                 k::launch_soft_probs(stream, d_logits + r0 * V, rows, V, c.attrs.round_to_bf16, p32), {d_logits, p32},
+                 detail);
         if (direct) {
-          gemm(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, V, c.attrs.scale, static_cast<const float*>(w), H, probs, V, 0.0f,
-               out + r0 * H, H);
+          g.k = V;
+          g.A = w;
+          g.B = p32;
+          gemm(g);
           continue;
         }
         for (int64_t v0 = 0; v0 < V; v0 += vrows) {
           const int64_t vr = std::min(vrows, V - v0);
           launched("soft_embedding.widen",
                    k::launch_widen(stream, w, wt, row_rounding(c), v0 * H, vr * H, wide), {w, wide});
-          gemm(CUBLAS_OP_N, CUBLAS_OP_N, H, rows, vr, c.attrs.scale, wide, H, probs + v0, V, v0 == 0 ? 0.0f : 1.0f,
-               out + r0 * H, H);
+          g.k = vr;
+          g.A = wide;
+          g.B = p32 + v0;
+          g.beta = v0 == 0 ? 0.0f : 1.0f;
+          gemm(g);
         }
       }
     }
@@ -1090,30 +1200,14 @@ void CudaBackend::Impl::rms_norm(const OpCall& c) {
   download(0, out);
 }
 
-// out[M, nrows] (row stride ldo) = x[M, K] · W[row0 .. row0 + nrows, K]ᵀ.
-// Column-major view: outᵀ (nrows×M, ld ldo) = W rows (the row-major [nrows,
-// K] block read as K×nrows with ld K, transposed) · xᵀ (K×M, ld K).
-// cublasGemmEx has no fp32×bf16 combination, so BF16/F16/quantized weights
-// are widened to fp32 in chunks of rows into `wide` (chunk_rows(nrows, K)
-// rows; output features n0..n0+nr write columns n0.. of out): the product is
-// then the reference's fp32 math, not a bf16 one.
-void CudaBackend::Impl::weight_product(const char* widen_name, const void* w, k::WType wt, int64_t row0,
-                                       int64_t nrows, int64_t K, const float* x, int64_t M, float* out, int64_t ldo,
-                                       float* wide) {
-  if (wt == k::WType::kF32) {
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, nrows, M, K, 1.0f, static_cast<const float*>(w) + row0 * K, K, x, K, 0.0f, out,
-         ldo);
-    return;
-  }
-  const int64_t per = chunk_rows(nrows, K);
-  for (int64_t n0 = 0; n0 < nrows; n0 += per) {
-    const int64_t nr = std::min(per, nrows - n0);
-    launched(widen_name, k::launch_widen(stream, w, wt, k::WType::kF32, (row0 + n0) * K, nr * K, wide), {w, wide},
-             "rows " + std::to_string(row0 + n0) + ".." + std::to_string(row0 + n0 + nr));
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, nr, M, K, 1.0f, wide, K, x, K, 0.0f, out + n0, ldo);
-  }
-}
-
+// out[M, N] = x[M, K] · W[N, K]ᵀ. Column-major view: outᵀ (N×M, ld N) = W
+// (the row-major [N, K] matrix read as K×N with ld K, transposed) · xᵀ (K×M,
+// ld K). In the dot mode (bf16_dot) a bf16 weight meets x rounded to bf16 on
+// the tensor cores (the CPU's dot mode rounds the same activations).
+// Otherwise cublasGemmEx has no fp32×bf16 combination, so BF16/F16/quantized
+// weights are widened to fp32 in chunks of rows (chunk_rows(N, K) rows;
+// output features n0..n0+nr write columns n0.. of out): the product is then
+// the reference's fp32 math, not a bf16 one.
 void CudaBackend::Impl::linear(const OpCall& c) {
   const Tensor& x = *c.in[0];
   const WeightRef& W = *c.w[0];
@@ -1126,10 +1220,37 @@ void CudaBackend::Impl::linear(const OpCall& c) {
     if (K == 0) {
       zero(out, M * N * 4);
     } else {
-      float* wide = wt == k::WType::kF32
-                        ? nullptr
-                        : static_cast<float*>(alloc(chunk_rows(N, K) * K * 4, "workspace (widened weight)", true));
-      weight_product("linear.widen", w, wt, 0, N, K, d_x, M, out, N, wide);
+      Gemm g;
+      g.ta = CUBLAS_OP_T;
+      g.m = N;
+      g.n = M;
+      g.k = K;
+      g.lda = K;
+      g.B = d_x;
+      g.ldb = K;
+      g.C = out;
+      g.ldc = N;
+      if (wt == k::WType::kF32) {
+        g.A = w;
+        gemm(g);
+      } else if (opt.bf16_dot && wt == k::WType::kBF16) {
+        g.A = w;
+        g.B = to_bf16(d_x, M * K, "workspace (x in bf16)");
+        g.bf16 = true;
+        gemm(g);
+      } else {
+        const int64_t per = chunk_rows(N, K);
+        auto* wide = static_cast<float*>(alloc(per * K * 4, "workspace (widened weight)", true));
+        for (int64_t n0 = 0; n0 < N; n0 += per) {
+          const int64_t nr = std::min(per, N - n0);
+          launched("linear.widen", k::launch_widen(stream, w, wt, k::WType::kF32, n0 * K, nr * K, wide), {w, wide},
+                   "rows " + std::to_string(n0) + ".." + std::to_string(n0 + nr));
+          g.m = nr;
+          g.A = wide;
+          g.C = out + n0;
+          gemm(g);
+        }
+      }
     }
   }
   download(0, out);
@@ -1164,8 +1285,15 @@ void CudaBackend::Impl::rope(const OpCall& c) {
   download(0, out);
 }
 
-// Scores of up to scratch_elems per chunk of query rows; then softmax and
-// p·v per (row, head).
+// Two products in pedantic fp32 cuBLAS around a softmax kernel, per chunk of
+// query rows (scores of up to scratch_elems). Query head h reads key head
+// g = h / G (G = Hq / Hk); for each j < G one strided-batched product runs
+// the heads h = g·G + j of every g. Row-major, per head: scores_h [rows, S]
+// = q_h [rows, d] · k_gᵀ, where q_h rows have stride Hq·d and k_g rows Hk·d;
+// column major that is scores_hᵀ (S×rows, ld S) = k_g (d×S, ld Hk·d, op T) ·
+// q_hᵀ (d×rows, ld Hq·d). Then out_h [rows, d] (row stride Hq·d) = p_h ·
+// v_g, i.e. out_hᵀ (d×rows) = v_gᵀ (d×S, ld Hk·d) · p_hᵀ (S×rows, ld S).
+// The scores are head-major [Hq, rows, S].
 void CudaBackend::Impl::attention(const OpCall& c) {
   const Tensor &q = *c.in[0], &kt = *c.in[1], &v = *c.in[2], &qpos = *c.in[3], &kpos = *c.in[4];
   const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = kt.dim(0), Hk = kt.dim(1);
@@ -1176,18 +1304,55 @@ void CudaBackend::Impl::attention(const OpCall& c) {
   auto* d_kpos = static_cast<int32_t*>(input(kpos, "input 4 (key positions)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (M > 0 && Hq > 0 && d > 0) {
-    const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / std::max<int64_t>(1, Hq * S)));
-    auto* scores = static_cast<float*>(alloc(rows_per * Hq * S * 4, "workspace (scores)", true));
-    const int mask = int(c.attrs.mask);
-    for (int64_t m0 = 0; m0 < M; m0 += rows_per) {
-      const int64_t rows = std::min(rows_per, M - m0);
-      const std::string detail = "rows " + std::to_string(m0) + ".." + std::to_string(m0 + rows);
-      launched("attention.scores",
-               k::launch_attention_scores(stream, d_q, d_k, d_qpos, d_kpos, m0, rows, Hq, Hk, d, S, mask,
-                                          c.attrs.window, c.attrs.first_canvas_pos, scores),
-               {d_q, d_k, d_qpos, d_kpos, scores}, detail);
-      launched("attention.output", k::launch_attention_output(stream, scores, d_v, m0, rows, Hq, Hk, d, S, out),
-               {scores, d_v, out}, detail);
+    if (S == 0) {
+      zero(out, M * Hq * d * 4);  // no key at all: zero outputs, as the reference
+    } else {
+      const int64_t G = Hq / Hk;
+      const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / std::max<int64_t>(1, Hq * S)));
+      auto* scores = static_cast<float*>(alloc(rows_per * Hq * S * 4, "workspace (scores)", true));
+      for (int64_t m0 = 0; m0 < M; m0 += rows_per) {
+        const int64_t rows = std::min(rows_per, M - m0);
+        const std::string detail = "rows " + std::to_string(m0) + ".." + std::to_string(m0 + rows);
+        for (int64_t j = 0; j < G; ++j) {
+          Gemm g;
+          g.ta = CUBLAS_OP_T;
+          g.m = S;
+          g.n = rows;
+          g.k = d;
+          g.A = d_k;
+          g.lda = Hk * d;
+          g.stride_a = d;
+          g.B = d_q + m0 * Hq * d + j * d;
+          g.ldb = Hq * d;
+          g.stride_b = G * d;
+          g.C = scores + j * rows * S;
+          g.ldc = S;
+          g.stride_c = G * rows * S;
+          g.batch = Hk;
+          gemm(g);
+        }
+        launched("attention.softmax",
+                 k::launch_attention_softmax(stream, scores, d_qpos, d_kpos, m0, rows, Hq, S, int(c.attrs.mask),
+                                             c.attrs.window, c.attrs.first_canvas_pos),
+                 {scores, d_qpos, d_kpos}, detail);
+        for (int64_t j = 0; j < G; ++j) {
+          Gemm g;
+          g.m = d;
+          g.n = rows;
+          g.k = S;
+          g.A = d_v;
+          g.lda = Hk * d;
+          g.stride_a = d;
+          g.B = scores + j * rows * S;
+          g.ldb = S;
+          g.stride_b = G * rows * S;
+          g.C = out + m0 * Hq * d + j * d;
+          g.ldc = Hq * d;
+          g.stride_c = G * d;
+          g.batch = Hk;
+          gemm(g);
+        }
+      }
     }
   }
   download(0, out);
@@ -1257,7 +1422,27 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
   auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* out = static_cast<float*>(alloc_output(0));
   float* y = nullptr;
-  if (MK > 0 && H > 0) {
+  // The dot mode over bf16 experts: the tensor-core grouped products on the
+  // expert inputs and activations rounded to bf16 (the CPU's dot mode).
+  const bool tensor_cores = opt.bf16_dot && gt == k::WType::kBF16 && dt == k::WType::kBF16;
+  if (MK > 0 && H > 0 && tensor_cores) {
+    auto* xe = static_cast<uint16_t*>(alloc(MK * H * 2, "workspace (expert inputs, bf16)", true));
+    y = static_cast<float*>(alloc(MK * H * 4, "workspace (expert outputs)", true));
+    launched("moe_experts.gather_bf16", k::launch_gather_rows_bf16(stream, d_x, d_tok, MK, H, xe), {d_x, d_tok, xe});
+    if (I > 0) {
+      auto* g = static_cast<float*>(alloc(MK * 2 * I * 4, "workspace (gate and up)", true));
+      auto* act = static_cast<uint16_t*>(alloc(MK * I * 2, "workspace (expert activations, bf16)", true));
+      const auto* w_gu = static_cast<const uint16_t*>(d_gu);
+      const auto* w_down = static_cast<const uint16_t*>(d_down);
+      launched("moe_experts.gate_up_bf16",
+               k::launch_grouped_gemm_bf16(stream, xe, H, d_starts, E, M, w_gu, 2 * I, g), {xe, d_starts, w_gu, g});
+      launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
+      launched("moe_experts.down_bf16", k::launch_grouped_gemm_bf16(stream, act, I, d_starts, E, M, w_down, H, y),
+               {act, d_starts, w_down, y});
+    } else {
+      zero(y, MK * H * 4);
+    }
+  } else if (MK > 0 && H > 0) {
     auto* xe = static_cast<float*>(alloc(MK * H * 4, "workspace (expert inputs)", true));
     auto* g = static_cast<float*>(alloc(MK * 2 * I * 4, "workspace (gate and up)", true));
     auto* act = static_cast<float*>(alloc(MK * I * 4, "workspace (expert activations)", true));
@@ -1304,30 +1489,18 @@ void CudaBackend::Impl::elementwise(const OpCall& c) {
 // device-to-device copies (the KV cache stays on the device, and a batched
 // pass slices and stacks its rows there).
 void CudaBackend::Impl::concat_rows(const OpCall& c) {
-  const Tensor &a = *c.in[0], &b = *c.in[1];
-  const int64_t row = b.dim(0) == 0 ? (a.dim(0) == 0 ? 0 : a.numel() / a.dim(0)) : b.numel() / b.dim(0);
-  const int64_t skip_a = std::min(c.attrs.skip_rows, a.dim(0)), skip_b = c.attrs.skip_rows - skip_a;
-  const int64_t rows = c.out[0]->dim(0), rows_a = std::min(a.dim(0) - skip_a, rows);
-  const int64_t na = rows_a * row, nb = (rows - rows_a) * row;
-  auto* da = static_cast<const char*>(input(a, "input 0"));
-  auto* db = static_cast<const char*>(input(b, "input 1"));
+  const ConcatRowsParts parts = concat_rows_parts(c);
+  auto* da = static_cast<const char*>(input(*c.in[0], "input 0"));
+  auto* db = static_cast<const char*>(input(*c.in[1], "input 1"));
   auto* out = static_cast<char*>(alloc_output(0));
   auto copy = [&](char* dst, const char* src, int64_t n) {
     if (n <= 0) return;
-    CudaLaunchRecord r;
-    r.seq = ++seq;
-    r.op = where;
-    r.kernel = "cudaMemcpyAsync (device to device)";
-    r.args = {src, dst};
-    r.shapes = shapes;
-    log.push_back(std::move(r));
-    if (log.size() > kLaunchLogSize) log.pop_front();
-    ++arena->traffic.kernel_launches;
+    record_launch("cudaMemcpyAsync (device to device)", {src, dst}, shapes);
     check(cudaMemcpyAsync(dst, src, size_t(n) * 4, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (concat_rows)");
   };
   if (out) {
-    copy(out, da + skip_a * row * 4, na);
-    copy(out + na * 4, db + skip_b * row * 4, nb);
+    copy(out, da + parts.a_from * 4, parts.a_count);
+    copy(out + parts.a_count * 4, db + parts.b_from * 4, parts.b_count);
   }
   download(0, out);
 }
@@ -1390,6 +1563,11 @@ void CudaBackend::Impl::run(const OpCall& c) {
   if (opt.test_fault == CudaBackendOptions::TestFault::kSkipKernels) {
     for (size_t k = 0; k < c.out.size(); ++k) download(k, alloc_output(k));
   } else {
+    cudaEvent_t begin = nullptr;
+    if (profiling) {
+      begin = event();
+      check(cudaEventRecord(begin, stream), "cudaEventRecord");
+    }
     // Hook for tests of the canary guard: write one element past output 0
     // with a real kernel, before the outputs are copied back.
     if (opt.test_fault == CudaBackendOptions::TestFault::kWritePastOutput) {
@@ -1406,29 +1584,52 @@ void CudaBackend::Impl::run(const OpCall& c) {
     } else {
       dispatch(c);
     }
+    if (profiling) {
+      cudaEvent_t end = event();
+      check(cudaEventRecord(end, stream), "cudaEventRecord");
+      timed.push_back({c.kind, c.layer, begin, end});
+    }
   }
   // Outputs queued for the host are waited for (and asynchronous faults of
   // this op surface here); outputs that stay on the device are not.
   if (copied_out || opt.checker || opt.sync) {
     // A wait anyway: the routing status of unchecked ops comes along.
-    int32_t sticky[5] = {0, 0, 0, 0, 0};
-    const bool read_sticky = copied_out && !opt.checker && !opt.sync && arena->sticky;
-    if (read_sticky) {
-      check(cudaMemcpyAsync(sticky, arena->sticky, sizeof sticky, cudaMemcpyDeviceToHost, stream),
-            "cudaMemcpyAsync (routing status)");
-      arena->traffic.d2h_bytes += int64_t(sizeof sticky);
-    }
-    sync_stream("cudaStreamSynchronize (end of op)");
-    if (read_sticky) {
-      const std::string bad = arena->take_routing_error(sticky);
-      if (!bad.empty()) throw Error("cuda backend: " + bad);
-    }
+    std::string bad;
+    check(arena->wait(copied_out && !opt.checker && !opt.sync, &bad), "cudaStreamSynchronize (end of op)");
+    if (!bad.empty()) throw Error("cuda backend: " + bad);
   }
   copied_out = false;
   if (opt.debug) {
     check_canaries();
     check_finite(c);
   }
+}
+
+cudaEvent_t CudaBackend::Impl::event() {
+  if (!spare_events.empty()) {
+    cudaEvent_t e = spare_events.back();
+    spare_events.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  return e;
+}
+
+std::vector<CudaOpTime> CudaBackend::Impl::take_profile() {
+  std::vector<CudaOpTime> out;
+  if (timed.empty()) return out;
+  DeviceScope on(opt.device);
+  check(cudaEventSynchronize(timed.back().end), "cudaEventSynchronize (profile)");
+  ++arena->traffic.synchronizations;
+  for (const TimedOp& t : timed) {
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, t.begin, t.end), "cudaEventElapsedTime");
+    out.push_back({t.kind, t.layer, double(ms) * 1e-3});
+    spare_events.insert(spare_events.end(), {t.begin, t.end});
+  }
+  timed.clear();
+  return out;
 }
 
 // Debug mode's NaN/Inf sentinel (spec/placement-and-faults.md, requirement 9):
@@ -1489,6 +1690,7 @@ std::string CudaBackend::name() const {
     if (options_.checker) opts += std::string(opts.empty() ? "" : ",") + "checker";
     if (options_.sync) opts += std::string(opts.empty() ? "" : ",") + "sync";
   }
+  if (options_.bf16_dot) opts += std::string(opts.empty() ? "" : ",") + "bf16-dot";
   return opts.empty() ? "cuda" : "cuda:" + opts;
 }
 
@@ -1507,6 +1709,12 @@ std::string CudaBackend::launch_log() const { return impl_->log_text(kLaunchLogS
 int64_t CudaBackend::cached_weight_bytes() const { return impl_->weight_bytes; }
 
 CudaTraffic CudaBackend::traffic() const { return impl_->arena->traffic; }
+void CudaBackend::set_profiling(bool on) { impl_->profiling = on; }
+std::vector<CudaOpTime> CudaBackend::take_profile() {
+  impl_->where = "take_profile";
+  impl_->shapes.clear();
+  return impl_->take_profile();
+}
 void CudaBackend::reset_traffic() { impl_->arena->traffic = {}; }
 
 }  // namespace dgemma

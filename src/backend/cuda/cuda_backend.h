@@ -56,6 +56,11 @@ struct CudaBackendOptions {
   bool sync = false;
   bool debug = false;
   bool checker = false;  // per-op round trip, no device-resident activations
+  // The dot mode (`--precision bf16-dot`, spec option "bf16-dot"): products
+  // over bf16 weights (linear, experts) round their activations to bf16 and
+  // run on the tensor cores with fp32 accumulation, as the CPU's dot mode
+  // rounds them (CpuBackendOptions::bf16_dot). Off: pedantic fp32.
+  bool bf16_dot = false;
   // Test hooks for the fault guards (tests/cuda): kWritePastOutput launches a
   // deliberately bad kernel that writes one element past output 0 after the
   // op; kSkipKernels launches nothing, so outputs keep their initial contents
@@ -69,7 +74,7 @@ struct CudaBackendOptions {
   int64_t scratch_elems = int64_t(64) << 20;
 };
 
-// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:1", "cuda:1,sync,debug"
+// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:bf16-dot", "cuda:1", "cuda:1,sync,debug"
 // (options after the colon, separated by ',' or ':'; a number is the device).
 CudaBackendOptions parse_cuda_spec(const std::string& spec);
 
@@ -82,6 +87,13 @@ struct CudaTraffic {
   int64_t synchronizations = 0;  // host waits for the stream
   int64_t kernel_launches = 0;   // kernels and cuBLAS calls
   int64_t weight_h2d_bytes = 0;
+};
+
+// The device time of one op (CudaBackend::take_profile).
+struct CudaOpTime {
+  OpKind kind = OpKind::kAdd;
+  int layer = -1;  // OpCall::layer (-1: model level)
+  double seconds = 0;
 };
 
 // One kernel launch (or cuBLAS call) as kept in the launch log.
@@ -118,6 +130,13 @@ class CudaBackend : public Backend {
   int64_t cached_weight_bytes() const;
   CudaTraffic traffic() const;
   void reset_traffic();
+  // Device time per op: while on, each op's launches are bracketed by CUDA
+  // events (no extra waits); take_profile() waits for the device and returns
+  // the ops run since profiling was switched on (or since the last take), in
+  // order. Measured on the stream, so the times add up to the device's busy
+  // time, not to the host's launch time.
+  void set_profiling(bool on);
+  std::vector<CudaOpTime> take_profile();
 
  private:
   struct Impl;

@@ -12,164 +12,10 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_kernels.h"
-
-// `kernel<<<grid, block, 0, stream>>>`; the host emulation of the device
-// (emulation/device_builtins.h, DGEMMA_CUDA=EMULATE) defines its own.
-#ifndef DGEMMA_LAUNCH
-#define DGEMMA_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
-#endif
+#include "backend/cuda/device_math.cuh"
 
 namespace dgemma::cuda {
 namespace {
-
-constexpr unsigned kWarps = kBlock / 32;
-// Grid-stride kernels never need more blocks than this to fill a GPU.
-constexpr int64_t kMaxStrideBlocks = int64_t(1) << 20;
-
-__device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }
-
-__device__ __forceinline__ float load_plain(const void* p, WType t, int64_t i) {
-  switch (t) {
-    case WType::kF32: return static_cast<const float*>(p)[i];
-    case WType::kBF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
-    case WType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case WType::kQuant: break;
-  }
-  return nan_f32();
-}
-
-// The slice holding logical row r (binary search; slices cover every row).
-__device__ const QSlice& slice_for(const QView& q, int64_t r) {
-  int lo = 0, hi = q.nslices - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (q.slices[mid].row_begin <= r) lo = mid;
-    else hi = mid - 1;
-  }
-  return q.slices[lo];
-}
-
-// Element i of the logical matrix, as quantize/quantized_weight.cc
-// dequantize_reference() computes it (same operations in the same order).
-__device__ float load_quant(const QView& q, int64_t i) {
-  const int64_t row = i / q.cols, c = i % q.cols;
-  switch (q.scheme) {
-    case QScheme::kNF4: {  // blocks over the flattened tensor; element 2k in the high nibble
-      const QSlice& s = q.slices[0];
-      const uint8_t byte = s.codes[i / 2];
-      const int nib = (i % 2 == 0) ? byte >> 4 : byte & 0xF;
-      const int64_t b = i / q.block;
-      const float absmax = q.double_quant
-                               ? q.nested_map[s.scales[b]] * q.nested_scales[b / q.nested_block] + q.nested_offset
-                               : reinterpret_cast<const float*>(s.scales)[b];
-      return q.code_map[nib] * absmax;
-    }
-    case QScheme::kNVFP4: {  // E2M1 · e4m3(block scale) · global; column 2k in the low nibble
-      const QSlice& s = slice_for(q, row);
-      const int64_t lr = row - s.row_begin;
-      const uint8_t byte = s.codes[lr * (q.cols / 2) + c / 2];
-      const int nib = (c % 2 == 0) ? byte & 0xF : byte >> 4;
-      const float scale = q.e4m3[s.scales[lr * (q.cols / q.block) + c / q.block]];
-      return (q.code_map[nib] * scale) * s.global_scale;
-    }
-    case QScheme::kAffine: {  // fma(scale, q, bias), one rounding
-      const QSlice& s = slice_for(q, row);
-      const int64_t lr = row - s.row_begin, g = lr * (q.cols / q.block) + c / q.block;
-      int v;
-      if (q.bits == 4) {
-        const uint8_t byte = s.codes[lr * (q.cols / 2) + c / 2];
-        v = (c % 2 == 0) ? byte & 0xF : byte >> 4;
-      } else {
-        v = s.codes[lr * q.cols + c];
-      }
-      return fmaf(load_plain(s.scales, q.scale_type, g), float(v), load_plain(s.biases, q.scale_type, g));
-    }
-    case QScheme::kInt8: {
-      const QSlice& s = slice_for(q, row);
-      const int64_t lr = row - s.row_begin;
-      const int v = int(int8_t(s.codes[lr * q.cols + c]));
-      return reinterpret_cast<const float*>(s.scales)[lr * (q.cols / q.block) + c / q.block] * float(v);
-    }
-  }
-  return nan_f32();
-}
-
-__device__ __forceinline__ float load_w(const void* p, WType t, int64_t i) {
-  return t == WType::kQuant ? load_quant(*static_cast<const QView*>(p), i) : load_plain(p, t, i);
-}
-
-// Same bit manipulation as dgemma::f32_to_bf16 (core/dtype.h): round to
-// nearest even, NaN kept quiet.
-__device__ __forceinline__ float round_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((u >> 16) | 0x40u) << 16);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return __uint_as_float((u >> 16) << 16);
-}
-
-// A weight value rounded to a table's logical dtype (embeddings of quantized
-// tables, quantize/quantized_weight.h round_to_dtype).
-__device__ __forceinline__ float round_to(float f, WType t) {
-  switch (t) {
-    case WType::kBF16: return round_bf16(f);
-    case WType::kF16: return __half2float(__float2half_rn(f));
-    default: return f;
-  }
-}
-
-// gelu_pytorch_tanh, same expression as cpu::gelu_tanh.
-__device__ __forceinline__ float gelu_tanh(float x) {
-  const float k = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Block-wide reductions; every thread of the block must call them (no early
-// return before). The trailing barrier lets the next call reuse the buffers.
-__device__ float block_sum(float v) {
-  __shared__ float part[kWarps];
-  __shared__ float total;
-  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float t = lane < kWarps ? part[lane] : 0.0f;
-    t = warp_sum(t);
-    if (lane == 0) total = t;
-  }
-  __syncthreads();
-  const float r = total;
-  __syncthreads();
-  return r;
-}
-
-__device__ float block_max(float v) {
-  __shared__ float part[kWarps];
-  __shared__ float total;
-  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_max(v);
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float t = lane < kWarps ? part[lane] : -INFINITY;
-    t = warp_max(t);
-    if (lane == 0) total = t;
-  }
-  __syncthreads();
-  const float r = total;
-  __syncthreads();
-  return r;
-}
 
 // ---- kernels ---------------------------------------------------------------
 
@@ -257,42 +103,25 @@ __device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_
   return false;
 }
 
-// One block per (query row, head); one warp per key.
-__global__ void attention_scores_kernel(const float* q, const float* k, const int32_t* qpos, const int32_t* kpos,
-                                        int64_t m0, int64_t Hq, int64_t Hk, int64_t d, int64_t S, int mask,
-                                        int64_t window, int64_t first_canvas_pos, float* scores) {
-  const int64_t r = blockIdx.x / Hq, h = blockIdx.x % Hq, m = m0 + r, kh = h / (Hq / Hk);
-  const float* qv = q + (m * Hq + h) * d;
+// One block per (head, query row) of scores [Hq, rows, S], which the first
+// product (cuBLAS) filled with q·k: masked keys get -inf, then the softmax in
+// place, p = e · (1 / sum) as the reference computes it. A row without a
+// visible key becomes zeros (a zero output), never NaN.
+__global__ void attention_softmax_kernel(float* scores, const int32_t* qpos, const int32_t* kpos, int64_t m0,
+                                         int64_t rows, int64_t S, int mask, int64_t window,
+                                         int64_t first_canvas_pos) {
+  const int64_t r = blockIdx.x % rows;
   float* sc = scores + int64_t(blockIdx.x) * S;
-  const int32_t qp = qpos[m];
-  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int64_t s = warp; s < S; s += kWarps) {
-    // Uniform across the warp (one key per warp), so the shuffle below is safe.
-    if (!visible(mask, window, first_canvas_pos, qp, kpos[s])) {
-      if (lane == 0) sc[s] = -INFINITY;
-      continue;
-    }
-    const float* kv = k + (s * Hk + kh) * d;
-    float acc = 0.0f;
-    for (int64_t j = lane; j < d; j += 32) acc += qv[j] * kv[j];
-    acc = warp_sum(acc);
-    if (lane == 0) sc[s] = acc;
-  }
-}
-
-// One block per (query row, head): softmax over the row of scores (in place),
-// then thread j accumulates output element j over the keys in ascending order,
-// exactly as the reference does.
-__global__ void attention_output_kernel(float* scores, const float* v, int64_t m0, int64_t Hq, int64_t Hk, int64_t d,
-                                        int64_t S, float* out) {
-  const int64_t r = blockIdx.x / Hq, h = blockIdx.x % Hq, m = m0 + r, kh = h / (Hq / Hk);
-  float* sc = scores + int64_t(blockIdx.x) * S;
-  float* o = out + m * Hq * d + h * d;
+  const int32_t qp = qpos[m0 + r];
   float mx = -INFINITY;
-  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) mx = fmaxf(mx, sc[s]);
+  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    const float v = visible(mask, window, first_canvas_pos, qp, kpos[s]) ? sc[s] : -INFINITY;
+    sc[s] = v;
+    mx = fmaxf(mx, v);
+  }
   mx = block_max(mx);
-  if (mx == -INFINITY) {  // no visible key: zero output, never NaN (uniform branch)
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) o[j] = 0.0f;
+  if (mx == -INFINITY) {  // uniform across the block
+    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) sc[s] = 0.0f;
     return;
   }
   float sum = 0.0f;
@@ -301,17 +130,9 @@ __global__ void attention_output_kernel(float* scores, const float* v, int64_t m
     sc[s] = e;
     sum += e;
   }
-  sum = block_sum(sum);  // its barriers also publish the sc[] writes to the block
+  sum = block_sum(sum);
   const float inv = 1.0f / sum;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t s = 0; s < S; ++s) {
-      const float p = sc[s] * inv;
-      if (p == 0.0f) continue;
-      acc += p * v[(s * Hk + kh) * d + j];
-    }
-    o[j] = acc;
-  }
+  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) sc[s] = sc[s] * inv;
 }
 
 __global__ void router_inv_rms_kernel(const float* x, int64_t H, float eps, float* inv_rms) {
@@ -377,9 +198,12 @@ __global__ void router_select_kernel(float* logits, const void* pes, WType pes_t
   }
 }
 
-// Routed experts, grouped by expert (the host orders the (token, k) pairs by
-// expert): gather the tokens of one expert, its two products run in cuBLAS,
-// the gated activation in between, then each token adds its weighted output.
+// Routed experts, grouped by expert on the device: moe_route orders the
+// (token, k) pairs by expert, gather_rows stacks the routed rows, two grouped
+// products (grouped_gemm here, or the tensor-core one of
+// tensor_core_kernels.cu) run every expert in one launch each with the gated
+// activation in between, and moe_combine sums each token's expert outputs in
+// ascending expert order.
 
 // The routing permutation, on the device (issue 15, item 4). One block:
 // counts per expert, their exclusive prefix sum, and for each expert its
@@ -393,25 +217,36 @@ __global__ void moe_route_kernel(const int32_t* idx, const float* w, int64_t M, 
                                  int32_t* starts, int32_t* tokens, float* weights, int32_t* row_of, int32_t* sticky,
                                  int32_t site) {
   const int64_t n = M * K;
-  for (int64_t t = threadIdx.x; t < n; t += blockDim.x) row_of[t] = -1;
+  // Each thread checks its own entries and keeps the first bad one; thread 0
+  // takes the smallest (the entry a sequential scan would stop at).
+  __shared__ int64_t first_bad[kBlock];
+  int64_t bad = n;
+  for (int64_t t = threadIdx.x; t < n; t += blockDim.x) {
+    row_of[t] = -1;
+    bool ok = idx[t] >= 0 && idx[t] < E;
+    for (int64_t b = t + 1; ok && b < (t / K + 1) * K; ++b) ok = idx[b] != idx[t];
+    if (!ok && t < bad) bad = t;
+  }
+  first_bad[threadIdx.x] = bad;
+  __syncthreads();
   if (threadIdx.x == 0) {
+    for (unsigned q = 1; q < blockDim.x; ++q) bad = first_bad[q] < bad ? first_bad[q] : bad;
     status[E] = 0;
     status[E + 1] = status[E + 2] = status[E + 3] = -1;
-    for (int64_t t = 0; t < n && status[E] == 0; ++t) {
+    if (bad < n) {
+      const int64_t t = bad;
+      status[E + 1] = int32_t(t);
+      status[E + 3] = idx[t];
       if (idx[t] < 0 || idx[t] >= E) {
         status[E] = 1;
-        status[E + 1] = int32_t(t);
-        status[E + 3] = idx[t];
-        break;
+      } else {
+        status[E] = 2;
+        for (int64_t b = t + 1; b < (t / K + 1) * K; ++b)
+          if (idx[b] == idx[t]) {
+            status[E + 2] = int32_t(b);
+            break;
+          }
       }
-      for (int64_t b = t + 1; b < (t / K + 1) * K; ++b)
-        if (idx[b] == idx[t]) {
-          status[E] = 2;
-          status[E + 1] = int32_t(t);
-          status[E + 2] = int32_t(b);
-          status[E + 3] = idx[t];
-          break;
-        }
     }
   }
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
@@ -506,16 +341,6 @@ __global__ void glu_split_kernel(const float* g, int64_t n, int64_t I, float* ac
     const int64_t t = q / I, i = q % I;
     act[q] = gelu_tanh(g[t * 2 * I + i]) * g[t * 2 * I + I + i];
   }
-}
-
-// out[rows[t], :] += w[t] · y[t, :]; one block per t. The rows of one launch
-// are distinct (a token picks an expert once), so no two blocks write the same
-// element; launches run in ascending expert order, as the reference sums.
-__global__ void scatter_add_rows_kernel(const float* y, const int32_t* rows, const float* w, int64_t H, float* out) {
-  const int64_t t = blockIdx.x;
-  float* dst = out + int64_t(rows[t]) * H;
-  const float wt = w[t];
-  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) dst[h] += wt * y[t * H + h];
 }
 
 __global__ void gelu_glu_kernel(const float* g, const float* u, int64_t n, float* out) {
@@ -665,27 +490,6 @@ __global__ void sample_kernel(const float* logits, int64_t V, float T, const int
 
 __global__ void write_at_kernel(float* p, int64_t index, float value) { p[index] = value; }
 
-// ---- launch planning -------------------------------------------------------
-
-// Fills the launch shape; false (nothing to launch) for an empty grid. Grids
-// beyond the hardware limits are reported by leaving launched false with a
-// non-empty grid, which the host turns into an error.
-bool plan(LaunchShape& s, int64_t gx, int64_t gy = 1) {
-  s.block = kBlock;
-  s.grid[0] = unsigned(gx < 0 ? 0 : gx > 0xffffffffll ? 0xffffffffu : gx);
-  s.grid[1] = unsigned(gy < 0 ? 0 : gy > 0xffffffffll ? 0xffffffffu : gy);
-  s.grid[2] = 1;
-  s.launched = gx >= 1 && gy >= 1 && gx <= 0x7fffffffll && gy <= 65535;
-  return s.launched;
-}
-
-int64_t stride_blocks(int64_t n) {
-  const int64_t b = (n + kBlock - 1) / kBlock;
-  return b < kMaxStrideBlocks ? b : kMaxStrideBlocks;
-}
-
-int64_t warp_tiles(int64_t n) { return (n + kWarps - 1) / kWarps; }
-
 }  // namespace
 
 LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M, const void* table, WType wt,
@@ -725,21 +529,13 @@ LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos,
   return s;
 }
 
-LaunchShape launch_attention_scores(cudaStream_t stream, const float* q, const float* k, const int32_t* qpos,
-                                    const int32_t* kpos, int64_t m0, int64_t rows, int64_t Hq, int64_t Hk, int64_t d,
-                                    int64_t S, int mask, int64_t window, int64_t first_canvas_pos, float* scores) {
+LaunchShape launch_attention_softmax(cudaStream_t stream, float* scores, const int32_t* qpos, const int32_t* kpos,
+                                     int64_t m0, int64_t rows, int64_t Hq, int64_t S, int mask, int64_t window,
+                                     int64_t first_canvas_pos) {
   LaunchShape s;
-  if (plan(s, rows * Hq))
-    DGEMMA_LAUNCH(attention_scores_kernel, s.grid[0], kBlock, stream)(q, k, qpos, kpos, m0, Hq, Hk, d, S, mask, window,
-                                                              first_canvas_pos, scores);
-  return s;
-}
-
-LaunchShape launch_attention_output(cudaStream_t stream, float* scores, const float* v, int64_t m0, int64_t rows,
-                                    int64_t Hq, int64_t Hk, int64_t d, int64_t S, float* out) {
-  LaunchShape s;
-  if (plan(s, rows * Hq))
-    DGEMMA_LAUNCH(attention_output_kernel, s.grid[0], kBlock, stream)(scores, v, m0, Hq, Hk, d, S, out);
+  if (S > 0 && plan(s, rows * Hq))
+    DGEMMA_LAUNCH(attention_softmax_kernel, s.grid[0], kBlock, stream)(scores, qpos, kpos, m0, rows, S, mask, window,
+                                                                       first_canvas_pos);
   return s;
 }
 
@@ -809,13 +605,6 @@ LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_
 LaunchShape launch_glu_split(cudaStream_t stream, const float* g, int64_t n, int64_t I, float* act) {
   LaunchShape s;
   if (plan(s, stride_blocks(n * I))) DGEMMA_LAUNCH(glu_split_kernel, s.grid[0], kBlock, stream)(g, n, I, act);
-  return s;
-}
-
-LaunchShape launch_scatter_add_rows(cudaStream_t stream, const float* y, const int32_t* rows, const float* w,
-                                    int64_t n, int64_t H, float* out) {
-  LaunchShape s;
-  if (H > 0 && plan(s, n)) DGEMMA_LAUNCH(scatter_add_rows_kernel, s.grid[0], kBlock, stream)(y, rows, w, H, out);
   return s;
 }
 

@@ -88,14 +88,6 @@ LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, i
 LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos, const float* inv_freq, int64_t M,
                         int64_t heads, int64_t d, int pairs, float* out);
 
-// Attention for query rows [m0, m0 + rows): scores[(r·Hq + h)·S + s] = q·k or
-// -inf where masked; then softmax and p·v into out[m, h·d + j].
-LaunchShape launch_attention_scores(cudaStream_t stream, const float* q, const float* k, const int32_t* qpos,
-                                    const int32_t* kpos, int64_t m0, int64_t rows, int64_t Hq, int64_t Hk, int64_t d,
-                                    int64_t S, int mask, int64_t window, int64_t first_canvas_pos, float* scores);
-LaunchShape launch_attention_output(cudaStream_t stream, float* scores, const float* v, int64_t m0, int64_t rows,
-                                    int64_t Hq, int64_t Hk, int64_t d, int64_t S, float* out);
-
 // Router (spec §1.5): inv_rms[m] = (mean(x²) + eps)^(-1/2); logits[m, e] =
 // Σ_h ((x·inv)·scale[h]·root)·proj[e, h]; then per row softmax, top-k
 // (descending, lower index on ties), renormalize, × per_expert_scale.
@@ -107,8 +99,7 @@ LaunchShape launch_router_logits(cudaStream_t stream, const float* x, const floa
 LaunchShape launch_router_select(cudaStream_t stream, float* logits, const void* per_expert_scale, WType pes_t,
                                  int64_t M, int64_t E, int K, int32_t* idx, float* weights);
 
-// Experts, one expert at a time (the products run in cuBLAS):
-// out[t, :] = x[rows[t], :] for t < n;
+// Routed experts, all on the device (moe_experts in cuda_backend.cc).
 // The routing permutation of moe_experts (cuda_kernels.cu moe_route_kernel):
 // status [E + 4] (counts, then the validity code, its entries and index),
 // starts [E + 1], tokens/weights [M·K] in expert order, row_of [M·K] (the
@@ -125,13 +116,42 @@ LaunchShape launch_grouped_gemm(cudaStream_t stream, const float* a, int64_t K, 
 // out[m, :] = sum over token m's experts, ascending, of w · y[row_of[m, k], :].
 LaunchShape launch_moe_combine(cudaStream_t stream, const float* y, const int32_t* idx, const float* w,
                                const int32_t* row_of, int64_t M, int K, int64_t H, float* out);
+// out[t, :] = x[rows[t], :] for t < n.
 LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
                                float* out);
 // act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] over [n, 2I] gate/up rows;
 LaunchShape launch_glu_split(cudaStream_t stream, const float* g, int64_t n, int64_t I, float* act);
-// out[rows[t], :] += w[t] · y[t, :] (rows distinct within one call).
-LaunchShape launch_scatter_add_rows(cudaStream_t stream, const float* y, const int32_t* rows, const float* w,
-                                    int64_t n, int64_t H, float* out);
+
+// ---- bf16 tensor-core path (tensor_core_kernels.cu; CudaBackendOptions::bf16_dot) ----
+// bf16 values are their 16-bit patterns (uint16_t), rounded from fp32 to
+// nearest even exactly as dgemma::f32_to_bf16 (core/dtype.h).
+
+// out[i] = bf16(x[i]) for i < n.
+LaunchShape launch_to_bf16(cudaStream_t stream, const float* x, int64_t n, uint16_t* out);
+// out[t, :] = bf16(x[rows[t], :]) for t < n (the expert inputs of the dot mode).
+LaunchShape launch_gather_rows_bf16(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
+                                    uint16_t* out);
+// act[t, i] = bf16(gelu_tanh(g[t, i]) · g[t, I + i]): glu_split rounded for the down projection.
+LaunchShape launch_glu_split_bf16(cudaStream_t stream, const float* g, int64_t n, int64_t I, uint16_t* act);
+// probs[r, :] = bf16(softmax(bf16(logits[r, :]))): the probabilities of
+// soft_probs with round_bf16, bit for bit, stored as bf16.
+LaunchShape launch_soft_probs_bf16(cudaStream_t stream, const float* logits, int64_t rows, int64_t V,
+                                   uint16_t* probs);
+// The grouped expert product on the tensor cores: y[j, :N] = a[j, :K] ·
+// W[e]ᵀ for the rows j of each expert e (starts[E+1] on the device; max_rows
+// bounds any expert's rows), a and W [E, N, K] in bf16, fp32 accumulation
+// (wmma 16x16x16 tiles; 64x64 output tiles, k in steps of 32).
+LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
+                                     int64_t E, int64_t max_rows, const uint16_t* w, int64_t N, float* y);
+
+// Attention's softmax between its two products (cuBLAS): scores [Hq, rows,
+// S] (head-major, query rows m0.. of the op) in place, masked by the
+// positions (mask, window, first canvas position: ops/op.h AttentionMask),
+// then p = e · (1 / sum) as the reference; a row with no visible key becomes
+// zeros.
+LaunchShape launch_attention_softmax(cudaStream_t stream, float* scores, const int32_t* qpos, const int32_t* kpos,
+                                     int64_t m0, int64_t rows, int64_t Hq, int64_t S, int mask, int64_t window,
+                                     int64_t first_canvas_pos);
 
 LaunchShape launch_gelu_glu(cudaStream_t stream, const float* gate, const float* up, int64_t n, float* out);
 LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int64_t n, float* out);

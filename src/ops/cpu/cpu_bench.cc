@@ -121,6 +121,16 @@ void OpProfile::reset() {
   last_ = now_s();
 }
 
+void OpProfile::clear_seconds() {
+  layer_seconds_ = 0;
+  seconds_.fill(0.0);
+}
+
+void OpProfile::add_seconds(OpKind kind, bool in_layer, double seconds) {
+  seconds_[size_t(kind)] += seconds;
+  if (in_layer) layer_seconds_ += seconds;
+}
+
 double OpProfile::total_seconds() const {
   double s = 0;
   for (double x : seconds_) s += x;

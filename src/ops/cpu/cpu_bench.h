@@ -47,6 +47,10 @@ class OpProfile : public OpObserver {
   double total_seconds() const;
   // Time of the ops inside transformer layers (OpCall::layer >= 0).
   double layer_seconds() const { return layer_seconds_; }
+  // Replaces the observed (host) times by times measured elsewhere, e.g. a
+  // device's own per-op times; the FLOP counts stay.
+  void clear_seconds();
+  void add_seconds(OpKind kind, bool in_layer, double seconds);
 
  private:
   double last_ = 0, total_flops_ = 0, layer_seconds_ = 0;

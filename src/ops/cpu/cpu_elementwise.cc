@@ -187,18 +187,15 @@ void softcap(const OpCall& c, ThreadPool& pool) {
 void concat_rows(const OpCall& c, ThreadPool&) {
   const Tensor &a = *c.in[0], &b = *c.in[1];
   Tensor& out = *c.out[0];
-  const int64_t row = b.dim(0) == 0 ? (a.dim(0) == 0 ? 0 : a.numel() / a.dim(0)) : b.numel() / b.dim(0);
-  const int64_t skip_a = std::min(c.attrs.skip_rows, a.dim(0)), skip_b = c.attrs.skip_rows - skip_a;
-  const int64_t rows = out.dim(0), rows_a = std::min(a.dim(0) - skip_a, rows);
-  const int64_t na = rows_a * row, nb = (rows - rows_a) * row;
+  const ConcatRowsParts parts = concat_rows_parts(c);
   const bool f32 = a.dtype == DType::kF32;
   auto copy = [&](int64_t dst, const Tensor& src, int64_t from, int64_t n) {
     if (n <= 0) return;  // an empty tensor may have no storage at all
     if (f32) std::memcpy(out.f.data() + dst, src.f.data() + from, size_t(n) * 4);
     else std::memcpy(out.i.data() + dst, src.i.data() + from, size_t(n) * 4);
   };
-  copy(0, a, skip_a * row, na);
-  copy(na, b, skip_b * row, nb);
+  copy(0, a, parts.a_from, parts.a_count);
+  copy(parts.a_count, b, parts.b_from, parts.b_count);
 }
 
 }  // namespace dgemma::cpu::reference

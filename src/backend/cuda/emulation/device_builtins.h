@@ -5,6 +5,8 @@
 // very same kernel source is compiled and run on the CPU by
 // kernels_on_host.cc. Included before any CUDA header there.
 //
+// Also the warp matrix operations of <mma.h> (nvcuda::wmma, below).
+//
 // Semantics (grid_runner.h): blocks run one at a time, the threads of a block
 // as fibers that meet at barriers; __shared__ variables are per-OS-thread
 // statics, which is per-block storage because one OS thread runs one block
@@ -22,7 +24,11 @@
 // Before cuda_runtime.h: host_defines.h keeps an existing __shared__.
 #define __shared__ static thread_local
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <string>
 
 #include "backend/cuda/emulation/grid_runner.h"
 #include "backend/cuda/emulation/launch_status.h"
@@ -57,6 +63,97 @@ inline unsigned __float_as_uint(float v) { return std::bit_cast<unsigned>(v); }
 inline int __float_as_int(float v) { return std::bit_cast<int>(v); }
 inline double __longlong_as_double(long long v) { return std::bit_cast<double>(v); }
 
+// Warp matrix operations (nvcuda::wmma, <mma.h>) for the tensor-core
+// kernels. On a GPU a fragment is spread over the 32 lanes in an unspecified
+// layout, so kernels may only fill, load, multiply and store fragments (never
+// index them), which is what this emulation supports: every lane holds the
+// whole tile and performs the whole operation, from memory to memory, so the
+// lanes of a warp agree without exchanging anything. mma_sync sums the
+// products of each output in k order in fp32 (the products of bf16 or half
+// values are exact in fp32); a tensor core's order and internal rounding
+// differ, which the tests' tolerances cover. The shapes and alignments the
+// hardware requires are checked (a fault, as a misaligned access would be).
+namespace nvcuda::wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+namespace detail {
+template <class Use, int M, int N, int K>
+struct tile_shape {
+  static constexpr int rows = std::is_same_v<Use, matrix_b> ? K : M;
+  static constexpr int cols = std::is_same_v<Use, matrix_a> ? K : N;
+};
+inline float to_float(float v) { return v; }
+inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+inline float to_float(__half v) { return __half2float(v); }
+inline void check_pointer(const void* p, unsigned ldm, size_t elem, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0)
+    ::dgemma::cuda_emu::thread_fault(std::string(what) + ": pointer not 256-bit aligned");
+  if ((ldm * elem) % 16 != 0)
+    ::dgemma::cuda_emu::thread_fault(std::string(what) + ": leading dimension not a multiple of 16 bytes");
+}
+}  // namespace detail
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "the emulated device has the 16x16x16 shape only");
+  static constexpr int rows = detail::tile_shape<Use, M, N, K>::rows, cols = detail::tile_shape<Use, M, N, K>::cols;
+  static constexpr int num_elements = rows * cols;
+  T x[num_elements];  // row major, the whole tile in every lane
+};
+
+template <class Use, int M, int N, int K, class T, class Layout>
+inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, const T& v) {
+  for (T& e : f.x) e = v;
+}
+
+// Matrix operands: the layout is part of the fragment type.
+template <class Use, int M, int N, int K, class T, class Layout>
+inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const T* p, unsigned ldm) {
+  static_assert(!std::is_same_v<Layout, void>, "an operand fragment needs a layout");
+  detail::check_pointer(p, ldm, sizeof(T), "wmma::load_matrix_sync");
+  using F = fragment<Use, M, N, K, T, Layout>;
+  for (int r = 0; r < F::rows; ++r)
+    for (int c = 0; c < F::cols; ++c)
+      f.x[r * F::cols + c] = std::is_same_v<Layout, row_major> ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+}
+
+// Accumulators: the layout is the call's.
+template <int M, int N, int K, class T>
+inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, unsigned ldm, layout_t layout) {
+  detail::check_pointer(p, ldm, sizeof(T), "wmma::load_matrix_sync");
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      f.x[r * N + c] = layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+}
+
+template <int M, int N, int K, class T>
+inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
+  detail::check_pointer(p, ldm, sizeof(T), "wmma::store_matrix_sync");
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c) (layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) = f.x[r * N + c];
+}
+
+template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC>
+inline void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+                     const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
+  float out[M * N];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float acc = c.x[i * N + j];
+      for (int k = 0; k < K; ++k) acc += detail::to_float(a.x[i * K + k]) * detail::to_float(b.x[k * N + j]);
+      out[i * N + j] = acc;
+    }
+  for (int e = 0; e < M * N; ++e) d.x[e] = out[e];  // d may be c
+}
+
+}  // namespace nvcuda::wmma
+
 namespace dgemma::cuda_emu {
 
 // `kernel<<<grid, block, 0, stream>>>(args...)` on the host: the arguments
@@ -68,11 +165,16 @@ class HostLaunch {
  public:
   HostLaunch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, Kernel* kernel)
       : name_(name), grid_(grid), block_(block), stream_(stream), kernel_(kernel) {}
+  // The configuration is checked at the launch; the grid runs then, or when
+  // the host waits for the stream (deferred streams), with copies of the
+  // arguments, as a launch takes them.
   template <class... Args>
   void operator()(Args... args) const {
     if (!launch_begins(name_, grid_, block_, stream_)) return;
-    const std::function<void()> body = [&] { kernel_(args...); };
-    launch_ends(name_, run_grid(name_, grid_, block_, body));
+    enqueue_work(stream_, [name = name_, grid = grid_, block = block_, kernel = kernel_, args...] {
+      const std::function<void()> body = [&] { kernel(args...); };
+      launch_ends(name, run_grid(name, grid, block, body));
+    });
   }
 
  private:

@@ -5,28 +5,58 @@
 // C allocator, so that a sanitizer build checks every kernel access against
 // the exact allocation size; the runtime keeps the allocation map to check
 // copies and frees like the real one does. Streams run their work at once,
-// in order (a synchronize only reports errors). Error semantics follow the
+// in order (a synchronize only reports errors), unless
+// DGEMMA_CUDA_EMULATED_STREAMS=deferred: then the work of a created stream
+// (kernels, cuBLAS calls, device-to-device copies, memsets, stream-ordered
+// frees, event records) is queued and runs only when the host waits for it —
+// cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, a copy
+// to pageable host memory (which returns only once it completed, as on a
+// GPU), cudaFree or cudaStreamDestroy. A copy from pageable host memory is
+// taken at the call (the driver stages it, as on a GPU) and lands in device
+// memory in stream order. So host code that reads results without waiting,
+// or reads device memory directly, sees stale data, as it could on a GPU. Error semantics follow the
 // runtime: a failed call sets the last error (cudaGetLastError returns and
 // clears it); a device fault is sticky and every later call returns it.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/emulation/launch_status.h"
 
 struct CUstream_st {
   unsigned flags = 0;
   int device = 0;  // the device current when it was created
+  // Deferred mode: the work not yet run, in order; `always` work (frees)
+  // also runs after a fault broke the context.
+  struct Work {
+    std::function<void()> run;
+    bool always = false;
+  };
+  std::deque<Work> queue;
 };
 struct CUmemPoolHandle_st {
   uint64_t release_threshold = 0;
+};
+// Streams run their work at once, so an event records the host's clock when
+// it is recorded: the elapsed time between two events is the time the work
+// between them took.
+struct CUevent_st {
+  int device = 0;
+  bool recorded = false;  // the record ran (in deferred mode: when its stream got there)
+  cudaStream_t stream = nullptr;  // of the last record
+  std::chrono::steady_clock::time_point at;
 };
 
 namespace dgemma::cuda_emu {
@@ -123,6 +153,48 @@ bool stream_ok(cudaStream_t s) {
 // invalid handle: a backend that forgot cudaSetDevice).
 bool stream_on_current_device(cudaStream_t s) { return stream_ok(s) && (!s || s->device == t_device); }
 
+// DGEMMA_CUDA_EMULATED_STREAMS: "immediate" (default) or "deferred".
+bool deferred_streams() {
+  static const bool deferred = [] {
+    const char* e = std::getenv("DGEMMA_CUDA_EMULATED_STREAMS");
+    if (!e || !*e || std::strcmp(e, "immediate") == 0) return false;
+    if (std::strcmp(e, "deferred") == 0) return true;
+    std::fprintf(stderr,
+                 "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_STREAMS='%s' is neither immediate nor deferred; using "
+                 "immediate\n",
+                 e);
+    return false;
+  }();
+  return deferred;
+}
+
+// Runs the queued work of `s` in order, on the stream's device. After a
+// fault broke that device's context only `always` work runs (as a GPU runs
+// nothing more), so the error surfaces at the wait.
+void drain(cudaStream_t s) {
+  if (!s) return;
+  const int saved = t_device;
+  t_device = s->device;
+  while (!s->queue.empty()) {
+    CUstream_st::Work w = std::move(s->queue.front());
+    s->queue.pop_front();
+    if (w.always || broken() == cudaSuccess) w.run();
+  }
+  t_device = saved;
+}
+
+// Every stream of the current device (cudaDeviceSynchronize, cudaFree).
+void drain_device() {
+  std::vector<cudaStream_t> mine;
+  {
+    Device& d = device();
+    std::lock_guard lock(d.mu);
+    for (CUstream_st* s : d.streams)
+      if (s->device == t_device) mine.push_back(s);
+  }
+  for (cudaStream_t s : mine) drain(s);
+}
+
 cudaError_t allocate(void** p, size_t bytes) {
   if (!p) return fail(cudaErrorInvalidValue);
   if (cudaError_t e = broken()) return fail(e);
@@ -152,7 +224,7 @@ cudaError_t release(void* p) {
 
 // Device-side ranges of a copy must be allocated; host-side ones are the
 // caller's memory (as with pageable host memory on a GPU).
-cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = nullptr) {
   if (cudaError_t e = broken()) return fail(e);
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
@@ -170,7 +242,32 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
       return fail(cudaErrorInvalidValue);
     }
   }
-  std::memmove(dst, src, n);
+  if (!s || !deferred_streams()) {
+    std::memmove(dst, src, n);
+    return cudaSuccess;
+  }
+  if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) {
+    // To pageable host memory: returns once the copy completed.
+    drain(s);
+    if (cudaError_t e = broken()) return fail(e);
+    std::memmove(dst, src, n);
+    return cudaSuccess;
+  }
+  // From pageable host memory the data is taken now; device memory is
+  // written in stream order (and must still be allocated then).
+  std::shared_ptr<std::vector<unsigned char>> staged;
+  if (kind == cudaMemcpyHostToDevice) {
+    const auto* h = static_cast<const unsigned char*>(src);
+    staged = std::make_shared<std::vector<unsigned char>>(h, h + n);
+  }
+  s->queue.push_back({[dst, src, n, staged] {
+                        if (!device_range_ok(dst, n) || (!staged && !device_range_ok(src, n))) {
+                          illegal_address("cudaMemcpyAsync: a device range of a queued copy is no longer allocated");
+                          return;
+                        }
+                        std::memmove(dst, staged ? staged->data() : src, n);
+                      },
+                      false});
   return cudaSuccess;
 }
 
@@ -179,7 +276,10 @@ cudaError_t fill(void* p, int value, size_t n, cudaStream_t s) {
   if (!stream_on_current_device(s)) return fail(cudaErrorInvalidResourceHandle);
   if (n == 0) return cudaSuccess;
   if (!device_range_ok(p, n)) return fail(cudaErrorInvalidValue);
-  std::memset(p, value, n);
+  enqueue_work(s, [p, value, n] {
+    if (!device_range_ok(p, n)) return illegal_address("cudaMemsetAsync: the queued range is no longer allocated");
+    std::memset(p, value, n);
+  });
   return cudaSuccess;
 }
 
@@ -208,6 +308,11 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
     return false;
   }
   return true;
+}
+
+void enqueue_work(cudaStream_t stream, std::function<void()> work) {
+  if (!stream || !deferred_streams()) return work();
+  stream->queue.push_back({std::move(work), false});
 }
 
 void launch_ends(const char* kernel, const std::string& fault) {
@@ -288,6 +393,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaErrorUnknown";
   }
 }
@@ -304,6 +410,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorNotReady: return "device not ready";
     default: return "unknown error";
   }
 }
@@ -311,7 +418,9 @@ const char* cudaGetErrorString(cudaError_t e) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   if (!s) return emu::fail(cudaErrorInvalidValue);
   if (cudaError_t e = emu::broken()) return emu::fail(e);
-  *s = new CUstream_st{flags, emu::t_device};
+  *s = new CUstream_st;
+  (*s)->flags = flags;
+  (*s)->device = emu::t_device;
   emu::Device& d = emu::device();
   std::lock_guard lock(d.mu);
   d.streams.insert(*s);
@@ -319,6 +428,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (emu::stream_ok(s)) emu::drain(s);
   emu::Device& d = emu::device();
   {
     std::lock_guard lock(d.mu);
@@ -329,18 +439,25 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);  // any device's stream
+  emu::drain(s);
   if (cudaError_t e = emu::broken()) return emu::fail(e);
-  return emu::stream_ok(s) ? cudaSuccess : emu::fail(cudaErrorInvalidResourceHandle);  // any device's stream
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  emu::drain_device();
   if (cudaError_t e = emu::broken()) return emu::fail(e);
   return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void** p, size_t bytes) { return emu::allocate(p, bytes); }
 
-cudaError_t cudaFree(void* p) { return emu::release(p); }
+// Synchronous: the device's queued work runs first (it may still use p).
+cudaError_t cudaFree(void* p) {
+  emu::drain_device();
+  return emu::release(p);
+}
 
 cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
   if (!pool || !props) return emu::fail(cudaErrorInvalidValue);
@@ -378,7 +495,9 @@ cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, 
 
 cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
   if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
-  return emu::release(p);
+  if (!s || !emu::deferred_streams()) return emu::release(p);
+  s->queue.push_back({[p] { emu::release(p); }, true});  // stream-ordered, also after a fault
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
@@ -387,9 +506,53 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
   if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
-  return emu::copy(dst, src, n, kind);
+  return emu::copy(dst, src, n, kind, s);
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) { return emu::fill(p, value, n, s); }
 
 cudaError_t cudaMemset(void* p, int value, size_t n) { return emu::fill(p, value, n, nullptr); }
+
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  if (!e) return emu::fail(cudaErrorInvalidValue);
+  if (cudaError_t err = emu::broken()) return emu::fail(err);
+  *e = new CUevent_st;
+  (*e)->device = emu::t_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  if (!e) return emu::fail(cudaErrorInvalidResourceHandle);
+  delete e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (!e) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t err = emu::broken()) return emu::fail(err);
+  // An event of one device recorded on another device's stream is invalid.
+  if (!emu::stream_on_current_device(s) || e->device != emu::t_device)
+    return emu::fail(cudaErrorInvalidResourceHandle);
+  e->recorded = false;
+  e->stream = s;
+  emu::enqueue_work(s, [e] {
+    e->recorded = true;
+    e->at = std::chrono::steady_clock::now();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (!e) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (e->stream && emu::stream_ok(e->stream)) emu::drain(e->stream);
+  if (cudaError_t err = emu::broken()) return emu::fail(err);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t begin, cudaEvent_t end) {
+  if (!ms || !begin || !end) return emu::fail(cudaErrorInvalidValue);
+  if (cudaError_t err = emu::broken()) return emu::fail(err);
+  if (!begin->recorded || !end->recorded) return emu::fail(cudaErrorNotReady);  // not recorded, or not reached yet
+  *ms = std::chrono::duration<float, std::milli>(end->at - begin->at).count();
+  return cudaSuccess;
+}

@@ -3,6 +3,7 @@
 // (fake_runtime.cc): launches check and record the runtime's error state the
 // way the real runtime does for a device.
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include <cuda_runtime_api.h>
@@ -13,6 +14,11 @@ namespace dgemma::cuda_emu {
 // launch cannot start: bad grid or block, unknown stream, or a context
 // already broken by an earlier fault.
 bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream);
+
+// Runs `work` now, or queues it on `stream` in the deferred mode
+// (DGEMMA_CUDA_EMULATED_STREAMS=deferred, fake_runtime.cc), to run when the
+// host waits for the stream. Work of the legacy default stream runs now.
+void enqueue_work(cudaStream_t stream, std::function<void()> work);
 
 // After it ran: a non-empty `fault` breaks the context (sticky
 // cudaErrorLaunchFailure, reported by the next call, as an asynchronous

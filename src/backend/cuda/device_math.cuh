@@ -1,0 +1,195 @@
+#pragma once
+// Device helpers shared by the CUDA backend's kernel files (cuda_kernels.cu,
+// tensor_core_kernels.cu): weight loads with the CPU's dequantization
+// formulas, bf16 rounding, gelu, warp and block reductions, and launch
+// planning. Each kernel file includes it once; everything here is internal
+// to that file (an anonymous namespace).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_kernels.h"
+
+// `kernel<<<grid, block, 0, stream>>>`; the host emulation of the device
+// (emulation/device_builtins.h, DGEMMA_CUDA=EMULATE) defines its own.
+#ifndef DGEMMA_LAUNCH
+#define DGEMMA_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#endif
+
+namespace dgemma::cuda {
+namespace {
+
+
+constexpr unsigned kWarps = kBlock / 32;
+// Grid-stride kernels never need more blocks than this to fill a GPU.
+constexpr int64_t kMaxStrideBlocks = int64_t(1) << 20;
+
+__device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }
+
+__device__ __forceinline__ float load_plain(const void* p, WType t, int64_t i) {
+  switch (t) {
+    case WType::kF32: return static_cast<const float*>(p)[i];
+    case WType::kBF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
+    case WType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case WType::kQuant: break;
+  }
+  return nan_f32();
+}
+
+// The slice holding logical row r (binary search; slices cover every row).
+__device__ inline const QSlice& slice_for(const QView& q, int64_t r) {
+  int lo = 0, hi = q.nslices - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (q.slices[mid].row_begin <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  return q.slices[lo];
+}
+
+// Element i of the logical matrix, as quantize/quantized_weight.cc
+// dequantize_reference() computes it (same operations in the same order).
+__device__ inline float load_quant(const QView& q, int64_t i) {
+  const int64_t row = i / q.cols, c = i % q.cols;
+  switch (q.scheme) {
+    case QScheme::kNF4: {  // blocks over the flattened tensor; element 2k in the high nibble
+      const QSlice& s = q.slices[0];
+      const uint8_t byte = s.codes[i / 2];
+      const int nib = (i % 2 == 0) ? byte >> 4 : byte & 0xF;
+      const int64_t b = i / q.block;
+      const float absmax = q.double_quant
+                               ? q.nested_map[s.scales[b]] * q.nested_scales[b / q.nested_block] + q.nested_offset
+                               : reinterpret_cast<const float*>(s.scales)[b];
+      return q.code_map[nib] * absmax;
+    }
+    case QScheme::kNVFP4: {  // E2M1 · e4m3(block scale) · global; column 2k in the low nibble
+      const QSlice& s = slice_for(q, row);
+      const int64_t lr = row - s.row_begin;
+      const uint8_t byte = s.codes[lr * (q.cols / 2) + c / 2];
+      const int nib = (c % 2 == 0) ? byte & 0xF : byte >> 4;
+      const float scale = q.e4m3[s.scales[lr * (q.cols / q.block) + c / q.block]];
+      return (q.code_map[nib] * scale) * s.global_scale;
+    }
+    case QScheme::kAffine: {  // fma(scale, q, bias), one rounding
+      const QSlice& s = slice_for(q, row);
+      const int64_t lr = row - s.row_begin, g = lr * (q.cols / q.block) + c / q.block;
+      int v;
+      if (q.bits == 4) {
+        const uint8_t byte = s.codes[lr * (q.cols / 2) + c / 2];
+        v = (c % 2 == 0) ? byte & 0xF : byte >> 4;
+      } else {
+        v = s.codes[lr * q.cols + c];
+      }
+      return fmaf(load_plain(s.scales, q.scale_type, g), float(v), load_plain(s.biases, q.scale_type, g));
+    }
+    case QScheme::kInt8: {
+      const QSlice& s = slice_for(q, row);
+      const int64_t lr = row - s.row_begin;
+      const int v = int(int8_t(s.codes[lr * q.cols + c]));
+      return reinterpret_cast<const float*>(s.scales)[lr * (q.cols / q.block) + c / q.block] * float(v);
+    }
+  }
+  return nan_f32();
+}
+
+__device__ __forceinline__ float load_w(const void* p, WType t, int64_t i) {
+  return t == WType::kQuant ? load_quant(*static_cast<const QView*>(p), i) : load_plain(p, t, i);
+}
+
+// Same bit manipulation as dgemma::f32_to_bf16 (core/dtype.h): round to
+// nearest even, NaN kept quiet.
+__device__ __forceinline__ float round_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((u >> 16) | 0x40u) << 16);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __uint_as_float((u >> 16) << 16);
+}
+
+// A weight value rounded to a table's logical dtype (embeddings of quantized
+// tables, quantize/quantized_weight.h round_to_dtype).
+__device__ __forceinline__ float round_to(float f, WType t) {
+  switch (t) {
+    case WType::kBF16: return round_bf16(f);
+    case WType::kF16: return __half2float(__float2half_rn(f));
+    default: return f;
+  }
+}
+
+// gelu_pytorch_tanh, same expression as cpu::gelu_tanh.
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide reductions; every thread of the block must call them (no early
+// return before). The trailing barrier lets the next call reuse the buffers.
+__device__ inline float block_sum(float v) {
+  __shared__ float part[kWarps];
+  __shared__ float total;
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < kWarps ? part[lane] : 0.0f;
+    t = warp_sum(t);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  const float r = total;
+  __syncthreads();
+  return r;
+}
+
+__device__ inline float block_max(float v) {
+  __shared__ float part[kWarps];
+  __shared__ float total;
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < kWarps ? part[lane] : -INFINITY;
+    t = warp_max(t);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  const float r = total;
+  __syncthreads();
+  return r;
+}
+
+// ---- launch planning -------------------------------------------------------
+
+// Fills the launch shape; false (nothing to launch) for an empty grid. Grids
+// beyond the hardware limits are reported by leaving launched false with a
+// non-empty grid, which the host turns into an error.
+inline bool plan(LaunchShape& s, int64_t gx, int64_t gy = 1) {
+  s.block = kBlock;
+  s.grid[0] = unsigned(gx < 0 ? 0 : gx > 0xffffffffll ? 0xffffffffu : gx);
+  s.grid[1] = unsigned(gy < 0 ? 0 : gy > 0xffffffffll ? 0xffffffffu : gy);
+  s.grid[2] = 1;
+  s.launched = gx >= 1 && gy >= 1 && gx <= 0x7fffffffll && gy <= 65535;
+  return s.launched;
+}
+
+inline int64_t stride_blocks(int64_t n) {
+  const int64_t b = (n + kBlock - 1) / kBlock;
+  return b < kMaxStrideBlocks ? b : kMaxStrideBlocks;
+}
+
+inline int64_t warp_tiles(int64_t n) { return (n + kWarps - 1) / kWarps; }
+
+}  // namespace
+}  // namespace dgemma::cuda

@@ -1,0 +1,218 @@
+// The bf16 tensor-core path of the CUDA backend (CudaBackendOptions::bf16_dot,
+// `--precision bf16-dot`; issue 15, item 5): the same rounding points as the
+// CPU's dot mode (bench/README.md "Modes of the CPU backend": GEMM
+// activations rounded to bf16 once per product, bf16 weights as stored, fp32
+// accumulation), so that both backends compute the same products up to the
+// order of the fp32 sums. The dense products run in cuBLAS (bf16 inputs,
+// CUBLAS_COMPUTE_32F); this file holds the conversions and the grouped expert
+// product, which cuBLAS cannot run without the per-expert row counts on the
+// host.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace dgemma::cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+// dgemma::f32_to_bf16 on the device (round to nearest even, NaN kept quiet).
+__device__ __forceinline__ uint16_t bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+__global__ void to_bf16_kernel(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
+    out[t] = bf16_bits(x[t]);
+}
+
+__global__ void gather_rows_bf16_kernel(const float* x, const int32_t* rows, int64_t H, uint16_t* out) {
+  const int64_t t = blockIdx.x;
+  const float* src = x + int64_t(rows[t]) * H;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) out[t * H + h] = bf16_bits(src[h]);
+}
+
+__global__ void glu_split_bf16_kernel(const float* g, int64_t n, int64_t I, uint16_t* act) {
+  for (int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < n * I; q += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = q / I, i = q % I;
+    act[q] = bf16_bits(gelu_tanh(g[t * 2 * I + i]) * g[t * 2 * I + I + i]);
+  }
+}
+
+// soft_probs_kernel (cuda_kernels.cu) with round_bf16, writing bf16: the max
+// and the sum are the same strided loops and reductions, and each probability
+// is recomputed from the logits with the same expressions, so the bits equal
+// the fp32 kernel's (which keeps its intermediates in the output row).
+__global__ void soft_probs_bf16_kernel(const float* logits, int64_t V, uint16_t* probs) {
+  const float* z = logits + int64_t(blockIdx.x) * V;
+  uint16_t* p = probs + int64_t(blockIdx.x) * V;
+  float mx = -INFINITY;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, round_bf16(z[v]));
+  mx = block_max(mx);
+  float sum = 0.0f;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) sum += expf(round_bf16(z[v]) - mx);
+  sum = block_sum(sum);
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) p[v] = bf16_bits(expf(round_bf16(z[v]) - mx) / sum);
+}
+
+// Grouped expert product on the tensor cores. Block tile: kRows rows of one
+// expert × kCols output features, k in steps of kDepth; 4 warps, warp w owns
+// output columns 16w .. 16w + 15 of the tile for all kRows rows (kRows / 16
+// accumulators). The operands are staged in shared memory as bf16 (rows of
+// kDepth + 8 halves: wmma needs a leading dimension that is a multiple of 8,
+// and the pad spreads the rows over the banks); the W tile is read as the
+// column-major k×n operand. Loads are 16 bytes (8 values) when K allows, and
+// the next k step's operands are fetched into registers while the tensor
+// cores work on the current one. Rows past the expert's end and k past K are
+// zeros; blocks past an expert's rows exit at once (grid (N / kCols,
+// max_rows / kRows, E): the host does not know the counts).
+constexpr int kRows = 32, kCols = 64, kDepth = 32, kPad = 8, kGemmThreads = 128;
+constexpr int kLd = kDepth + kPad;
+constexpr int kChunksA = kRows * kDepth / 8 / kGemmThreads;  // 16-byte chunks per thread
+constexpr int kChunksW = kCols * kDepth / 8 / kGemmThreads;
+static_assert(kChunksA >= 1 && kChunksW >= 1, "tile too small for the block");
+
+struct Chunk {
+  uint4 v;
+};
+
+// 8 consecutive bf16 values of row `row` (< rows) from column k0, zeros past
+// the row's end (or for rows >= rows); 16-byte loads when `vec`.
+__device__ __forceinline__ Chunk load_chunk(const uint16_t* base, int64_t row, int64_t rows, int64_t K, int64_t k0,
+                                            bool vec) {
+  Chunk c;
+  c.v = make_uint4(0u, 0u, 0u, 0u);
+  if (row >= rows || k0 >= K) return c;
+  const uint16_t* p = base + row * K + k0;
+  if (vec && k0 + 8 <= K) {
+    c.v = *reinterpret_cast<const uint4*>(p);
+    return c;
+  }
+  uint16_t h[8];
+  for (int i = 0; i < 8; ++i) h[i] = k0 + i < K ? p[i] : uint16_t(0);
+  c.v.x = uint32_t(h[0]) | uint32_t(h[1]) << 16;
+  c.v.y = uint32_t(h[2]) | uint32_t(h[3]) << 16;
+  c.v.z = uint32_t(h[4]) | uint32_t(h[5]) << 16;
+  c.v.w = uint32_t(h[6]) | uint32_t(h[7]) << 16;
+  return c;
+}
+
+__device__ __forceinline__ void store_chunk(uint16_t* dst, const Chunk& c) {
+  *reinterpret_cast<uint4*>(dst) = c.v;
+}
+
+__global__ void grouped_gemm_bf16_kernel(const uint16_t* a, int64_t K, const int32_t* starts, const uint16_t* w,
+                                         int64_t N, float* y) {
+  const int64_t e = blockIdx.z;
+  const int64_t first = int64_t(starts[e]) + int64_t(blockIdx.y) * kRows, end = starts[e + 1];
+  if (first >= end) return;  // the whole block: before any barrier
+  const int64_t n0 = int64_t(blockIdx.x) * kCols;
+  const int64_t rows = end - first, cols = N - n0 < kCols ? N - n0 : kCols;
+  const uint16_t* a_tile = a + first * K;
+  const uint16_t* w_tile = w + (e * N + n0) * K;
+  // 16-byte loads need every row start 16-byte aligned: K a multiple of 8
+  // (cudaMalloc'd bases are 256-byte aligned).
+  const bool vec = K % 8 == 0;
+
+  alignas(32) __shared__ uint16_t as[kRows * kLd];
+  alignas(32) __shared__ uint16_t ws[kCols * kLd];
+  alignas(32) __shared__ float cs[kRows * (kCols + 4)];
+  const int tid = int(threadIdx.x), warp = tid / 32;
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRows / 16];
+  for (int i = 0; i < kRows / 16; ++i) wmma::fill_fragment(acc[i], 0.0f);
+
+  Chunk ra[kChunksA], rw[kChunksW];
+  auto fetch = [&](int64_t k0) {
+    for (int c = 0; c < kChunksA; ++c) {
+      const int q = tid + c * kGemmThreads, r = q / (kDepth / 8), kc = (q % (kDepth / 8)) * 8;
+      ra[c] = load_chunk(a_tile, r, rows, K, k0 + kc, vec);
+    }
+    for (int c = 0; c < kChunksW; ++c) {
+      const int q = tid + c * kGemmThreads, r = q / (kDepth / 8), kc = (q % (kDepth / 8)) * 8;
+      rw[c] = load_chunk(w_tile, r, cols, K, k0 + kc, vec);
+    }
+  };
+  fetch(0);
+  for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
+    for (int c = 0; c < kChunksA; ++c) {
+      const int q = tid + c * kGemmThreads;
+      store_chunk(as + (q / (kDepth / 8)) * kLd + (q % (kDepth / 8)) * 8, ra[c]);
+    }
+    for (int c = 0; c < kChunksW; ++c) {
+      const int q = tid + c * kGemmThreads;
+      store_chunk(ws + (q / (kDepth / 8)) * kLd + (q % (kDepth / 8)) * 8, rw[c]);
+    }
+    __syncthreads();
+    if (k0 + kDepth < K) fetch(k0 + kDepth);  // in flight during the products below
+    for (int kk = 0; kk < kDepth; kk += 16) {
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
+      wmma::load_matrix_sync(bf, reinterpret_cast<const __nv_bfloat16*>(ws + warp * 16 * kLd + kk), kLd);
+      for (int i = 0; i < kRows / 16; ++i) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af;
+        wmma::load_matrix_sync(af, reinterpret_cast<const __nv_bfloat16*>(as + i * 16 * kLd + kk), kLd);
+        wmma::mma_sync(acc[i], af, bf, acc[i]);
+      }
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < kRows / 16; ++i)
+    wmma::store_matrix_sync(cs + i * 16 * (kCols + 4) + warp * 16, acc[i], kCols + 4, wmma::mem_row_major);
+  __syncthreads();
+  for (int q = tid; q < kRows * kCols; q += kGemmThreads) {
+    const int r = q / kCols, c = q % kCols;
+    if (r < rows && c < cols) y[(first + r) * N + n0 + c] = cs[r * (kCols + 4) + c];
+  }
+}
+
+}  // namespace
+
+LaunchShape launch_to_bf16(cudaStream_t stream, const float* x, int64_t n, uint16_t* out) {
+  LaunchShape s;
+  if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(to_bf16_kernel, s.grid[0], kBlock, stream)(x, n, out);
+  return s;
+}
+
+LaunchShape launch_gather_rows_bf16(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
+                                    uint16_t* out) {
+  LaunchShape s;
+  if (H > 0 && plan(s, n)) DGEMMA_LAUNCH(gather_rows_bf16_kernel, s.grid[0], kBlock, stream)(x, rows, H, out);
+  return s;
+}
+
+LaunchShape launch_glu_split_bf16(cudaStream_t stream, const float* g, int64_t n, int64_t I, uint16_t* act) {
+  LaunchShape s;
+  if (plan(s, stride_blocks(n * I))) DGEMMA_LAUNCH(glu_split_bf16_kernel, s.grid[0], kBlock, stream)(g, n, I, act);
+  return s;
+}
+
+LaunchShape launch_soft_probs_bf16(cudaStream_t stream, const float* logits, int64_t rows, int64_t V,
+                                   uint16_t* probs) {
+  LaunchShape s;
+  if (plan(s, rows)) DGEMMA_LAUNCH(soft_probs_bf16_kernel, s.grid[0], kBlock, stream)(logits, V, probs);
+  return s;
+}
+
+LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
+                                     int64_t E, int64_t max_rows, const uint16_t* w, int64_t N, float* y) {
+  LaunchShape s;
+  const int64_t gx = (N + kCols - 1) / kCols, gy = (max_rows + kRows - 1) / kRows;
+  if (!plan(s, gx, gy)) return s;
+  s.block = kGemmThreads;
+  s.grid[2] = unsigned(E);
+  s.launched = E >= 1 && E <= 65535;
+  if (s.launched)
+    DGEMMA_LAUNCH(grouped_gemm_bf16_kernel, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
+        a, K, starts, w, N, y);
+  return s;
+}
+
+}  // namespace dgemma::cuda
