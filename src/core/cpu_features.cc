@@ -8,9 +8,24 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace dgemma {
 namespace {
+
+// Linux asks a process to request the AMX tile data state (XFEATURE 18)
+// before it uses it; true when granted.
+[[maybe_unused]] bool request_amx_tiles() {
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 CpuFeatures detect() {
   CpuFeatures f;
@@ -33,6 +48,15 @@ CpuFeatures detect() {
   if (f.avx512f && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a & (1u << 5)) != 0;
   // AVX-VNNI (the VEX-encoded vpdpwssd on 256 bits): the same leaf, EAX bit 4.
   if (f.avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = (a & (1u << 4)) != 0;
+  // AMX: leaf 7 sub-leaf 0 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE); the OS
+  // must enable the tile state (XCR0 bits 17 and 18) and, on Linux, grant it
+  // to the process before the first tile instruction.
+  if (f.avx512_bf16 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24))) {
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    f.amx_bf16 = (lo & (3u << 17)) == (3u << 17) && request_amx_tiles();
+  }
   unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
   if (max_ext >= 0x80000004u) {
     char brand[49] = {};
@@ -60,7 +84,8 @@ CpuIsa detected_isa() {
   const CpuFeatures& f = cpu_features();
   if (!(f.avx2 && f.fma && f.f16c)) return CpuIsa::kScalar;
   if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return CpuIsa::kAvx2;
-  return f.avx512_bf16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
+  if (!f.avx512_bf16) return CpuIsa::kAvx512;
+  return f.amx_bf16 ? CpuIsa::kAmx : CpuIsa::kAvx512Bf16;
 }
 
 CpuIsa clamp_isa(CpuIsa requested) {
@@ -85,12 +110,13 @@ std::string_view isa_name(CpuIsa isa) {
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Bf16: return "avx512bf16";
+    case CpuIsa::kAmx: return "amx";
   }
   return "?";
 }
 
 std::optional<CpuIsa> parse_isa(std::string_view name) {
-  for (CpuIsa i : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
+  for (CpuIsa i : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx})
     if (isa_name(i) == name) return i;
   return std::nullopt;
 }

@@ -131,7 +131,7 @@ TEST(BatchedDecode, EqualsSinglePassesBitForBit) {
 }
 
 TEST(BatchedDecode, EqualsSinglePassesAtEveryDispatchLevel) {
-  for (const CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+  for (const CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
     CpuBackendOptions co;
     co.threads = 2;
     co.isa = isa;

@@ -24,7 +24,7 @@ namespace {
 
 std::vector<CpuIsa> fast_levels() {
   std::vector<CpuIsa> v;
-  for (CpuIsa l : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
+  for (CpuIsa l : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx})
     if (int(l) <= int(detected_isa())) v.push_back(l);
   return v;
 }
@@ -158,9 +158,10 @@ std::vector<float> dot_bounds(const Tensor& x, const Weight& w, double rel) {
 TEST(CpuDispatch, LevelsClampToTheCpuAndScalarIsTheReference) {
   CpuBackend scalar(level_options(CpuIsa::kScalar));
   EXPECT_EQ(scalar.isa(), CpuIsa::kScalar);
-  CpuBackend top(level_options(CpuIsa::kAvx512Bf16));
+  CpuBackend top(level_options(CpuIsa::kAmx));  // the highest level: clamped to what this CPU runs
   EXPECT_EQ(top.isa(), detected_isa());
   EXPECT_EQ(parse_isa("avx2"), CpuIsa::kAvx2);
+  EXPECT_EQ(parse_isa("amx"), CpuIsa::kAmx);
   EXPECT_FALSE(parse_isa("sse9").has_value());
   std::printf("cpu: %s, detected level %s, default %s\n", cpu_features().brand.c_str(),
               std::string(isa_name(detected_isa())).c_str(), std::string(isa_name(default_isa())).c_str());
@@ -238,22 +239,30 @@ TEST(CpuFastKernels, LinearPropagatesNanAndInf) {
 
 // bf16_dot: the activations are rounded to bf16, the products are exact, only
 // the fp32 summation order (and denormal flushing) differs from a reference
-// run on pre-rounded activations.
+// run on pre-rounded activations. Both dot levels: vdpbf16ps (AVX512_BF16)
+// and the AMX tiles, with shapes off the tiles (rows past 16 and 32, a last k
+// tile of fewer than 32, columns past a panel).
 TEST(CpuFastKernels, LinearBf16DotRoundsOnlyTheActivations) {
-  if (detected_isa() != CpuIsa::kAvx512Bf16) GTEST_SKIP() << "no AVX512_BF16";
-  Rng rng(4);
-  CpuBackend b(level_options(CpuIsa::kAvx512Bf16, 2, true));
-  ASSERT_TRUE(b.bf16_dot());
-  for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {9, 301, 33}, {16, 512, 64}, {5, 2, 70}}) {
-    Tensor x = rand_f32({M, K}, rng);
-    Weight w = make_weight({N, K}, DType::kBF16, rng);
-    Tensor xr = x;
-    for (float& v : xr.f) v = round_bf16(v);
-    Tensor want, got;
-    run_reference(make_call(OpKind::kLinear, {&xr}, {&w.ref}, {&want}));
-    run_on(b, make_call(OpKind::kLinear, {&x}, {&w.ref}, {&got}));
-    const auto bound = dot_bounds(xr, w, 1e-5);
-    expect_close(want.f, got.f, 0, 0, "bf16 dot K=" + std::to_string(K), &bound);
+  if (int(detected_isa()) < int(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16";
+  for (CpuIsa level : {CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+    if (int(level) > int(detected_isa())) continue;
+    SCOPED_TRACE(level_name(level));
+    Rng rng(4);
+    CpuBackend b(level_options(level, 2, true));
+    ASSERT_TRUE(b.bf16_dot());
+    ASSERT_EQ(b.isa(), level);
+    for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
+             {1, 1, 1}, {9, 301, 33}, {16, 512, 64}, {5, 2, 70}, {33, 96, 40}, {47, 1000, 97}, {70, 64, 32}}) {
+      Tensor x = rand_f32({M, K}, rng);
+      Weight w = make_weight({N, K}, DType::kBF16, rng);
+      Tensor xr = x;
+      for (float& v : xr.f) v = round_bf16(v);
+      Tensor want, got;
+      run_reference(make_call(OpKind::kLinear, {&xr}, {&w.ref}, {&want}));
+      run_on(b, make_call(OpKind::kLinear, {&x}, {&w.ref}, {&got}));
+      const auto bound = dot_bounds(xr, w, 1e-5);
+      expect_close(want.f, got.f, 0, 0, "bf16 dot K=" + std::to_string(K), &bound);
+    }
   }
 }
 
@@ -427,8 +436,8 @@ TEST(CpuFastKernels, MoeExpertsMatchReferenceAndBf16IsExact) {
           EXPECT_EQ(got.f, got32.f) << level_name(l) << " " << what;
         }
       }
-      if (dt == DType::kBF16 && detected_isa() == CpuIsa::kAvx512Bf16) {
-        CpuBackend b(level_options(CpuIsa::kAvx512Bf16, 2, true));
+      if (dt == DType::kBF16 && int(detected_isa()) >= int(CpuIsa::kAvx512Bf16)) {
+        CpuBackend b(level_options(detected_isa(), 2, true));
         Tensor got;
         run_on(b, make_call(OpKind::kMoeExperts, {&x, &idx, &w}, {&gu.ref, &dn.ref}, {&got}));
         // Activations (x and gelu·up) rounded to bf16: ~2^-9 relative per term.

@@ -10,6 +10,7 @@ const IsaKernels* isa_kernels(CpuIsa isa) {
     case CpuIsa::kAvx2: return avx2::table();
     case CpuIsa::kAvx512: return avx512::table();
     case CpuIsa::kAvx512Bf16: return avx512bf16::table();
+    case CpuIsa::kAmx: return amx::table();
   }
   return nullptr;
 }

@@ -109,11 +109,17 @@ struct IsaKernels {
   // Packs rows of x (row r of A = x + rows[r]·ldx, or x + r·ldx when rows is
   // null) into [ceil(m/mr)][k][mr], zero-padding the last block.
   void (*pack_a)(const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k, float* out) = nullptr;
-  // Same into bf16 pairs (round to nearest even; only kAvx512Bf16).
+  // Same into bf16 pairs (round to nearest even; only kAvx512Bf16 and up;
+  // the AMX level lays each block of mr rows out row-major, kernels_amx.cc).
   void (*pack_a_pairs)(const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k,
                        uint32_t* out) = nullptr;
   // scratch: kKc·kNr floats, used when b.rows is set.
   void (*gemm)(const GemmArgs& args, const GemmRange& range, float* scratch) = nullptr;
+  // Rows [kc, kc + kcl) (kc even) × panels [p0, p1) of a row-major bf16
+  // [K][ld] source into kBF16Pairs panels at dst + (p - p0)·stride (uint16
+  // units; only kAvx512Bf16 and up).
+  void (*pack_b_pairs)(const uint16_t* src, int64_t ld, int64_t n, int64_t K, int64_t kc, int64_t kcl, int64_t p0,
+                       int64_t p1, int64_t stride, uint16_t* dst) = nullptr;
   // out[i] = gelu_tanh(g[i])·u[i]
   void (*gelu_glu)(const float* g, const float* u, float* out, int64_t n) = nullptr;
   // out[i] = cap·tanh(x[i]/cap)
@@ -142,5 +148,6 @@ const IsaKernels* isa_kernels(CpuIsa isa);
 namespace avx2 { const IsaKernels* table(); }
 namespace avx512 { const IsaKernels* table(); }
 namespace avx512bf16 { const IsaKernels* table(); }
+namespace amx { const IsaKernels* table(); }
 
 }  // namespace dgemma::cpu

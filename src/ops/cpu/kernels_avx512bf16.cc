@@ -205,6 +205,7 @@ const IsaKernels* table() {
     IsaKernels k = *base();
     k.isa = CpuIsa::kAvx512Bf16;
     k.pack_a_pairs = pack_a_pairs_impl;
+    k.pack_b_pairs = pack_b_rows_pairs;
     k.gemm = gemm_impl;
     k.peak_dot = peak_dot_impl;
     return k;
