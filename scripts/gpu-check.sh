@@ -8,20 +8,27 @@
 #      2-layer slice of step 4 in the background (`dgemma bench slice`:
 #      real 26B-A4B dimensions, random bf16 weights, 4.7 GB in
 #      build-gpu/slice2, about a minute of one core; kept for later runs);
-#   2. runs tests/cuda: every op against the CPU in the cuda, cuda:sync and
-#      cuda:debug modes, the fault guards, and the doctor on golden_a;
+#      then `dgemma_cuda_roofline`: HBM read/copy bandwidth, launch cost on a
+#      stream and in a graph, cuBLAS fp32 pedantic vs bf16 at the model's shapes;
+#   2. runs tests/cuda: every op against the CPU in the cuda, cuda:sync,
+#      cuda:debug and cuda:bf16-dot modes, the fault guards, and the doctor on
+#      golden_a;
 #   3. runs `dgemma doctor -m tests/data/golden_a --json` with --backend cuda
-#      (fp32 and --precision bf16) and cuda:debug, and prints per-op max errors;
+#      (fp32, --precision bf16 and bf16-dot) and cuda:debug, and prints per-op
+#      max errors;
 #   4. on the slice (real head dims 256/512, 128 experts, vocab 262144): the
-#      doctor with --backend cuda (1 step, the default 12-token prompt) and
-#      the same per-op table, then `dgemma bench step --context 512 --steps 3`
-#      with --backend cuda (device-resident; batch 1 and 4, and the host/device
-#      traffic per step) and, for comparison, --backend cpu -t 16: canvas
-#      positions/s, step seconds and the slowest ops;
+#      doctor with --backend cuda (1 step, the default 12-token prompt), in
+#      fp32 and in bf16-dot, and the same per-op table, then `dgemma bench step
+#      --context 512 --steps 3` with --backend cuda in fp32 and bf16-dot (steps
+#      as generate() runs them, device time per op; batch 1 and 4, and the
+#      host/device traffic per step) and, for comparison, --backend cpu -t 16
+#      (DGEMMA_GPU_SKIP_CPU_BENCH=1 leaves it out): canvas positions/s, step
+#      seconds, the slowest ops and the 30-layer estimate in ms per canvas;
 #   5. generates on the default model with --backend cuda and --debug-device;
 #   6. if compute-sanitizer is there, runs the op tests under memcheck.
-# Logs and JSON reports go to $OUT when set (the device tool's output folder),
-# else build-gpu/out. Exit status: 0 when every step passed.
+# Logs and JSON reports go to $OUT/gpu-check.tgz when $OUT is set (the device
+# tool's output folder), else to build-gpu/out. Exit status: 0 when every
+# step passed.
 #
 # The device image may lack GoogleTest (nothing can be installed there). Then,
 # on a machine that has it (Debian: libgtest-dev), first run
@@ -91,8 +98,15 @@ if [ $emulate = 1 ]; then
   cuda_mode=EMULATE
   run_tokens=4
 fi
-out=${OUT:-$build/out}
+# The device tool returns at most 8 files from $OUT: the logs are written
+# elsewhere and packed into $OUT/gpu-check.tgz at the end.
+out=$build/out
+[ -n "${OUT:-}" ] && out=$(mktemp -d)/out
 mkdir -p "$out"
+pack_results() {
+  [ -n "${OUT:-}" ] && tar czf "$OUT/gpu-check.tgz" -C "$out" . && echo "logs and JSON reports: \$OUT/gpu-check.tgz"
+}
+trap pack_results EXIT
 status=0
 fail() {
   echo "FAILED: $*"

@@ -88,6 +88,35 @@ if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend $INJECT >"$TMP
 else
   bad "bench step --backend $INJECT text: $(cat "$TMP/inject.txt")"
 fi
+# A CUDA device (a GPU, or the emulated one of the sanitizer build): the steps
+# are timed as generate() runs them (decode_sample), split by the device's
+# own per-op times, in both precisions; without a device the error says so.
+for prec in fp32 bf16-dot; do
+  if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend cuda --precision $prec --json \
+      >"$TMP/cuda.json" 2>"$TMP/cuda.err"; then
+    if python3 - "$TMP/cuda.json" "$prec" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["backend"] == ("cuda" if sys.argv[2] == "fp32" else "cuda:bf16-dot"), d["backend"]
+assert d["step_path"] == "decode_sample", d.get("step_path")
+assert d["step_sc_s"] > 0 and d["step_sc_host_api_s"] > 0 and d["step_sc_device_s"] > 0, d
+ops = sum(v["seconds"] for v in d["step_sc_by_op"].values())
+assert abs(ops - d["step_sc_device_s"]) <= 1e-9 + 1e-6 * ops, (ops, d["step_sc_device_s"])
+assert "moe_experts" in d["step_sc_by_op"] and "sample" in d["step_sc_by_op"], d["step_sc_by_op"].keys()
+t = d["device_traffic_per_step"]["on_device_sampler"]
+assert t["h2d_bytes"] == 16 * 16 and t["synchronizations"] == 1, t
+PY
+    then
+      ok "bench step --backend cuda --precision $prec: decode_sample steps, device time by op"
+    else
+      bad "bench step --backend cuda --precision $prec: $(head -c 1500 "$TMP/cuda.json")"
+    fi
+  elif grep -q "no CUDA device\|no CUDA backend" "$TMP/cuda.err"; then
+    ok "bench step --backend cuda: no device here, and it says so"
+  else
+    bad "bench step --backend cuda --precision $prec: $(cat "$TMP/cuda.err" | head -c 800)"
+  fi
+done
 expect_error "--bf16-dot with another backend" "--bf16-dot" \
   "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend $INJECT --bf16-dot
 expect_error "--isa with another backend" "--isa" \
