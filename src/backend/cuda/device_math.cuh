@@ -97,14 +97,15 @@ __device__ __forceinline__ float load_w(const void* p, WType t, int64_t i) {
   return t == WType::kQuant ? load_quant(*static_cast<const QView*>(p), i) : load_plain(p, t, i);
 }
 
-// Same bit manipulation as dgemma::f32_to_bf16 (core/dtype.h): round to
-// nearest even, NaN kept quiet.
-__device__ __forceinline__ float round_bf16(float f) {
+// dgemma::f32_to_bf16 (core/dtype.h) on the device: round to nearest even,
+// NaN kept quiet. The bf16 pattern, and the fp32 value it stands for.
+__device__ __forceinline__ uint16_t bf16_bits(float f) {
   uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((u >> 16) | 0x40u) << 16);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
-  return __uint_as_float((u >> 16) << 16);
+  return uint16_t(u >> 16);
 }
+__device__ __forceinline__ float round_bf16(float f) { return __uint_as_float(uint32_t(bf16_bits(f)) << 16); }
 
 // A weight value rounded to a table's logical dtype (embeddings of quantized
 // tables, quantize/quantized_weight.h round_to_dtype).
@@ -133,17 +134,29 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // Block-wide reductions; every thread of the block must call them (no early
-// return before). The trailing barrier lets the next call reuse the buffers.
-__device__ inline float block_sum(float v) {
+// return before). Each warp reduces its lanes, then warp 0 the warps'
+// results (Op: warp reduction and identity). The trailing barrier lets the
+// next call reuse the buffers.
+struct SumOp {
+  __device__ static float warp(float v) { return warp_sum(v); }
+  __device__ static float identity() { return 0.0f; }
+};
+struct MaxOp {
+  __device__ static float warp(float v) { return warp_max(v); }
+  __device__ static float identity() { return -INFINITY; }
+};
+
+template <class Op>
+__device__ inline float block_reduce(float v) {
   __shared__ float part[kWarps];
   __shared__ float total;
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
+  v = Op::warp(v);
   if (lane == 0) part[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float t = lane < kWarps ? part[lane] : 0.0f;
-    t = warp_sum(t);
+    float t = lane < kWarps ? part[lane] : Op::identity();
+    t = Op::warp(t);
     if (lane == 0) total = t;
   }
   __syncthreads();
@@ -152,23 +165,8 @@ __device__ inline float block_sum(float v) {
   return r;
 }
 
-__device__ inline float block_max(float v) {
-  __shared__ float part[kWarps];
-  __shared__ float total;
-  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_max(v);
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float t = lane < kWarps ? part[lane] : -INFINITY;
-    t = warp_max(t);
-    if (lane == 0) total = t;
-  }
-  __syncthreads();
-  const float r = total;
-  __syncthreads();
-  return r;
-}
+__device__ inline float block_sum(float v) { return block_reduce<SumOp>(v); }
+__device__ inline float block_max(float v) { return block_reduce<MaxOp>(v); }
 
 // ---- launch planning -------------------------------------------------------
 

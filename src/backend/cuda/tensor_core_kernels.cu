@@ -21,14 +21,6 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-// dgemma::f32_to_bf16 on the device (round to nearest even, NaN kept quiet).
-__device__ __forceinline__ uint16_t bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
 __global__ void to_bf16_kernel(const float* x, int64_t n, uint16_t* out) {
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x)
     out[t] = bf16_bits(x[t]);
