@@ -37,7 +37,7 @@ StreamPrinter::StreamPrinter(const Tokenizer& tokenizer, FILE* out, StreamOption
       text_(tokenizer, !options_.special) {
   if (options_.mode == StreamMode::kVisualize && options_.terminal.cursor) {
     watch_window_size();
-    live_ = std::make_unique<LiveRegion>(out_, terminal_columns(out_));
+    live_ = std::make_unique<LiveRegion>(out_, terminal_columns(out_), terminal_rows(out_));
   }
 }
 

@@ -54,6 +54,12 @@ int terminal_columns(FILE* f) {
   return 80;
 }
 
+int terminal_rows(FILE* f) {
+  struct winsize w {};
+  if (ioctl(fileno(f), TIOCGWINSZ, &w) == 0) return w.ws_row;
+  return 0;
+}
+
 TerminalCaps terminal_caps(FILE* f) {
   TerminalCaps caps;
   caps.tty = is_tty(f);
@@ -144,19 +150,37 @@ int CursorModel::advance(std::string_view text) {
   return rows;
 }
 
+namespace {
+
+// The first max_rows - 1 lines of `text` and its last line (at most max_rows
+// lines in all); `text` itself when it fits or max_rows < 1.
+std::string_view clip_rows(std::string_view text, int max_rows, std::string& storage) {
+  const auto lines = 1 + std::count(text.begin(), text.end(), '\n');
+  if (max_rows < 1 || lines <= max_rows) return text;
+  size_t head_end = 0;
+  for (int k = 0; k < max_rows - 1; ++k) head_end = text.find('\n', head_end) + 1;
+  const size_t last = text.rfind('\n');
+  storage.assign(text.substr(0, head_end));
+  storage.append(text.substr(last + 1));
+  return storage;
+}
+
+}  // namespace
+
+void LiveRegion::follow_resize() {
+  if (!window_resized()) return;
+  cursor_.set_columns(terminal_columns(out_));
+  rows_ = terminal_rows(out_);
+}
+
 int LiveRegion::columns() {
-  if (window_resized()) cursor_.set_columns(terminal_columns(out_));
+  follow_resize();
   return cursor_.columns();
 }
 
 void LiveRegion::clear() {
   if (!drawn_) return;
-  // Up to the permanent text's last row, to the column where it ended, then
-  // erase to the end of the screen.
-  if (region_rows_ > 0) std::fprintf(out_, "\x1b[%dA", region_rows_);
-  std::fputc('\r', out_);
-  if (cursor_.column() > 0) std::fprintf(out_, "\x1b[%dC", cursor_.column());
-  std::fputs("\x1b[J", out_);
+  std::fputs("\x1b" "8\x1b[J", out_);  // DECRC: back to the end of the permanent text; erase below
   drawn_ = false;
 }
 
@@ -166,8 +190,8 @@ void LiveRegion::print(std::string_view text) {
   cursor_.advance(text);
   if (cursor_.column() >= columns()) {
     // The text filled its last row exactly: start the next row now, as the
-    // terminal's pending wrap would, so that the region's "\n" below does
-    // not leave the cursor model one row off.
+    // terminal's pending wrap would, so that the saved position is not on
+    // the text's last character.
     std::fputs("\r\n", out_);
     cursor_.set_column(0);
   }
@@ -176,11 +200,18 @@ void LiveRegion::print(std::string_view text) {
 
 void LiveRegion::draw(std::string_view text) {
   clear();
-  columns();  // follow a resize
+  follow_resize();
+  std::string clipped;
+  // One row of the screen holds the end of the permanent text.
+  text = clip_rows(text, rows_ - 1, clipped);
+  const int region_rows = 1 + int(std::count(text.begin(), text.end(), '\n'));
+  // Reserve the rows (IND scrolls at the bottom margin, keeping the column),
+  // climb back to the end of the permanent text and save the position there.
+  for (int k = 0; k < region_rows; ++k) std::fputs("\x1b" "D", out_);
+  std::fprintf(out_, "\x1b[%dA\x1b" "7", region_rows);
   std::fputs("\x1b[?7l\n", out_);  // auto-wrap off; the region starts on the next row
   std::fwrite(text.data(), 1, text.size(), out_);
   std::fputs("\x1b[?7h", out_);
-  region_rows_ = 1 + int(std::count(text.begin(), text.end(), '\n'));
   drawn_ = true;
   std::fflush(out_);
 }

@@ -11,6 +11,8 @@ namespace dgemma::cli {
 bool is_tty(FILE* f);
 // Columns of the terminal behind `f` (80 when unknown).
 int terminal_columns(FILE* f);
+// Rows of the terminal behind `f` (0 when unknown).
+int terminal_rows(FILE* f);
 
 // What the terminal behind `f` may be sent: cursor movement needs a TTY
 // whose TERM is not "dumb"; colour additionally needs NO_COLOR unset or
@@ -59,15 +61,29 @@ class CursorModel {
 
 // A region at the end of the output that is redrawn in place: the text
 // before it stays; draw() erases the previous drawing and prints the new one.
-// The region starts on the row below the permanent text and is drawn with
-// the terminal's auto-wrap off, so it spans exactly one row per '\n' in it
-// whatever the terminal thinks of the width of its characters (the caller
-// breaks its lines to fit columns(): see canvas_frame.h); a wrong width guess
-// can clip a row, never make the erase climb into the permanent text. The
-// width is re-read after SIGWINCH.
+//
+// The erase does not depend on knowing how wide the terminal thinks the
+// permanent text is: before drawing, the region's rows are reserved below
+// the text (IND, which scrolls at the bottom and keeps the column), the
+// cursor climbs back and is saved (DECSC); the erase restores it (DECRC) and
+// clears to the end of the screen. Terminals disagree about the width of
+// grapheme clusters (tmux gives a letter after a ZWJ no cell of its own;
+// wcwidth() gives it one), and a column computed here would leave a gap or
+// overwrite a character of the committed text. The region itself is drawn
+// with auto-wrap off, so it spans one row per '\n' in it whatever the widths
+// (the caller breaks its lines to fit columns(): see canvas_frame.h), and it
+// is clipped to the terminal's height less one row, keeping its first rows
+// and its last (status) row, so the reservation never scrolls the saved
+// position off the screen. The size is re-read after SIGWINCH.
+//
+// The cursor model is used for one thing only: text that ends exactly at
+// the last column leaves the terminal's cursor on that column (pending
+// wrap), where the erase would take the last character; print() starts the
+// next row itself then.
 class LiveRegion {
  public:
-  LiveRegion(FILE* out, int columns) : out_(out), cursor_(columns) {}
+  // rows = 0: the terminal's height is unknown, the region is not clipped.
+  LiveRegion(FILE* out, int columns, int rows = 0) : out_(out), cursor_(columns), rows_(rows) {}
   // Prints permanent text (erasing the live region first).
   void print(std::string_view text);
   // Replaces the live region with `text` (lines separated by '\n').
@@ -78,9 +94,11 @@ class LiveRegion {
   int columns();
 
  private:
+  void follow_resize();
+
   FILE* out_;
   CursorModel cursor_;
-  int region_rows_ = 0;  // rows below the permanent text's last row
+  int rows_;
   bool drawn_ = false;
 };
 

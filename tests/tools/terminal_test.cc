@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "canvas_frame.h"
 #include "terminal.h"
 #include "unicode_width_table.h"
+#include "vt_screen.h"
 
 namespace dgemma::cli {
 namespace {
@@ -120,10 +122,10 @@ TEST(FrameTokens, LastStepShowsTheArgmax) {
   EXPECT_TRUE(is_last_step(e));
 }
 
-std::string run_region(int columns, const std::function<void(LiveRegion&)>& body) {
+std::string run_region(int columns, const std::function<void(LiveRegion&)>& body, int rows = 0) {
   FILE* f = std::tmpfile();
   {
-    LiveRegion r(f, columns);
+    LiveRegion r(f, columns, rows);
     body(r);
   }
   std::fflush(f);
@@ -134,19 +136,21 @@ std::string run_region(int columns, const std::function<void(LiveRegion&)>& body
   return s;
 }
 
-TEST(LiveRegion, EraseClimbsExactlyTheRowsItDrew) {
+TEST(LiveRegion, EraseReturnsToTheSavedEndOfThePermanentText) {
   const std::string s = run_region(20, [](LiveRegion& r) {
     r.print("committed 中文");
     r.draw("row1\nrow2\n[status]");
     r.draw("x");
     r.print(" more");
   });
-  // The first frame: auto-wrap off, starts on the next row, 3 rows + the
-  // row break = 3 rows up; then back to the committed text's column (14).
-  const std::string first = "\x1b[?7l\nrow1\nrow2\n[status]\x1b[?7h";
-  const std::string erase3 = "\x1b[3A\r\x1b[14C\x1b[J";
-  const std::string erase1 = "\x1b[1A\r\x1b[14C\x1b[J";
-  EXPECT_EQ(s, "committed 中文" + first + erase3 + "\x1b[?7l\nx\x1b[?7h" + erase1 + " more");
+  // Each frame reserves its rows below the text (IND per row: the row break
+  // and one per line), climbs back and saves the position (DECSC), then
+  // draws with auto-wrap off from the next row; the erase restores the
+  // position (DECRC) and clears below. No column arithmetic is sent.
+  const std::string first = "\x1b" "D\x1b" "D\x1b" "D\x1b[3A\x1b" "7\x1b[?7l\nrow1\nrow2\n[status]\x1b[?7h";
+  const std::string second = "\x1b" "D\x1b[1A\x1b" "7\x1b[?7l\nx\x1b[?7h";
+  const std::string erase = "\x1b" "8\x1b[J";
+  EXPECT_EQ(s, "committed 中文" + first + erase + second + erase + " more");
 }
 
 TEST(LiveRegion, TextEndingAtTheLastColumnStartsANewRow) {
@@ -154,7 +158,73 @@ TEST(LiveRegion, TextEndingAtTheLastColumnStartsANewRow) {
     r.print("abcd");
     r.draw("f");
   });
-  EXPECT_EQ(s, "abcd\r\n\x1b[?7l\nf\x1b[?7h");
+  EXPECT_EQ(s, "abcd\r\n\x1b" "D\x1b[1A\x1b" "7\x1b[?7l\nf\x1b[?7h");
+}
+
+// The engine's widths, except that the terminal puts a letter that follows a
+// ZWJ into the ZWJ's cell (tmux 3.3's rule; wcwidth() gives it a cell).
+int joins_after_zwj(char32_t previous, char32_t c) { return previous == 0x200D ? 0 : codepoint_width(c); }
+int engine_widths(char32_t, char32_t c) { return codepoint_width(c); }
+
+// Prints `chunks` as permanent text with a frame drawn after each one, on a
+// VtScreen, and returns what the screen ends with.
+std::string screen_after(int columns, int rows, testing::VtScreen::WidthFn width,
+                         const std::vector<std::string>& chunks, const std::string& frame) {
+  const std::string bytes = run_region(
+      columns,
+      [&](LiveRegion& r) {
+        for (const std::string& c : chunks) {
+          r.print(c);
+          r.draw(frame);
+        }
+        r.clear();
+      },
+      rows);
+  testing::VtScreen screen(columns, rows, std::move(width));
+  screen.feed(bytes);
+  return screen.text();
+}
+
+TEST(LiveRegion, AWidthTheTerminalCountsDifferentlyLeavesNoGapInTheText) {
+  // "ഗ്‍ര": the letter after the ZWJ takes no cell in this terminal, one in
+  // the engine's model; the model's column is one too far from then on.
+  const std::vector<std::string> chunks = {"Hello", " കോണ്\u200dഗ്ര", "Model", " Schatten", "keep", " done"};
+  const std::string expected = "Hello കോണ്\u200dഗ്രModel Schattenkeep done";
+  EXPECT_EQ(screen_after(40, 10, joins_after_zwj, chunks, "frame row\n[status]"), expected);
+  EXPECT_EQ(screen_after(40, 10, engine_widths, chunks, "frame row\n[status]"), expected);
+}
+
+TEST(LiveRegion, FramesAtTheBottomOfTheScreenScrollWithoutLosingText) {
+  // Permanent text that wraps and has line breaks, on a 5-row screen, with
+  // a 3-row frame: every reservation scrolls the screen. What stays is what
+  // a tall screen shows for the text alone.
+  std::vector<std::string> chunks;
+  std::string expected;
+  for (int k = 0; k < 12; ++k) {
+    chunks.push_back("word" + std::to_string(k) + (k % 4 == 3 ? "\n" : " "));
+    expected += chunks.back();
+  }
+  expected.erase(expected.find_last_not_of(" \n") + 1);
+  EXPECT_EQ(screen_after(16, 5, engine_widths, chunks, "a\nb\n[status]"), [&] {
+    testing::VtScreen plain(16, 100, engine_widths);
+    plain.feed(expected);
+    return plain.text();
+  }());
+}
+
+TEST(LiveRegion, AFrameTallerThanTheScreenKeepsItsFirstRowsAndItsStatus) {
+  testing::VtScreen screen(20, 5, engine_widths);
+  screen.feed(run_region(
+      20,
+      [](LiveRegion& r) {
+        r.print("text");
+        r.draw("r1\nr2\nr3\nr4\nr5\nr6\n[status]");
+      },
+      5));
+  // 4 rows below the text's row: r1, r2, r3 and the status.
+  EXPECT_EQ(screen.text(), "text\nr1\nr2\nr3\n[status]");
+  screen.feed("\x1b" "8\x1b[J");
+  EXPECT_EQ(screen.text(), "text");
 }
 
 }  // namespace
