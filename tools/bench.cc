@@ -215,7 +215,7 @@ int run_step(const Args& args) {
   p.add_int("--steps", &steps, "timed self-conditioned steps (best kept)");
   p.add_int("--batch", &batch, "also time batched steps over this many canvases (1: none)");
   p.add_bool("--bf16-dot", &dot, "bf16 weights use vdpbf16ps (activations rounded to bf16); CPU backend only");
-  p.add_string("--isa", &isa_text, "cap the dispatch level: scalar, avx2, avx512, avx512bf16; CPU backend only",
+  p.add_string("--isa", &isa_text, "cap the dispatch level: scalar, avx2, avx512, avx512bf16, amx; CPU backend only",
                "LEVEL");
   p.add_int("--estimate-layers", &estimate_layers, "layer count for the full-model estimate");
   if (!p.parse(args)) return 0;
@@ -237,7 +237,7 @@ int run_step(const Args& args) {
   o.int8_dot = mf.precision == "int8-dot";
   if (!isa_text.empty()) {
     auto l = parse_isa(isa_text);
-    if (!l) throw Error("--isa: expected scalar, avx2, avx512 or avx512bf16, got '" + isa_text + "'");
+    if (!l) throw Error("--isa: expected scalar, avx2, avx512, avx512bf16 or amx, got '" + isa_text + "'");
     o.isa = *l;
   }
   const double t_start = now_s();

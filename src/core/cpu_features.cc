@@ -48,7 +48,8 @@ CpuFeatures detect() {
   if (f.avx512f && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a & (1u << 5)) != 0;
   // AVX-VNNI (the VEX-encoded vpdpwssd on 256 bits): the same leaf, EAX bit 4.
   if (f.avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = (a & (1u << 4)) != 0;
-  // AMX: leaf 7 sub-leaf 0 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE); the OS
+  // AMX: leaf 7 sub-leaf 0 EDX bits 22 (AMX-BF16), 24 (AMX-TILE) and 25
+  // (AMX-INT8); the OS
   // must enable the tile state (XCR0 bits 17 and 18) and, on Linux, grant it
   // to the process before the first tile instruction.
   if (f.avx512_bf16 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24))) {
@@ -56,6 +57,7 @@ CpuFeatures detect() {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     (void)hi;
     f.amx_bf16 = (lo & (3u << 17)) == (3u << 17) && request_amx_tiles();
+    f.amx_int8 = f.amx_bf16 && (d & (1u << 25)) != 0;
   }
   unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
   if (max_ext >= 0x80000004u) {

@@ -34,13 +34,17 @@ struct Case {
 };
 
 std::vector<Case> cases() {
+  // nf4_dq_nested (last, so that the indices below stay): 576 blocks, so
+  // rows start and end inside nested groups of 256 blocks and cross their
+  // boundaries (the decoder steps the nested scale along a row).
   return {{"nf4_dq", QuantScheme::kNF4, 64, 4, true, 37, 192},
           {"nf4_b32", QuantScheme::kNF4, 32, 4, false, 21, 64},
           {"nvfp4_slices", QuantScheme::kNVFP4, 16, 4, false, 48, 64, 8},
           {"affine4_g64", QuantScheme::kAffine, 64, 4, false, 33, 128},
           {"affine4_g32", QuantScheme::kAffine, 32, 4, false, 8, 96},
           {"affine8", QuantScheme::kAffine, 64, 8, false, 20, 64},
-          {"int8", QuantScheme::kInt8, 64, 8, false, 17, 1024}};
+          {"int8", QuantScheme::kInt8, 64, 8, false, 17, 1024},
+          {"nf4_dq_nested", QuantScheme::kNF4, 64, 4, true, 96, 384}};
 }
 
 using testing::random_values;
@@ -129,9 +133,9 @@ TEST(Int8Dot, ComputesQuantizedActivationsTimesStoredWeights) {
   }
 }
 
-// Every level this CPU runs (AVX2, AVX-VNNI, AVX-512, AVX512-VNNI) against
-// the portable one, bit for bit, with row counts that exercise each level's
-// row blocking (3 or 6 rows at a time) and its remainders.
+// Every level this CPU runs (AVX2, AVX-VNNI, AVX-512, AVX512-VNNI, AMX-INT8)
+// against the portable one, bit for bit, with row counts that exercise each
+// level's row blocking (3, 6 or 16 rows at a time) and its remainders.
 TEST(Int8Dot, LevelsAndThreadCountsAreBitIdentical) {
   const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = cpu::int8_dot_isa();
   const std::vector<const cpu::Int8DotIsa*> levels = cpu::int8_dot_levels();
@@ -142,13 +146,15 @@ TEST(Int8Dot, LevelsAndThreadCountsAreBitIdentical) {
     EXPECT_STRNE(f.name, p.name) << "the AVX2 level is not in use on an AVX2 CPU";
     EXPECT_GE(levels.size(), 2u);
   }
-  if (cpu_features().avx512_vnni && detected_isa() >= CpuIsa::kAvx512 && default_isa() >= CpuIsa::kAvx512) {
+  if (cpu_features().amx_int8 && default_isa() >= CpuIsa::kAmx) {
+    EXPECT_STREQ(f.name, "amx-int8") << "an AMX-INT8 CPU does not use its tiles";
+  } else if (cpu_features().avx512_vnni && detected_isa() >= CpuIsa::kAvx512 && default_isa() >= CpuIsa::kAvx512) {
     EXPECT_STREQ(f.name, "avx512-vnni") << "an AVX512-VNNI CPU does not use its VNNI level";
   }
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.label);
     const WeightRef w = quant_ref(make(c, 5));
-    for (int64_t M : {1, 4, 7, 11, 19}) {
+    for (int64_t M : {1, 4, 7, 11, 19, 35}) {
       const std::vector<float> x = random_values(M * c.cols, uint32_t(40 + M), 1.0f);
       const std::vector<float> a = gemm(p, w, 0, c.rows, x, M, 1);
       for (const cpu::Int8DotIsa* l : levels) {
@@ -178,6 +184,17 @@ TEST(Int8Dot, GroupedGemmEqualsOneGemmPerGroup) {
   }
 }
 
+// A decoded row in the level's row format, as int16 values: the int16
+// levels store them as is; the byte levels (AMX) n low bytes, then n high
+// bytes.
+std::vector<int16_t> row_values(const cpu::Int8DotIsa& level, const std::vector<int16_t>& row, int64_t n) {
+  if (!level.int8_rows) return std::vector<int16_t>(row.begin(), row.begin() + n);
+  const auto* b = reinterpret_cast<const uint8_t*>(row.data());
+  std::vector<int16_t> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) v[size_t(k)] = int16_t(int(int8_t(b[n + k])) * 256 + b[k]);
+  return v;
+}
+
 TEST(Int8Dot, DecodingLevelsAgree) {
   for (const cpu::Int8DotIsa* level : cpu::int8_dot_levels()) {
     SCOPED_TRACE(level->name);
@@ -195,21 +212,41 @@ TEST(Int8Dot, DecodingLevelsAgree) {
         std::fill(b.begin(), b.end(), 0);
         p.nibbles(codes.data(), n, high, nt, a.data());
         f.nibbles(codes.data(), n, high, nt, b.data());
-        EXPECT_EQ(a, b) << n;
+        EXPECT_EQ(row_values(p, a, n), row_values(f, b, n)) << n;
         EXPECT_EQ(a[2], table[high ? codes[1] >> 4 : codes[1] & 0xF]);
         EXPECT_EQ(a[size_t(n) - 1], table[high ? codes[size_t(n / 2 - 1)] & 0xF : codes[size_t(n / 2 - 1)] >> 4]);
       }
     for (bool is_signed : {true, false}) {
-      p.bytes(codes.data(), 512, is_signed, a.data());
-      f.bytes(codes.data(), 512, is_signed, b.data());
-      EXPECT_EQ(a, b);
+      p.bytes(codes.data(), 256, is_signed, a.data());
+      f.bytes(codes.data(), 256, is_signed, b.data());
+      EXPECT_EQ(row_values(p, a, 256), row_values(f, b, 256));
     }
     std::vector<int16_t> rows(16 * 64), va(16 * 64), vb(16 * 64);
     for (auto& r : rows) r = int16_t(rng());
-    p.interleave(rows.data(), 64, 64, va.data());
-    f.interleave(rows.data(), 64, 64, vb.data());
-    EXPECT_EQ(va, vb);
-    EXPECT_EQ(va[(5 * 16 + 3) * 2 + 1], rows[3 * 64 + 11]);  // pair 5 of row 3, second element
+    if (!f.int8_rows) {
+      p.interleave(rows.data(), 64, 64, cpu::I8Values::kS16, va.data());
+      f.interleave(rows.data(), 64, 64, cpu::I8Values::kS16, vb.data());
+      EXPECT_EQ(va, vb);
+      EXPECT_EQ(va[(5 * 16 + 3) * 2 + 1], rows[3 * 64 + 11]);  // pair 5 of row 3, second element
+      continue;
+    }
+    // The byte levels: quads of k by row, the low plane, then the high one.
+    // Rows of kc = 32 ... 128 bytes per plane (partial and whole column
+    // groups of 64) at a stride of 128 int16 (the row format needs kc ≤ ld).
+    for (int64_t kc : {32, 64, 96, 128}) {
+      SCOPED_TRACE(kc);
+      std::vector<int16_t> in(16 * 128), out(16 * 128, 0);
+      auto* bytes = reinterpret_cast<uint8_t*>(in.data());
+      for (int64_t i = 0; i < 16 * 128 * 2; ++i) bytes[i] = uint8_t(rng());
+      f.interleave(in.data(), 128, kc, cpu::I8Values::kS16, out.data());
+      const auto* o = reinterpret_cast<const uint8_t*>(out.data());
+      int wrong = 0;
+      for (int plane = 0; plane < 2; ++plane)
+        for (int64_t k = 0; k < kc; ++k)
+          for (int j = 0; j < 16; ++j)
+            wrong += o[plane * 16 * kc + ((k / 4) * 16 + j) * 4 + k % 4] != bytes[j * 256 + plane * kc + k];
+      EXPECT_EQ(wrong, 0);
+    }
   }
 }
 

@@ -24,8 +24,10 @@
 // chain, whose order is fixed: every level (portable, AVX2) and every thread
 // count gives bit-identical results (tests/quantize/int8_dot_test.cc).
 //
-// Products are int16 × int16 pairs (vpmaddwd, or vpdpwssd with VNNI): |V| ≤ 32767 and |q| ≤ 127, so
-// a block of 32 sums to at most 32·32767·127 < 2^31 without overflow; its
+// Products are int16 × int16 pairs (vpmaddwd, or vpdpwssd with VNNI), or on
+// AMX int8 × int8 quads (TDPBSSD/TDPBSUD; NF4's values as a signed high and
+// an unsigned low byte, two products): |V| ≤ 32767 and |q| ≤ 127, so a block
+// of 32 sums to at most 32·32767·127 < 2^31 without overflow; its
 // conversion to fp32 is exact below 2^24 and rounds to nearest above (every
 // level alike).
 #include <cstdint>
@@ -66,11 +68,17 @@ void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& gro
 // values, zero-padded to kp = K rounded up to 32), d[m·nb + b] and
 // ds[m·nb + b] = d · Σ_k q over the block (nb = kp / 32). A block with a NaN
 // or ±Inf gets q = 0 and d = ds = NaN, so the outputs it feeds become NaN.
+// q8: the same values as int8 for the levels that take them so
+// (Int8DotIsa::int8_rows; else null), in panels of 64 columns,
+// q8[((k / 64)·(m + 16) + row)·64 + k % 64], with 16 zero rows after the
+// last row of each panel and zero columns up to a multiple of 64: 16 rows of
+// a panel are 1 KB in a row, whatever row they start at.
 struct Int8Activations {
   int64_t m = 0, k = 0, kp = 0, nb = 0;
   int16_t* q = nullptr;
   float* d = nullptr;
   float* ds = nullptr;
+  const int8_t* q8 = nullptr;
 };
 
 // A 16-entry int16 table as two pshufb tables: the low and the high bytes.
@@ -80,36 +88,59 @@ struct NibbleTable {
 };
 NibbleTable nibble_table(const int16_t (&values)[16]);
 
-// The building blocks of one dispatch level (int8_dot_kernels.cc).
+// The range of a weight format's integer values V (int8_dot.h's module
+// comment): int8, NVFP4's 2·E2M1 and MLX 4-bit fit int8; MLX 8-bit fits
+// uint8; NF4's 15-bit levels need int16. Levels with byte products (AMX)
+// choose their products from it; the others ignore it.
+enum class I8Values : uint8_t { kS8, kU8, kS16 };
+
+// The building blocks of one dispatch level (int8_dot_kernels.cc,
+// int8_dot_amx.cc).
 struct Int8DotIsa {
   const char* name;
   // Quantizes rows [m0, m1) of x (row stride ldx, K columns) into a.
   void (*quantize_rows)(const float* x, int64_t ldx, int64_t m0, int64_t m1, const Int8Activations& a);
   // Weight tile of 16 rows over columns [k0, k0 + kc) (kc a multiple of 32),
-  // decoded: v = int16 pairs interleaved by row, v[(p·16 + j)·2 + i] = V[j,
-  // k0 + 2p + i]; ws[s·16 + j] the scale of sub-block s (of `sub` columns:
-  // 32, or 16 for NVFP4) of row j; wb[b·16 + j] the affine bias of block b
-  // (null when none). acc[(m - m0)·16 + j] += this chunk's terms (module
-  // comment) for rows m ∈ [m0, m1) of a.
-  void (*tile)(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const int16_t* v,
-               const float* ws, const float* wb, float* acc);
+  // decoded and laid out by interleave() below; ws[s·16 + j] the scale of
+  // sub-block s (of `sub` columns: 32, or 16 for NVFP4) of row j; wb[b·16 +
+  // j] the affine bias of block b (null when none). acc[(m - m0)·16 + j] +=
+  // this chunk's terms (module comment) for rows m ∈ [m0, m1) of a.
+  void (*tile)(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, I8Values values,
+               const int16_t* v, const float* ws, const float* wb, float* acc);
   // Weight decoding: n values (a multiple of 32) of 4-bit codes through a
   // 16-entry table (element 2k in the high nibble of byte k when high_first,
   // else the low one), and of 8-bit codes (signed or unsigned), as int16.
   void (*nibbles)(const uint8_t* codes, int64_t n, bool high_first, const NibbleTable& table, int16_t* out);
   void (*bytes)(const uint8_t* codes, int64_t n, bool is_signed, int16_t* out);
-  // v[(p·16 + j)·2 + i] = rows[j·ld + 2p + i] for j < 16, p < kc / 2.
-  void (*interleave)(const int16_t* rows, int64_t ld, int64_t kc, int16_t* v);
+  // The decoded rows rows[j·ld + k] (j < 16, k < kc ≤ ld) in the layout tile()
+  // reads, into v (room for 16·kc int16). The int16 levels: pairs
+  // interleaved by row, v[(p·16 + j)·2 + i] = rows[j·ld + 2p + i]. AMX: see
+  // int8_dot_amx.cc.
+  void (*interleave)(const int16_t* rows, int64_t ld, int64_t kc, I8Values values, int16_t* v);
+  // Levels with per-thread state (AMX's tile configuration): called by each
+  // worker before its first tile() of a GEMM with these sub-blocks and
+  // values, and after its last. Null when none.
+  void (*begin)(int sub, I8Values values) = nullptr;
+  void (*end)() = nullptr;
+  // Whether tile() reads Int8Activations::q8.
+  bool int8_rows = false;
 };
 inline constexpr int kI8TileRows = 16;
 
-// The level for the running CPU (capped by DGEMMA_CPU_ISA: avx512 and up
-// take AVX512-VNNI where the CPU has it, avx2 AVX-VNNI) and the portable one.
+// The level for the running CPU (capped by DGEMMA_CPU_ISA: amx takes the
+// AMX-INT8 tiles where the CPU has them, avx512 and avx512bf16 AVX512-VNNI,
+// avx2 AVX-VNNI) and the portable one.
 const Int8DotIsa& int8_dot_isa();
 const Int8DotIsa& int8_dot_isa_portable();
 // Every level the running CPU can execute, portable first (for tests and
 // benchmarks, whatever the cap).
 std::vector<const Int8DotIsa*> int8_dot_levels();
+
+namespace int8amx {
+// The AMX-INT8 level (int8_dot_amx.cc), built on the AVX2 level's
+// activation quantization; only for CPUs with CpuFeatures::amx_int8.
+Int8DotIsa level(const Int8DotIsa& avx2);
+}  // namespace int8amx
 
 // Same as int8_dot_gemm on a given level (tests compare the levels).
 void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "ops/cpu/int8_dot.h"
@@ -26,31 +27,34 @@ struct Decoder {
   const QuantizedWeight& w;
   int sub = kI8Block;    // columns per weight scale: 32, or 16 for NVFP4
   bool bias = false;     // MLX affine
+  I8Values values = I8Values::kS8;  // the range of the decoded values
   NibbleTable table{};   // 4-bit code → integer value
   float nf4_factor = 0;  // NF4: cmax / 32767
 
   explicit Decoder(const QuantizedWeight& qw) : w(qw) {
-    int16_t values[16] = {};
+    int16_t levels[16] = {};
     switch (w.scheme) {
       case QuantScheme::kNF4: {
         float cmax = 0.0f;
         for (float c : w.code_map) cmax = std::max(cmax, std::fabs(c));
         if (cmax > 0.0f)
-          for (int i = 0; i < 16; ++i) values[i] = int16_t(std::lround(w.code_map[i] / cmax * 32767.0f));
+          for (int i = 0; i < 16; ++i) levels[i] = int16_t(std::lround(w.code_map[i] / cmax * 32767.0f));
         nf4_factor = cmax / 32767.0f;
+        values = I8Values::kS16;
         break;
       }
       case QuantScheme::kNVFP4:
         sub = 16;
-        for (int i = 0; i < 16; ++i) values[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
+        for (int i = 0; i < 16; ++i) levels[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
         break;
       case QuantScheme::kAffine:
         bias = true;
-        for (int i = 0; i < 16; ++i) values[i] = int16_t(i);
+        for (int i = 0; i < 16; ++i) levels[i] = int16_t(i);
+        values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
         break;
       case QuantScheme::kInt8: break;
     }
-    table = nibble_table(values);
+    table = nibble_table(levels);
   }
 
   // Row r, columns [k0, k0 + kc): values into v, the scale of sub-block s
@@ -61,12 +65,31 @@ struct Decoder {
       case QuantScheme::kNF4: {
         const int64_t i = r * K + k0;  // blocks run over the flattened tensor (formats.md §2.2)
         isa.nibbles(w.slices.front().codes + i / 2, kc, true, table, v);
-        // One absmax per NF4 block, shared by its sub-blocks.
+        // One absmax per NF4 block, shared by its sub-blocks; with double
+        // quantization absmax = map[code[b]] · nested[b / nested_block] +
+        // offset (QuantizedWeight::nf4_block_scale), the nested index
+        // stepped along instead of divided per block.
         const int64_t per = w.block / sub;
         int64_t b = i / w.block, left = per - (i % w.block) / sub;
-        float scale = w.nf4_block_scale(b) * nf4_factor;
+        const uint8_t* absmax = w.slices.front().scales;
+        int64_t nested = w.double_quant ? b / w.nested_block : 0;
+        int64_t nested_left = w.double_quant ? w.nested_block - b % w.nested_block : 0;
+        float nested_scale = 0.0f;
+        if (w.double_quant) std::memcpy(&nested_scale, w.nested_scales + 4 * nested, 4);
+        const auto block_scale = [&] {
+          if (!w.double_quant) return w.nf4_block_scale(b);
+          if (nested_left == 0) {
+            std::memcpy(&nested_scale, w.nested_scales + 4 * ++nested, 4);
+            nested_left = w.nested_block;
+          }
+          return w.nested_map[absmax[b]] * nested_scale + w.nested_offset;
+        };
+        float scale = block_scale() * nf4_factor;
         for (int64_t s = 0; s < nsub; ++s, --left) {
-          if (left == 0) scale = w.nf4_block_scale(++b) * nf4_factor, left = per;
+          if (left == 0) {
+            ++b, --nested_left, left = per;
+            scale = block_scale() * nf4_factor;
+          }
           ws[s * kI8TileRows] = scale;
         }
         return;
@@ -149,23 +172,48 @@ void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& 
         for (int64_t s = 0; s < kc / kI8Block; ++s) b.wb[size_t(s * kI8TileRows + j)] = 0.0f;
       }
     }
-    isa.interleave(b.rows.data(), kChunk, kc, b.v.data());
-    isa.tile(a, m0, m1, k0, kc, dec.sub, b.v.data(), b.ws.data(), dec.bias ? b.wb.data() : nullptr, b.acc.data());
+    isa.interleave(b.rows.data(), kChunk, kc, dec.values, b.v.data());
+    isa.tile(a, m0, m1, k0, kc, dec.sub, dec.values, b.v.data(), b.ws.data(), dec.bias ? b.wb.data() : nullptr, b.acc.data());
   }
   for (int64_t m = m0; m < m1; ++m)
     std::copy_n(b.acc.data() + (m - m0) * kI8TileRows, nr, out + (m - m0) * ld_out + j0);
 }
 
-// Activations quantized into owned buffers.
+// Activations quantized into owned buffers (and as int8 for the levels that
+// read them so, with 16 zero rows after the last).
 struct QuantizedRows {
   std::vector<int16_t> q;
   std::vector<float> d, ds;
+  std::vector<int8_t> q8;
   Int8Activations a;
   QuantizedRows(const Int8DotIsa& isa, const float* x, int64_t M, int64_t K, ThreadPool& pool)
       : q(size_t(M * K)), d(size_t(M * (K / kI8Block))), ds(d.size()),
-        a{M, K, K, K / kI8Block, q.data(), d.data(), ds.data()} {
-    pool.parallel_for(M, 8, [&](int64_t b, int64_t e) { isa.quantize_rows(x, K, b, e, a); });
+        q8(isa.int8_rows ? size_t((K + 63) / 64 * (M + kI8TileRows) * 64) : 0),
+        a{M, K, K, K / kI8Block, q.data(), d.data(), ds.data(), isa.int8_rows ? q8.data() : nullptr} {
+    pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {
+      isa.quantize_rows(x, K, b, e, a);
+      if (isa.int8_rows)
+        for (int64_t m = b; m < e; ++m)
+          for (int64_t k0 = 0; k0 < K; k0 += 64) {
+            int8_t* dst = q8.data() + ((k0 / 64) * (M + kI8TileRows) + m) * 64;
+            const int16_t* src = q.data() + m * K + k0;
+            for (int64_t k = 0; k < std::min<int64_t>(64, K - k0); ++k) dst[k] = int8_t(src[k]);
+          }
+    });
   }
+};
+
+// Calls the level's per-thread begin/end around one worker's tiles.
+struct LevelScope {
+  const Int8DotIsa& isa;
+  LevelScope(const Int8DotIsa& l, const Decoder& dec) : isa(l) {
+    if (isa.begin) isa.begin(dec.sub, dec.values);
+  }
+  ~LevelScope() {
+    if (isa.end) isa.end();
+  }
+  LevelScope(const LevelScope&) = delete;
+  LevelScope& operator=(const LevelScope&) = delete;
 };
 
 }  // namespace
@@ -178,6 +226,7 @@ void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, i
   const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows;
   pool.parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
     TileBuffers b;
+    const LevelScope scope(isa, dec);
     for (int64_t t = tb; t < te; ++t) {
       const int64_t j0 = t * kI8TileRows;
       run_tile(isa, dec, xq.a, row0, j0, int(std::min<int64_t>(kI8TileRows, n - j0)), 0, M, b, out, ld_out);
@@ -196,6 +245,7 @@ void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& gro
   std::atomic<int64_t> next{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     TileBuffers b;
+    const LevelScope scope(isa, dec);
     for (int64_t t = next.fetch_add(1); t < tasks; t = next.fetch_add(1)) {
       const Int8Group& g = groups[size_t(t / tiles)];
       const int64_t j0 = (t % tiles) * kI8TileRows;

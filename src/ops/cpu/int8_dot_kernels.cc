@@ -56,7 +56,7 @@ void quantize_rows_portable(const float* x, int64_t ldx, int64_t m0, int64_t m1,
   }
 }
 
-void tile_portable(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub,
+void tile_portable(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, I8Values,
                    const int16_t* v, const float* ws, const float* wb, float* acc) {
   for (int64_t m = m0; m < m1; ++m) {
     const int16_t* q = a.q + m * a.kp + k0;
@@ -90,7 +90,7 @@ void bytes_portable(const uint8_t* codes, int64_t n, bool is_signed, int16_t* ou
   for (int64_t k = 0; k < n; ++k) out[k] = is_signed ? int16_t(int8_t(codes[k])) : int16_t(codes[k]);
 }
 
-void interleave_portable(const int16_t* rows, int64_t ld, int64_t kc, int16_t* v) {
+void interleave_portable(const int16_t* rows, int64_t ld, int64_t kc, I8Values, int16_t* v) {
   for (int64_t p = 0; p < kc / 2; ++p)
     for (int j = 0; j < kI8TileRows; ++j) {
       v[(p * kI8TileRows + j) * 2] = rows[j * ld + 2 * p];
@@ -236,8 +236,8 @@ DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, 
     }                                                                                                               \
   }                                                                                                                 \
   __attribute__((target(TARGET))) void NAME(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,           \
-                                            int64_t kc, int sub, const int16_t* v, const float* ws, const float* wb, \
-                                            float* acc) {                                                          \
+                                            int64_t kc, int sub, I8Values, const int16_t* v, const float* ws,      \
+                                            const float* wb, float* acc) {                                         \
     if (sub == 16) return NAME##_sub<16>(a, m0, m1, k0, kc, v, ws, wb, acc);                                        \
     NAME##_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);                                                              \
   }
@@ -325,7 +325,7 @@ DGEMMA_I8_AVX2 void bytes_avx2(const uint8_t* codes, int64_t n, bool is_signed, 
 }
 
 // 8 × 8 transposes of 32-bit pairs: rows j = 0..7 and 8..15, 8 pairs at a time.
-DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc, int16_t* v) {
+DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc, I8Values, int16_t* v) {
   for (int64_t p0 = 0; p0 < kc / 2; p0 += 8) {
     for (int g = 0; g < 2; ++g) {
       __m256 r[8];
@@ -379,9 +379,15 @@ const Int8DotIsa& int8_dot_isa_portable() { return kPortable; }
 
 namespace {
 
+const Int8DotIsa& amx_int8_level() {
+  static const Int8DotIsa l = int8amx::level(kAvx2);
+  return l;
+}
+
 // The best level at most `cap` on this CPU.
 const Int8DotIsa& best_level(CpuIsa cap) {
   const CpuFeatures& f = cpu_features();
+  if (cap >= CpuIsa::kAmx && f.amx_int8) return amx_int8_level();
   if (cap >= CpuIsa::kAvx512) return f.avx512_vnni ? kAvx512Vnni : kAvx512;
   if (cap >= CpuIsa::kAvx2) return f.avx_vnni ? kAvxVnni : kAvx2;
   return kPortable;
@@ -402,6 +408,7 @@ std::vector<const Int8DotIsa*> int8_dot_levels() {
   if (top >= CpuIsa::kAvx2 && f.avx_vnni) v.push_back(&kAvxVnni);
   if (top >= CpuIsa::kAvx512) v.push_back(&kAvx512);
   if (top >= CpuIsa::kAvx512 && f.avx512_vnni) v.push_back(&kAvx512Vnni);
+  if (top >= CpuIsa::kAmx && f.amx_int8) v.push_back(&amx_int8_level());
   return v;
 }
 
