@@ -28,6 +28,8 @@
 // loads and stores, not their products, bound this level (bench/README.md).
 #include "ops/cpu/int8_dot.h"
 
+#include "ops/cpu/amx_tiles.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -48,9 +50,8 @@
 namespace dgemma::cpu::int8amx {
 namespace {
 
-// See kernels_amx.cc: the tile intrinsics do not tell the compiler which
-// memory they read or write.
-inline void memory_barrier() { __asm__ __volatile__("" ::: "memory"); }
+using amx_tiles::memory_barrier;
+using amx_tiles::TileConfig;
 
 // Tiles. One product per block (int8 and uint8 values): 0 and 2 C (16 × 16
 // int32) of even and odd blocks, 4 and 7 their A (16 rows × sub bytes), 6
@@ -58,14 +59,6 @@ inline void memory_barrier() { __asm__ __volatile__("" ::: "memory"); }
 // the high and the low product, 4 and 7 A, 5-6 and 2-3 B of the high and
 // the low plane, of even and odd blocks. Alternating the operand tiles
 // lets the next block's loads run while the tiles still read this block's.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 void begin(int sub, I8Values values) {
   TileConfig c;
   const bool wide = values == I8Values::kS16;

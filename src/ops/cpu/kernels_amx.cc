@@ -19,6 +19,8 @@
 // through zero-padded local copies.
 #include "ops/cpu/isa_kernels.h"
 
+#include "ops/cpu/amx_tiles.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -46,24 +48,11 @@ constexpr int kBlockRows = 32;     // C block: 2 × 2 tiles over one 32-column p
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// The compilers' tile intrinsics are inline assembly that does not tell the
-// optimizer which memory a tile load reads or a tile store writes: without a
-// barrier, stores into a buffer a tile then loads may be dropped as dead, and
-// reads of a buffer a tile stored into may see older values (seen as NaN in
-// the tail path). Every hand-over between C++ and the tiles goes through one.
-inline void memory_barrier() { __asm__ __volatile__("" ::: "memory"); }
+using amx_tiles::memory_barrier;
+using amx_tiles::TileConfig;
 
-// The tile configuration (palette 1): tiles 0-3 C (16 × 16 fp32), 4-5 A
-// (16 rows × 16 pairs), 6-7 B (16 pairs × 16 columns × 2), all 16 rows of
-// 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// The tile configuration: tiles 0-3 C (16 × 16 fp32), 4-5 A (16 rows × 16
+// pairs), 6-7 B (16 pairs × 16 columns × 2), all 16 rows of 64 bytes.
 void configure_tiles() {
   TileConfig c;
   for (int t = 0; t < 8; ++t) {
