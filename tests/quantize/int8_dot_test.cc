@@ -34,7 +34,7 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  // nf4_dq_nested (last, so that the indices below stay): 576 blocks, so
+  // nf4_dq_nested (after the first seven, so that the indices below stay): 576 blocks, so
   // rows start and end inside nested groups of 256 blocks and cross their
   // boundaries (the decoder steps the nested scale along a row).
   return {{"nf4_dq", QuantScheme::kNF4, 64, 4, true, 37, 192},
@@ -44,7 +44,10 @@ std::vector<Case> cases() {
           {"affine4_g32", QuantScheme::kAffine, 32, 4, false, 8, 96},
           {"affine8", QuantScheme::kAffine, 64, 8, false, 20, 64},
           {"int8", QuantScheme::kInt8, 64, 8, false, 17, 1024},
-          {"nf4_dq_nested", QuantScheme::kNF4, 64, 4, true, 96, 384}};
+          {"nf4_dq_nested", QuantScheme::kNF4, 64, 4, true, 96, 384},
+          // rows longer than one decoded chunk (512 columns), the last one partial
+          {"nf4_k704", QuantScheme::kNF4, 64, 4, false, 19, 704},
+          {"nvfp4_k1056", QuantScheme::kNVFP4, 16, 4, false, 18, 1056}};
 }
 
 using testing::random_values;
@@ -221,6 +224,29 @@ TEST(Int8Dot, DecodingLevelsAgree) {
       f.bytes(codes.data(), 256, is_signed, b.data());
       EXPECT_EQ(row_values(p, a, 256), row_values(f, b, 256));
     }
+    if (f.nibble_pairs) {
+      // Straight into the pair layout: the same v as nibbles() per row and
+      // interleave(), with rows past nr zero; chunks of 1 to 8 runs of 64
+      // pairs, the last one partial.
+      std::vector<uint8_t> src(16 * 256);
+      for (auto& c : src) c = uint8_t(rng());
+      for (bool high : {true, false})
+        for (int nr : {16, 5, 1})
+          for (int64_t kc : {32, 96, 128, 160, 192, 512}) {
+            SCOPED_TRACE(::testing::Message() << "high " << high << " nr " << nr << " kc " << kc);
+            std::vector<int16_t> decoded(16 * 512, 0), want(16 * 512, -1), got(16 * 512 + 32, -1);
+            const uint8_t* rows[16] = {};
+            for (int j = 0; j < nr; ++j) {
+              rows[j] = src.data() + j * 256;
+              p.nibbles(rows[j], kc, high, nt, decoded.data() + j * 512);
+            }
+            p.interleave(decoded.data(), 512, kc, cpu::I8Values::kS16, want.data());
+            f.nibble_pairs(rows, nr, kc, high, nt, got.data());
+            EXPECT_EQ(std::vector<int16_t>(want.begin(), want.begin() + 16 * kc),
+                      std::vector<int16_t>(got.begin(), got.begin() + 16 * kc));
+            EXPECT_EQ(got[size_t(16 * kc)], -1) << "wrote past the chunk";
+          }
+    }
     std::vector<int16_t> rows(16 * 64), va(16 * 64), vb(16 * 64);
     for (auto& r : rows) r = int16_t(rng());
     if (!f.int8_rows) {
@@ -355,7 +381,16 @@ TEST(Int8Dot, BackendModeRoutesLinearAndExperts) {
     dot_scalar_o.isa = CpuIsa::kScalar;
     CpuBackend exact(exact_o), dot(dot_o), dot_scalar(dot_scalar_o);
     const Tensor a = run_op(exact, *op), b = run_op(dot, *op), s = run_op(dot_scalar, *op);
-    EXPECT_EQ(b.f, s.f) << "int8-dot differs between the scalar and the " << isa_name(dot.isa()) << " level";
+    if (op == &lin) {
+      EXPECT_EQ(b.f, s.f) << "int8-dot differs between the scalar and the " << isa_name(dot.isa()) << " level";
+    } else {
+      // The experts' GELU is the level's own (the fast levels' vector tanh,
+      // as for bf16 experts; the scalar level's std::tanh), an ulp apart,
+      // which may move an int8 rounding of the down projection's input.
+      const double d = rel_error(b.f, s.f);
+      std::printf("moe_experts, int8-dot, %s level vs scalar level: max rel diff %.3g\n", std::string(isa_name(dot.isa())).c_str(), d);
+      EXPECT_LT(d, 1e-4);
+    }
     const double e = rel_error(b.f, a.f);
     EXPECT_LT(e, 0.02);
     EXPECT_GT(e, 0.0) << "int8_dot did not change the path";

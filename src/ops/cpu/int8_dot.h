@@ -124,6 +124,13 @@ struct Int8DotIsa {
   void (*end)() = nullptr;
   // Whether tile() reads Int8Activations::q8.
   bool int8_rows = false;
+  // Optional, for the int16 pair layout: 4-bit codes of nr ≤ 16 rows (row j
+  // from rows[j]: kc/2 bytes, pair p of the row in byte p; element 2p in
+  // the high nibble when high_first) decoded through the table straight
+  // into interleave()'s layout, rows nr..15 zero — the same v as nibbles()
+  // per row and interleave(), without the row buffer.
+  void (*nibble_pairs)(const uint8_t* const* rows, int nr, int64_t kc, bool high_first, const NibbleTable& table,
+                       int16_t* v) = nullptr;
 };
 inline constexpr int kI8TileRows = 16;
 
@@ -135,6 +142,12 @@ const Int8DotIsa& int8_dot_isa_portable();
 // Every level the running CPU can execute, portable first (for tests and
 // benchmarks, whatever the cap).
 std::vector<const Int8DotIsa*> int8_dot_levels();
+
+namespace int8avx512 {
+// Int8DotIsa::nibble_pairs on AVX-512 BW (int8_dot_avx512.cc).
+void nibble_pairs(const uint8_t* const* rows, int nr, int64_t kc, bool high_first, const NibbleTable& table,
+                  int16_t* v);
+}  // namespace int8avx512
 
 namespace int8amx {
 // The AMX-INT8 level (int8_dot_amx.cc), built on the AVX2 level's

@@ -186,7 +186,7 @@ DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, 
       for (int r = 0; r < R; ++r)                                                                                  \
         for (int h = 0; h < N; ++h) c[r][h] = ZEROI();                                                             \
       const int16_t* vs = v + s * sub * kI8TileRows;                                                               \
-      _Pragma("GCC unroll 2") for (int p = 0; p < sub / 2; ++p) {                                                  \
+      _Pragma("GCC unroll 16") for (int p = 0; p < sub / 2; ++p) {                                                 \
         VEC w[N];                                                                                                  \
         for (int h = 0; h < N; ++h) w[h] = LOADI(vs + p * 2 * kI8TileRows + 2 * lanes * h);                        \
         for (int r = 0; r < R; ++r) {                                                                              \
@@ -219,21 +219,22 @@ DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, 
 // The row blocking of one level: RMAX rows at a time (as many as keep the
 // accumulators, weight vectors and broadcasts in registers), then the rest.
 #define DGEMMA_I8_TILE(NAME, ROWS, TARGET, RMAX)                                                                    \
+  template <int SUB, int R = RMAX - 1>                                                                              \
+  __attribute__((target(TARGET))) void NAME##_rest(const Int8Activations& a, int64_t m, int64_t rest, int64_t k0,   \
+                                                   int64_t kc, const int16_t* v, const float* ws, const float* wb, \
+                                                   float* am) {                                                    \
+    if constexpr (R > 0) {                                                                                          \
+      if (rest == R) return ROWS<R, SUB>(a, m, k0, kc, v, ws, wb, am);                                              \
+      NAME##_rest<SUB, R - 1>(a, m, rest, k0, kc, v, ws, wb, am);                                                   \
+    }                                                                                                               \
+  }                                                                                                                 \
   template <int SUB>                                                                                                \
   __attribute__((target(TARGET))) void NAME##_sub(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,     \
                                                   int64_t kc, const int16_t* v, const float* ws, const float* wb,  \
                                                   float* acc) {                                                    \
     int64_t m = m0;                                                                                                 \
     for (; m + RMAX <= m1; m += RMAX) ROWS<RMAX, SUB>(a, m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);      \
-    float* am = acc + (m - m0) * kI8TileRows;                                                                       \
-    switch (m1 - m) {                                                                                               \
-      case 5: if constexpr (RMAX > 5) return ROWS<5, SUB>(a, m, k0, kc, v, ws, wb, am); break;                     \
-      case 4: if constexpr (RMAX > 4) return ROWS<4, SUB>(a, m, k0, kc, v, ws, wb, am); break;                     \
-      case 3: if constexpr (RMAX > 3) return ROWS<3, SUB>(a, m, k0, kc, v, ws, wb, am); break;                     \
-      case 2: return ROWS<2, SUB>(a, m, k0, kc, v, ws, wb, am);                                                     \
-      case 1: return ROWS<1, SUB>(a, m, k0, kc, v, ws, wb, am);                                                     \
-      default: return;                                                                                              \
-    }                                                                                                               \
+    NAME##_rest<SUB>(a, m, m1 - m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);                                \
   }                                                                                                                 \
   __attribute__((target(TARGET))) void NAME(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,           \
                                             int64_t kc, int sub, I8Values, const int16_t* v, const float* ws,      \
@@ -247,7 +248,15 @@ DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, 
 #define DGEMMA_DP256(c, w, x) _mm256_dpwssd_avx_epi32((c), (w), (x))
 #define DGEMMA_LOAD512(p) _mm512_loadu_si512(static_cast<const void*>(p))
 #define DGEMMA_MADD512(c, w, x) _mm512_add_epi32(_mm512_madd_epi16((w), (x)), (c))
-#define DGEMMA_DP512(c, w, x) _mm512_dpwssd_epi32((c), (w), (x))
+#define DGEMMA_DP512(c, w, x) dpwssd512((c), (w), (x))
+
+// vpdpwssd in place. GCC 12 compiles _mm512_dpwssd_epi32 in an unrolled
+// loop into the product plus a register copy of its accumulator (the tied
+// operand), one extra instruction per product.
+__attribute__((target("avx512f,avx512vnni"))) inline __m512i dpwssd512(__m512i c, __m512i w, __m512i x) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(c) : "v"(w), "v"(x));
+  return c;
+}
 
 // AVX2: two vectors of 8 lanes, vpmaddwd + vpaddd. Three rows at a time: 6
 // accumulators, 2 weight vectors, 3 broadcasts and the products stay in the
@@ -357,12 +366,17 @@ DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc,
 const Int8DotIsa kPortable = {"portable",       quantize_rows_portable, tile_portable, nibbles_portable,
                               bytes_portable,   interleave_portable};
 const Int8DotIsa kAvx2 = {"avx2", quantize_rows_avx2, tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2};
-// The VNNI and AVX-512 levels differ in the tile product only (the decoding
-// and the quantization of the activations are the AVX2 level's).
+// The VNNI and AVX-512 levels differ from AVX2 in the tile product (the
+// quantization of the activations is the AVX2 level's).
 const Int8DotIsa kAvxVnni = {"avx-vnni", quantize_rows_avx2, tile_avxvnni, nibbles_avx2, bytes_avx2, interleave_avx2};
-const Int8DotIsa kAvx512 = {"avx512", quantize_rows_avx2, tile_avx512, nibbles_avx2, bytes_avx2, interleave_avx2};
-const Int8DotIsa kAvx512Vnni = {"avx512-vnni", quantize_rows_avx2, tile_avx512vnni, nibbles_avx2, bytes_avx2,
-                                interleave_avx2};
+// The AVX-512 levels decode 4-bit codes straight into the pair layout
+// (int8_dot_avx512.cc).
+const Int8DotIsa kAvx512 = {"avx512",          quantize_rows_avx2, tile_avx512, nibbles_avx2,
+                            bytes_avx2,        interleave_avx2,    nullptr,     nullptr,
+                            false,             int8avx512::nibble_pairs};
+const Int8DotIsa kAvx512Vnni = {"avx512-vnni",     quantize_rows_avx2, tile_avx512vnni, nibbles_avx2,
+                                bytes_avx2,        interleave_avx2,    nullptr,         nullptr,
+                                false,             int8avx512::nibble_pairs};
 
 }  // namespace
 

@@ -36,7 +36,11 @@ enum class QuantDot : uint8_t { kExact, kInt8 };
 
 // Op kernels with the contracts of ops/op.h.
 void quant_linear(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact);
-void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact);
+// out[i] = gelu_tanh(g[i])·u[i] over a row of n (IsaKernels::gelu_glu).
+using GeluGluRow = void (*)(const float* g, const float* u, float* out, int64_t n);
+// gelu_glu: the activation of the experts' hidden rows (null: the reference
+// gelu_tanh; the fast backend passes its vector kernel, as for bf16 experts).
+void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact, GeluGluRow gelu_glu = nullptr);
 void quant_embedding(const OpCall& c, ThreadPool& pool);
 // soft_embedding multiplies with the whole table, which needs it dense (spec
 // §6.3 pitfall 10): runs `dense_kernel` (the calling level's soft_embedding)

@@ -9,13 +9,18 @@
 // (int8_dot_grouped_gemm).
 #include <vector>
 
+#include "core/scratch.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/int8_dot.h"
 #include "ops/cpu/quant_kernels.h"
 
 namespace dgemma::cpu {
 
-void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot) {
+void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot, GeluGluRow gelu_glu) {
+  if (!gelu_glu)
+    gelu_glu = [](const float* g, const float* u, float* o, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) o[i] = reference::gelu_tanh(g[i]) * u[i];
+    };
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];
@@ -42,27 +47,46 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot) {
     // expert, quantized once per projection; each expert's tiles scheduled
     // together with the others'. Per expert bit-identical to the loop below.
     const int64_t rows = start[size_t(E)];
-    std::vector<float> xg(size_t(rows * H)), gg(size_t(rows * 2 * I)), ag(size_t(rows * I)), yg(size_t(rows * H));
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(x.f.data() + token[size_t(r)] * H, H, xg.data() + r * H);
+    // Reused per thread across calls (uninitialized: every element is written
+    // before it is read); a step's 30 layers otherwise page in and zero ~60 MB
+    // each.
+    thread_local Scratch<float> xg_s, gg_s, ag_s, yg_s;
+    float* xg = xg_s.get(size_t(rows * H));
+    float* gg = gg_s.get(size_t(rows * 2 * I));
+    float* ag = ag_s.get(size_t(rows * I));
+    float* yg = yg_s.get(size_t(rows * H));
+    pool.parallel_for(rows, 64, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) std::copy_n(x.f.data() + token[size_t(r)] * H, H, xg + r * H);
+    });
     std::vector<Int8Group> gu_groups, dn_groups;
     for (int64_t e = 0; e < E; ++e) {
       if (count[size_t(e)] == 0) continue;
       gu_groups.push_back({e * 2 * I, start[size_t(e)], start[size_t(e) + 1]});
       dn_groups.push_back({e * H, start[size_t(e)], start[size_t(e) + 1]});
     }
-    int8_dot_grouped_gemm(gu, gu_groups, 2 * I, xg.data(), rows, gg.data(), 2 * I, pool);
+    int8_dot_grouped_gemm(gu, gu_groups, 2 * I, xg, rows, gg, 2 * I, pool);
     pool.parallel_for(rows, 16, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t)
-        for (int64_t i = 0; i < I; ++i)
-          ag[size_t(t * I + i)] = reference::gelu_tanh(gg[size_t(t * 2 * I + i)]) * gg[size_t(t * 2 * I + I + i)];
+      for (int64_t t = b; t < e; ++t) gelu_glu(gg + t * 2 * I, gg + t * 2 * I + I, ag + t * I, I);
     });
-    int8_dot_grouped_gemm(down, dn_groups, H, ag.data(), rows, yg.data(), H, pool);
-    for (int64_t r = 0; r < rows; ++r) {  // experts ascending, as below
-      float* o = out.f.data() + token[size_t(r)] * H;
-      const float wk = weight[size_t(r)];
-      const float* yt = yg.data() + r * H;
-      for (int64_t h = 0; h < H; ++h) o[h] += wk * yt[h];
-    }
+    int8_dot_grouped_gemm(down, dn_groups, H, ag, rows, yg, H, pool);
+    // Each token sums its rows in ascending row order, i.e. experts
+    // ascending, as the loop below; tokens in parallel.
+    std::vector<int64_t> token_start(size_t(M) + 1, 0), token_rows(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) ++token_start[size_t(token[size_t(r)]) + 1];
+    for (int64_t m = 0; m < M; ++m) token_start[size_t(m) + 1] += token_start[size_t(m)];
+    std::vector<int64_t> next(token_start.begin(), token_start.end() - 1);
+    for (int64_t r = 0; r < rows; ++r) token_rows[size_t(next[size_t(token[size_t(r)])]++)] = r;
+    pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m) {
+        float* o = out.f.data() + m * H;
+        for (int64_t i = token_start[size_t(m)]; i < token_start[size_t(m) + 1]; ++i) {
+          const int64_t r = token_rows[size_t(i)];
+          const float wk = weight[size_t(r)];
+          const float* yt = yg + r * H;
+          for (int64_t h = 0; h < H; ++h) o[h] += wk * yt[h];
+        }
+      }
+    });
     return;
   }
   std::vector<float> xe, g, act, y;
@@ -74,9 +98,7 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot) {
     g.resize(size_t(n * 2 * I));
     quant_gemm(gu, e * 2 * I, 2 * I, xe.data(), n, g.data(), 2 * I, pool, dot);
     act.resize(size_t(n * I));
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t i = 0; i < I; ++i)
-        act[size_t(t * I + i)] = reference::gelu_tanh(g[size_t(t * 2 * I + i)]) * g[size_t(t * 2 * I + I + i)];
+    for (int64_t t = 0; t < n; ++t) gelu_glu(g.data() + t * 2 * I, g.data() + t * 2 * I + I, act.data() + t * I, I);
     y.resize(size_t(n * H));
     quant_gemm(down, e * H, H, act.data(), n, y.data(), H, pool, dot);
     for (int64_t t = 0; t < n; ++t) {
