@@ -7,6 +7,7 @@
 // each token sums its expert outputs in ascending expert order, like the
 // reference. With int8-dot all experts' tiles are scheduled together
 // (int8_dot_grouped_gemm).
+#include <algorithm>
 #include <vector>
 
 #include "core/scratch.h"
@@ -26,16 +27,18 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot, GeluGluR
   Tensor& out = *c.out[0];
   const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2;
 
-  // (token, weight) pairs per expert, tokens ascending.
+  // (token, weight) pairs per expert, tokens ascending; row_of[m·K + k] is
+  // the pair's row in that order.
   std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
   for (int32_t e : idx.i) ++count[size_t(e)];
   for (int64_t e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
-  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  std::vector<int64_t> fill(start.begin(), start.end() - 1), row_of(size_t(M * K));
   std::vector<int32_t> token(size_t(M * K));
   std::vector<float> weight(size_t(M * K));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
       const size_t e = size_t(idx.i[size_t(m * K + k)]);
+      row_of[size_t(m * K + k)] = fill[e];
       token[size_t(fill[e])] = int32_t(m);
       weight[size_t(fill[e]++)] = wts.f[size_t(m * K + k)];
     }
@@ -71,16 +74,13 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot, GeluGluR
     int8_dot_grouped_gemm(down, dn_groups, H, ag, rows, yg, H, pool);
     // Each token sums its rows in ascending row order, i.e. experts
     // ascending, as the loop below; tokens in parallel.
-    std::vector<int64_t> token_start(size_t(M) + 1, 0), token_rows(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) ++token_start[size_t(token[size_t(r)]) + 1];
-    for (int64_t m = 0; m < M; ++m) token_start[size_t(m) + 1] += token_start[size_t(m)];
-    std::vector<int64_t> next(token_start.begin(), token_start.end() - 1);
-    for (int64_t r = 0; r < rows; ++r) token_rows[size_t(next[size_t(token[size_t(r)])]++)] = r;
     pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> rows_m(static_cast<size_t>(K));
       for (int64_t m = b; m < e; ++m) {
+        std::copy_n(row_of.begin() + m * K, K, rows_m.begin());
+        std::sort(rows_m.begin(), rows_m.end());
         float* o = out.f.data() + m * H;
-        for (int64_t i = token_start[size_t(m)]; i < token_start[size_t(m) + 1]; ++i) {
-          const int64_t r = token_rows[size_t(i)];
+        for (int64_t r : rows_m) {
           const float wk = weight[size_t(r)];
           const float* yt = yg + r * H;
           for (int64_t h = 0; h < H; ++h) o[h] += wk * yt[h];
