@@ -14,12 +14,14 @@
 #      cuda:debug and cuda:bf16-dot modes, the fault guards, and the doctor on
 #      golden_a;
 #   3. runs `dgemma doctor -m tests/data/golden_a --json` with --backend cuda
-#      (fp32, --precision bf16 and bf16-dot) and cuda:debug, and prints per-op
+#      (fp32, --precision bf16 and bf16-dot, int8-dot with --quantize nf4 and
+#      q8) and cuda:debug, and prints per-op
 #      max errors;
 #   4. on the slice (real head dims 256/512, 128 experts, vocab 262144): the
 #      doctor with --backend cuda (1 step, the default 12-token prompt), in
-#      fp32 and in bf16-dot, and the same per-op table, then `dgemma bench step
-#      --context 512 --steps 3` with --backend cuda in fp32 and bf16-dot (steps
+#      fp32, in bf16-dot and in int8-dot on NF4 weights, and the same per-op
+#      table, then `dgemma bench step --context 512 --steps 3` with --backend
+#      cuda in fp32, bf16-dot and int8-dot with --quantize nf4 (steps
 #      as generate() runs them, device time per op; batch 1 and 4, and the
 #      host/device traffic per step) and, for comparison, --backend cpu -t 16
 #      (DGEMMA_GPU_SKIP_CPU_BENCH=1 leaves it out): canvas positions/s, step
@@ -252,14 +254,16 @@ if [ "$tests" = ON ]; then
 fi
 
 section "dgemma doctor on golden_a"
-for run in "cuda fp32" "cuda bf16" "cuda bf16-dot" "cuda:debug fp32"; do
+for run in "cuda fp32" "cuda bf16" "cuda bf16-dot" "cuda:debug fp32" "cuda int8-dot nf4" "cuda int8-dot q8"; do
   set -- $run
-  name=doctor_${1/:/_}_$2
-  timeout 120 "$build/dgemma" doctor -m tests/data/golden_a --backend "$1" --precision "$2" -t 4 --json \
+  name=doctor_${1/:/_}_$2${3:+_$3}
+  quant=()
+  [ -n "${3:-}" ] && quant=(--quantize "$3")
+  timeout 120 "$build/dgemma" doctor -m tests/data/golden_a --backend "$1" --precision "$2" "${quant[@]}" -t 4 --json \
     >"$out/$name.json" 2>"$out/$name.err"
   rc=$?
-  echo "-- --backend $1 --precision $2: exit $rc"
-  [ $rc -eq 0 ] || { fail "doctor --backend $1 --precision $2"; cat "$out/$name.err"; }
+  echo "-- --backend $1 --precision $2 ${quant[*]}: exit $rc"
+  [ $rc -eq 0 ] || { fail "doctor --backend $1 --precision $2 ${quant[*]}"; cat "$out/$name.err"; }
   doctor_table "$out/$name.json"
 done
 
@@ -290,13 +294,22 @@ else
   echo "-- doctor --backend cuda --precision bf16-dot: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
   [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda --precision bf16-dot"; tail -20 "$out/doctor_slice_dot.err"; }
   doctor_table "$out/doctor_slice_dot.json"
-  benches="cuda cuda-dot cpu"
-  [ "${DGEMMA_GPU_SKIP_CPU_BENCH:-0}" = 1 ] && benches="cuda cuda-dot"
+  # The integer mode on NF4 experts and linears (quantized at load) against
+  # the CPU's int8-dot.
+  timeout 240 "$build/dgemma" doctor -m "$slice" --backend cuda --quantize nf4 --precision int8-dot --steps 1 \
+    --routing-from-reference --json >"$out/doctor_slice_int8.json" 2>"$out/doctor_slice_int8.err"
+  rc=$?
+  echo "-- doctor --backend cuda --quantize nf4 --precision int8-dot: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
+  [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda --precision int8-dot"; tail -20 "$out/doctor_slice_int8.err"; }
+  doctor_table "$out/doctor_slice_int8.json"
+  benches="cuda cuda-dot cuda-int8 cpu"
+  [ "${DGEMMA_GPU_SKIP_CPU_BENCH:-0}" = 1 ] && benches="cuda cuda-dot cuda-int8"
   for backend in $benches; do
     name=bench_step_slice_$backend
-    flags=(--backend ${backend%-dot})
+    flags=(--backend ${backend%-*})
     [ $backend = cpu ] && flags+=(-t 16)
     [ $backend = cuda-dot ] && flags+=(--precision bf16-dot)
+    [ $backend = cuda-int8 ] && flags+=(--quantize nf4 --precision int8-dot)
     [ $backend != cpu ] && flags+=(--batch 4)  # batch 1 and 4 (issue 15)
     timeout 180 "$build/dgemma" bench step -m "$slice" "${flags[@]}" --json --context 512 --steps 3 \
       >"$out/$name.json" 2>"$out/$name.err"
@@ -315,7 +328,8 @@ section "generation on the default model: --backend cuda, then --debug-device"
 export DGEMMA_CACHE="$build/cache"
 timeout 120 "$build/dgemma" run -p "Hello" -n $run_tokens --seed 3 -t 4 >"$out/run_cpu.txt" 2>"$out/run_cpu.err" ||
   { fail "run on the CPU"; tail -5 "$out/run_cpu.err"; }
-for flags in "--backend cuda" "--backend cuda --debug-device" "--backend cuda --precision bf16-dot"; do
+for flags in "--backend cuda" "--backend cuda --debug-device" "--backend cuda --precision bf16-dot" \
+  "--backend cuda --quantize q8 --precision int8-dot"; do
   name=run_$(echo "$flags" | tr -c 'a-z\n' '_')
   if timeout 120 "$build/dgemma" run -p "Hello" -n $run_tokens --seed 3 -t 4 $flags >"$out/$name.txt" 2>"$out/$name.err"; then
     grep -E "tokens/s|first token" "$out/$name.err"

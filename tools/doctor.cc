@@ -17,7 +17,7 @@ namespace {
 int run_doctor_cmd(const Args& args) {
   DoctorOptions o;
   int64_t steps = 2, threads = 0;
-  std::string prompt_ids, precision = "fp32", config;
+  std::string prompt_ids, precision = "fp32", config, quantize = "none";
   bool as_json = false, list_ops = false, sync = false, no_progress = false;
   FlagParser p(
       "dgemma doctor -m DIR --backend NAME [--steps N] [--prompt-ids a,b,...] [--json] | dgemma doctor --list-ops",
@@ -35,8 +35,11 @@ int run_doctor_cmd(const Args& args) {
   p.add_string("--prompt-ids", &prompt_ids, "prompt token ids (default: a fixed 12-token prompt)", "IDS");
   p.add_string("--precision", &precision,
                "fp32 or bf16 weights; bf16-dot: bf16 weights with GEMM activations rounded to bf16 (the CPU "
-               "reference in its dot mode, a CUDA target on the tensor cores)",
+               "reference in its dot mode, a CUDA target on the tensor cores); int8-dot: bf16-dot, and GEMMs "
+               "over quantized weights on int8 activation blocks (a CUDA target on the integer tensor cores)",
                "MODE");
+  p.add_string("--quantize", &quantize,
+               "quantize weights at load in both runs: none, nf4, nvfp4-experts or q8 (as for run)", "MODE");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
   p.add_double("--atol", &o.tolerance.atol, "absolute tolerance per output");
   p.add_double("--rtol", &o.tolerance.rtol, "tolerance relative to the output's largest |reference| value");
@@ -61,10 +64,14 @@ int run_doctor_cmd(const Args& args) {
   o.steps = int(steps);
   o.threads = int(threads);
   o.config_path = config;
-  if (precision != "fp32" && precision != "bf16" && precision != "bf16-dot")
-    throw Error("--precision: expected fp32, bf16 or bf16-dot, got '" + precision + "'");
+  if (precision != "fp32" && precision != "bf16" && precision != "bf16-dot" && precision != "int8-dot")
+    throw Error("--precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
   o.precision_bf16 = precision != "fp32";
-  o.bf16_dot = precision == "bf16-dot";
+  o.int8_dot = precision == "int8-dot";
+  o.bf16_dot = o.int8_dot || precision == "bf16-dot";
+  const std::optional<LoadQuantization> q = parse_load_quantization(quantize);
+  if (!q) throw Error("--quantize: expected none, nf4, nvfp4-experts or q8, got '" + quantize + "'");
+  o.quantize = *q;
   if (!prompt_ids.empty())
     for (int64_t v : parse_int_list(prompt_ids, "--prompt-ids")) {
       if (v < 0 || v > INT32_MAX) throw Error("--prompt-ids: id " + std::to_string(v) + " is out of range");

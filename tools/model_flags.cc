@@ -36,7 +36,7 @@ void ModelFlags::add_to(FlagParser& p) {
                "rounded to bf16, fp32 activations and accumulation (product path); bf16-dot: bf16 plus GEMM inputs "
                "rounded to bf16, vdpbf16ps (fastest on AVX512_BF16 CPUs); int8-dot: bf16-dot plus GEMMs over quantized "
                "weights (--quantize or a quantized checkpoint) on activations quantized to int8 blocks of 32, integer "
-               "dot products; the weights stay the stored codes (CPU backend)",
+               "dot products; the weights stay the stored codes (CPU backend; CUDA: the integer tensor cores)",
                "MODE");
   p.add_string("--decoder-window", &decoder_window,
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
@@ -99,16 +99,19 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   bar.finish();  // erased before anything else is printed (also when the load throws: the destructor)
   if (!plan.empty() && backend != "cpu")
     throw Error("--backend: not combinable with --plan (a plan names its devices)");
-  if (model->options().int8_dot && backend != "cpu")
-    throw Error("--precision int8-dot: a mode of the CPU backend; use --backend cpu or another precision for '" +
-                backend + "'");
+  if (model->options().int8_dot && backend != "cpu" && !is_cuda_device(backend))
+    throw Error("--precision int8-dot: a mode of the CPU and CUDA backends; use --backend cpu, cuda or another "
+                "precision for '" + backend + "'");
   // A device backend's spec with the fault guards of --debug-device.
   auto device_spec = [this](const std::string& name) {
     return debug_device ? with_device_option(name, "debug") : name;
   };
-  // A CUDA device in the dot mode runs its bf16 products on the tensor cores.
+  // A CUDA device in the dot mode runs its bf16 products on the tensor cores,
+  // in int8-dot its products over quantized weights on the integer ones.
   auto precision_spec = [&model](const std::string& spec) {
-    return model->options().bf16_dot && is_cuda_device(spec) ? with_device_option(spec, "bf16-dot") : spec;
+    if (!is_cuda_device(spec)) return spec;
+    if (model->options().int8_dot) return with_device_option(spec, "int8-dot");
+    return model->options().bf16_dot ? with_device_option(spec, "bf16-dot") : spec;
   };
   if (plan.empty()) {
     if (backend != "cpu" || debug_device) {

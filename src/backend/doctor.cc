@@ -77,14 +77,17 @@ class PipeListener : public DifferentialListener {
     mo.threads = opt.threads;
     mo.precision = opt.precision_bf16 ? WeightPrecision::kBF16 : WeightPrecision::kAsStored;
     mo.load_progress = opt.load_progress;
+    mo.quantize = opt.quantize;
     auto model = opt.config_path.empty() ? DiffusionGemma::load(opt.model_dir, mo)
                                          : DiffusionGemma::load(opt.model_dir, opt.config_path, mo);
     CpuBackendOptions ro;
     ro.threads = opt.threads;
     ro.bf16_dot = opt.bf16_dot;
+    ro.int8_dot = opt.int8_dot;
     CpuBackend reference(ro);
+    const char* mode = opt.int8_dot ? "int8-dot" : opt.bf16_dot ? "bf16-dot" : nullptr;
     std::unique_ptr<Backend> target =
-        make_backend(opt.bf16_dot ? with_device_option(opt.backend, "bf16-dot") : opt.backend, opt.threads);
+        make_backend(mode ? with_device_option(opt.backend, mode) : opt.backend, opt.threads);
     DifferentialOptions dopt;
     dopt.tolerance = opt.tolerance;
     dopt.routing_from_reference = opt.routing_from_reference;

@@ -14,6 +14,7 @@
 
 #include "backend/differential_backend.h"
 #include "core/json.h"
+#include "quantize/load_quantize.h"
 
 namespace dgemma {
 
@@ -29,6 +30,12 @@ struct DoctorOptions {
   // --precision bf16-dot: the reference in the CPU's dot mode, the target in
   // its own (a CUDA target gets the "bf16-dot" option).
   bool bf16_dot = false;
+  // --precision int8-dot (implies bf16_dot): the reference in the CPU's
+  // int8-dot, the target with the "int8-dot" option (a CUDA target: the
+  // integer tensor cores, bit-identical products).
+  bool int8_dot = false;
+  // --quantize: the weights quantized at load, in both runs alike.
+  LoadQuantization quantize = LoadQuantization::kNone;
   int threads = 0;
   Tolerance tolerance;
   // Loading progress of each checked run's model (ModelOptions::load_progress),

@@ -54,6 +54,15 @@ if out=$("$bin" doctor -m "$data" --backend cuda:debug --steps 2 --json 2>"$err"
     ok "cuda vs cpu on a $format checkpoint: all ops agree"
   done
   rm -rf "$qdir"
+  # The integer mode: GEMMs over quantized weights on int8 activation blocks
+  # (the integer tensor cores) against the CPU's int8-dot, op by op; golden A's
+  # shapes tile into 32-column blocks, so the integer kernels run.
+  for format in q8 nf4; do
+    out=$("$bin" doctor -m "$data" --backend cuda --quantize $format --precision int8-dot --steps 2 --json \
+      2>"$err") || { cat "$err"; echo "$out"; exit 1; }
+    grep -q '"first_failure": null' <<<"$out" || { echo "$out"; exit 1; }
+    ok "cuda vs cpu in int8-dot, --quantize $format: all ops agree"
+  done
 else
   grep -qE "no CUDA device found|has no CUDA backend" "$err" || { cat "$err"; exit 1; }
   ok "cuda without a device: $(head -c 120 "$err")"

@@ -89,7 +89,19 @@ then
 else
   bad "forward --precision int8-dot: $(cat "$TMP/f8.err"; grep decoder.logits "$TMP/c8.json")"
 fi
-expect_error "int8-dot off the CPU" "CPU backend" "$BIN" run -p hi -n 4 --precision int8-dot --backend cuda
+# int8-dot is a mode of the CUDA backend too: with --backend cuda it either runs
+# (a GPU or the emulated device) or fails for want of a device, never for the
+# precision.
+if "$BIN" run -p hi -n 4 --quantize q8 --precision int8-dot --backend cuda >"$TMP/c8.out" 2>"$TMP/c8.err"; then
+  [ -s "$TMP/c8.out" ] && ok "run --precision int8-dot --backend cuda on a device" ||
+    bad "run --precision int8-dot --backend cuda printed nothing"
+elif grep -q "no CUDA device\|no CUDA backend" "$TMP/c8.err" && ! grep -q -- "--precision" "$TMP/c8.err"; then
+  ok "run --precision int8-dot --backend cuda without a device: $(head -c 80 "$TMP/c8.err")"
+else
+  bad "run --precision int8-dot --backend cuda: $(cat "$TMP/c8.err")"
+fi
+expect_error "int8-dot on another backend" "CPU and CUDA" "$BIN" run -p hi -n 4 --precision int8-dot \
+  --backend inject:linear:0:encoder:0:nan
 expect_error "unknown precision" "int8-dot" "$BIN" run -p hi -n 4 --precision int4
 
 finish

@@ -128,6 +128,8 @@ void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4,
   CpuBackendOptions ro;
   ro.threads = 2;
   ro.bf16_dot = dot_mode(gpu);
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&gpu);
+  ro.int8_dot = cuda && cuda->options().int8_dot;
   CpuBackend cpu(ro);
   const bool dot_product = dot_mode(gpu) && (cs.call.kind == OpKind::kLinear || cs.call.kind == OpKind::kMoeExperts) &&
                            std::any_of(cs.call.w.begin(), cs.call.w.end(),
@@ -428,6 +430,23 @@ const WeightRef* add_quant_weight(Case& cs, const QuantCase& q, const std::strin
   return &cs.weights.back();
 }
 
+// A moe_experts case over quantized experts: x [M, H] in [-1, 1], each
+// token routed to two distinct experts of E with weights in [0, 1], gate_up
+// [E, 2I, H] and down [E, H, I] (NVFP4: one slice per expert projection).
+void add_quantized_experts(Case& cs, const QuantCase& q, Rng& r, int64_t M, int64_t H, int64_t I, int64_t E) {
+  cs.call.kind = OpKind::kMoeExperts;
+  cs.input_f32({M, H}, r, -1, 1);
+  std::vector<int32_t> idx;
+  for (int64_t m = 0; m < M; ++m) {
+    idx.push_back(int32_t((m * 3) % E));
+    idx.push_back(int32_t((m * 3 + 1 + m % 2) % E));
+  }
+  cs.input_i32({M, 2}, idx);
+  cs.input_f32({M, 2}, r, 0, 1);
+  add_quant_weight(cs, q, "experts.gate_up_proj", {E, 2 * I, H}, r, I);
+  add_quant_weight(cs, q, "experts.down_proj", {E, H, I}, r, H);
+}
+
 TEST_P(CudaOps, QuantizedWeights) {
   const QuantCase cases[] = {
       {"nf4 double quant", QuantScheme::kNF4, 64, 4, true, DType::kBF16},
@@ -441,7 +460,7 @@ TEST_P(CudaOps, QuantizedWeights) {
   for (const QuantCase& q : cases) {
     SCOPED_TRACE(q.label);
     Rng r(1000 + uint32_t(q.scheme) * 10 + uint32_t(q.bits));
-    const int64_t M = 5, K = 128, N = 48, V = 40, E = 4, I = 64, H = 64, top_k = 2;
+    const int64_t M = 5, K = 128, N = 48, V = 40, E = 4, I = 64, H = 64;
     {  // linear (the LM head and every projection), NVFP4 in 3 slices
       Case cs;
       cs.call.kind = OpKind::kLinear;
@@ -470,21 +489,113 @@ TEST_P(CudaOps, QuantizedWeights) {
     }
     {  // routed experts: gate_up and down quantized (NVFP4: one slice per expert projection)
       Case cs;
-      cs.call.kind = OpKind::kMoeExperts;
-      cs.input_f32({M, H}, r, -1, 1);
-      std::vector<int32_t> idx;
-      for (int64_t m = 0; m < M; ++m) {
-        idx.push_back(int32_t((m * 3) % E));
-        idx.push_back(int32_t((m * 3 + 1 + m % 2) % E));
-      }
-      cs.input_i32({M, top_k}, idx);
-      cs.input_f32({M, top_k}, r, 0, 1);
-      add_quant_weight(cs, q, "experts.gate_up_proj", {E, 2 * I, H}, r, I);
-      add_quant_weight(cs, q, "experts.down_proj", {E, H, I}, r, H);
+      add_quantized_experts(cs, q, r, M, H, I, E);
       cs.what = std::string("moe_experts ") + q.label;
       expect_matches_cpu(gpu(), cs, 1);
     }
   }
+}
+
+// The integer mode (cuda:int8-dot): products over quantized weights on int8
+// activation blocks on the integer tensor cores, bit-identical to the CPU's
+// int8-dot (the same integers, the same fp32 chain). Shapes with row and
+// column tails (37 rows, 80 output features: not multiples of the 32 × 64
+// tile) and several blocks per row; one activation row holds a NaN, whose
+// blocks give NaN outputs in both. Experts are compared with the CPU's scalar
+// level, whose gated activation is the same scalar expression as the
+// device's (the vector levels use their own GELU); linears with every level.
+void expect_bitwise(const Tensor& ref, const Tensor& got, const std::string& what) {
+  ASSERT_EQ(ref.shape, got.shape) << what;
+  size_t diff = 0, first = 0;
+  for (size_t e = 0; e < ref.f.size(); ++e) {
+    const bool same = std::isnan(ref.f[e]) ? std::isnan(got.f[e]) : ref.f[e] == got.f[e];
+    if (!same && diff++ == 0) first = e;
+  }
+  EXPECT_EQ(diff, 0u) << what << ": " << diff << " of " << ref.f.size() << " outputs differ, first at " << first
+                      << ": cpu " << ref.f[first] << " cuda " << got.f[first];
+}
+
+Tensor run_one(Backend& b, const Case& cs) {
+  Tensor out;
+  OpCall c = cs.call;
+  c.out = {&out};
+  prepare_op(c);
+  b.run(c);
+  return out;
+}
+
+bool launched_kernel(const CudaBackend& gpu, const std::string& kernel) {
+  for (const CudaLaunchRecord& r : gpu.recent_launches())
+    if (r.kernel == kernel) return true;
+  return false;
+}
+
+TEST(CudaInt8Dot, BitIdenticalToTheCpuInt8Dot) {
+  REQUIRE_CUDA_DEVICE();
+  const QuantCase cases[] = {
+      {"nf4 double quant", QuantScheme::kNF4, 64, 4, true, DType::kBF16},
+      {"nf4", QuantScheme::kNF4, 32, 4, false, DType::kF32},
+      {"nvfp4", QuantScheme::kNVFP4, 16, 4, false, DType::kBF16},
+      {"affine4 bf16 scales", QuantScheme::kAffine, 32, 4, false, DType::kBF16},
+      {"affine8 f16 scales", QuantScheme::kAffine, 64, 8, false, DType::kF16},
+      {"affine8 f32 scales", QuantScheme::kAffine, 32, 8, false, DType::kF32},
+      {"int8", QuantScheme::kInt8, 64, 8, false, DType::kF32},
+  };
+  for (const char* spec : {"cuda:int8-dot", "cuda:sync,int8-dot"}) {
+    CudaBackend gpu(parse_cuda_spec(spec));
+    ASSERT_TRUE(gpu.options().int8_dot && gpu.options().bf16_dot) << spec;
+    CpuBackendOptions so;
+    so.threads = 2;
+    so.int8_dot = true;
+    so.isa = CpuIsa::kScalar;
+    CpuBackend scalar(so);
+    CpuBackendOptions fo = so;
+    fo.isa.reset();
+    CpuBackend fast(fo);
+    for (const QuantCase& q : cases) {
+      const std::string what = std::string(spec) + " " + q.label;
+      SCOPED_TRACE(what);
+      Rng r(3000 + uint32_t(q.scheme) * 10 + uint32_t(q.bits));
+      const int64_t M = 37, K = 192, N = 80, E = 4, H = 128, I = 128;
+      {
+        Case cs;
+        cs.call.kind = OpKind::kLinear;
+        Tensor& x = cs.input_f32({M, K}, r, -2, 2);
+        x.f[size_t(5 * K + 40)] = NAN;  // row 5, block 1
+        x.f[size_t(9 * K + 3)] = 0.0f;  // a tiny block: row 9, columns 0..31 all zero
+        for (int64_t k = 0; k < 32; ++k) x.f[size_t(9 * K + k)] = 0.0f;
+        add_quant_weight(cs, q, "W", {N, K}, r, 16);
+        const Tensor ref = run_one(scalar, cs), ref_fast = run_one(fast, cs), got = run_one(gpu, cs);
+        expect_bitwise(ref, ref_fast, what + " linear, cpu levels");
+        expect_bitwise(ref, got, what + " linear");
+        EXPECT_TRUE(launched_kernel(gpu, "linear.i8_gemm")) << "the linear did not take the integer path";
+        EXPECT_TRUE(std::isnan(got.f[size_t(5 * N)])) << "a NaN activation block must reach the outputs";
+      }
+      {
+        Case cs;
+        add_quantized_experts(cs, q, r, M, H, I, E);
+        const Tensor ref = run_one(scalar, cs), got = run_one(gpu, cs);
+        expect_bitwise(ref, got, what + " moe_experts");
+        EXPECT_TRUE(launched_kernel(gpu, "moe_experts.down_i8")) << "the experts did not take the integer path";
+      }
+    }
+  }
+}
+
+// Weights the integer path cannot tile (rows of K % 32 != 0 columns, like the
+// golden models' shapes) keep the exact products, as on the CPU.
+TEST(CudaInt8Dot, UntiledWeightsKeepTheExactPath) {
+  REQUIRE_CUDA_DEVICE();
+  CudaBackend gpu(parse_cuda_spec("cuda:int8-dot"));
+  Rng r(31);
+  Case cs;
+  cs.call.kind = OpKind::kLinear;
+  cs.input_f32({4, 48}, r, -1, 1);
+  const QuantCase nf4{"nf4", QuantScheme::kNF4, 16, 4, false, DType::kF32};
+  add_quant_weight(cs, nf4, "W", {24, 48}, r);
+  expect_matches_cpu(gpu, cs, 1);
+  EXPECT_FALSE(launched_kernel(gpu, "linear.i8_gemm"));
+  EXPECT_EQ(gpu.name(), "cuda:int8-dot");
 }
 
 // What "stays packed" means: the device holds the NF4 codes and scales, not a

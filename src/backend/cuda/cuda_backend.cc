@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/quant_upload.h"
 #include "dgemma/error.h"
+#include "ops/cpu/int8_dot.h"
 #include "quantize/quantized_weight.h"
 #if DGEMMA_CUDA_EMULATION
 #include "backend/cuda/emulation/fake_cublas.h"
@@ -306,13 +307,15 @@ CudaBackendOptions parse_cuda_spec(const std::string& spec) {
       o.checker = true;
     } else if (tok == "bf16-dot") {
       o.bf16_dot = true;
+    } else if (tok == "int8-dot") {
+      o.bf16_dot = o.int8_dot = true;
     } else if (tok == "debug") {
       o.debug = o.sync = o.checker = true;
     } else if (!tok.empty() && tok.size() <= 4 && tok.find_first_not_of("0123456789") == std::string::npos) {
       o.device = std::stoi(tok);
     } else {
       throw Error("backend '" + spec + "': unknown CUDA option '" + tok +
-                  "' (expected sync, debug, checker, bf16-dot or a device number, e.g. cuda:1,sync)");
+                  "' (expected sync, debug, checker, bf16-dot, int8-dot or a device number, e.g. cuda:1,sync)");
     }
     tok.clear();
   }
@@ -577,6 +580,18 @@ struct CudaBackend::Impl {
   void check_finite(const OpCall& c) const;
   const void* weight(const WeightRef& w, k::WType* wt);
   const void* quant_weight(const WeightRef& w);
+  // The integer mode (options int8_dot): whether W's products take the
+  // integer path, activations x [M, K] quantized for it, and the (grouped)
+  // product on it; dw is weight()'s device QView of W.
+  bool int8_path(const WeightRef& W) const;
+  struct I8Acts {
+    const int8_t* q = nullptr;
+    const float *d = nullptr, *ds = nullptr;
+    const int32_t* qsum = nullptr;
+  };
+  I8Acts quantize_i8(const float* x, int64_t M, int64_t K, const char* what);
+  void i8_gemm(const char* kernel, const I8Acts& a, int64_t K, const int32_t* starts, int64_t E, int64_t max_rows,
+               const WeightRef& W, const void* dw, int64_t N, float* y);
   void* upload_weight_bytes(const void* host, int64_t bytes, const std::string& what, CachedQuant& into);
   void record_launch(const char* kernel, std::initializer_list<const void*> args, const std::string& detail,
                      const k::LaunchShape* shape = nullptr);
@@ -1230,7 +1245,10 @@ void CudaBackend::Impl::linear(const OpCall& c) {
       g.ldb = K;
       g.C = out;
       g.ldc = N;
-      if (wt == k::WType::kF32) {
+      if (int8_path(W)) {
+        const I8Acts a = quantize_i8(d_x, M, K, "linear.quantize_i8");
+        i8_gemm("linear.i8_gemm", a, K, nullptr, 1, M, W, w, N, out);
+      } else if (wt == k::WType::kF32) {
         g.A = w;
         gemm(g);
       } else if (opt.bf16_dot && wt == k::WType::kBF16) {
@@ -1254,6 +1272,34 @@ void CudaBackend::Impl::linear(const OpCall& c) {
     }
   }
   download(0, out);
+}
+
+bool CudaBackend::Impl::int8_path(const WeightRef& W) const {
+  return opt.int8_dot && W.quant && cpu::int8_dot_supported(*W.quant);
+}
+
+// Device workspaces of this op: q [M, K] int8, then d, ds and Σq per block.
+CudaBackend::Impl::I8Acts CudaBackend::Impl::quantize_i8(const float* x, int64_t M, int64_t K, const char* what) {
+  const int64_t nb = M * (K / cpu::kI8Block);
+  auto* q = static_cast<int8_t*>(alloc(M * K, "workspace (int8 activations)", true));
+  auto* d = static_cast<float*>(alloc(nb * 4, "workspace (activation block scales)", true));
+  auto* ds = static_cast<float*>(alloc(nb * 4, "workspace (activation block scale sums)", true));
+  auto* qs = static_cast<int32_t*>(alloc(nb * 4, "workspace (activation block sums)", true));
+  launched(what, k::launch_i8_quantize(stream, x, M, K, q, d, ds, qs), {x, q, d, ds, qs});
+  return I8Acts{q, d, ds, qs};
+}
+
+void CudaBackend::Impl::i8_gemm(const char* kernel, const I8Acts& a, int64_t K, const int32_t* starts, int64_t E,
+                                int64_t max_rows, const WeightRef& W, const void* dw, int64_t N, float* y) {
+  const QuantizedWeight& qw = *W.quant;
+  const k::QScheme scheme = qw.scheme == QuantScheme::kNF4     ? k::QScheme::kNF4
+                            : qw.scheme == QuantScheme::kNVFP4 ? k::QScheme::kNVFP4
+                            : qw.scheme == QuantScheme::kAffine ? k::QScheme::kAffine
+                                                                : k::QScheme::kInt8;
+  launched(kernel,
+           k::launch_i8_grouped_gemm(stream, a.q, a.d, a.ds, a.qsum, K, starts, E, max_rows,
+                                     static_cast<const k::QView*>(dw), scheme, qw.bits, N, y),
+           {a.q, a.d, a.ds, a.qsum, starts, dw, y});
 }
 
 void CudaBackend::Impl::rope(const OpCall& c) {
@@ -1425,7 +1471,26 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
   // The dot mode over bf16 experts: the tensor-core grouped products on the
   // expert inputs and activations rounded to bf16 (the CPU's dot mode).
   const bool tensor_cores = opt.bf16_dot && gt == k::WType::kBF16 && dt == k::WType::kBF16;
-  if (MK > 0 && H > 0 && tensor_cores) {
+  // The integer mode over quantized experts: both products on int8
+  // activation blocks (the CPU's int8-dot experts), the gated activation in
+  // fp32 between them.
+  const bool integer = int8_path(gu) && int8_path(down);
+  if (MK > 0 && H > 0 && integer) {
+    auto* xe = static_cast<float*>(alloc(MK * H * 4, "workspace (expert inputs)", true));
+    y = static_cast<float*>(alloc(MK * H * 4, "workspace (expert outputs)", true));
+    launched("moe_experts.gather", k::launch_gather_rows(stream, d_x, d_tok, MK, H, xe), {d_x, d_tok, xe});
+    if (I > 0) {
+      auto* g = static_cast<float*>(alloc(MK * 2 * I * 4, "workspace (gate and up)", true));
+      auto* act = static_cast<float*>(alloc(MK * I * 4, "workspace (expert activations)", true));
+      const I8Acts ax = quantize_i8(xe, MK, H, "moe_experts.quantize_i8");
+      i8_gemm("moe_experts.gate_up_i8", ax, H, d_starts, E, M, gu, d_gu, 2 * I, g);
+      launched("moe_experts.glu", k::launch_glu_split(stream, g, MK, I, act), {g, act});
+      const I8Acts aa = quantize_i8(act, MK, I, "moe_experts.quantize_i8");
+      i8_gemm("moe_experts.down_i8", aa, I, d_starts, E, M, down, d_down, H, y);
+    } else {
+      zero(y, MK * H * 4);
+    }
+  } else if (MK > 0 && H > 0 && tensor_cores) {
     auto* xe = static_cast<uint16_t*>(alloc(MK * H * 2, "workspace (expert inputs, bf16)", true));
     y = static_cast<float*>(alloc(MK * H * 4, "workspace (expert outputs)", true));
     launched("moe_experts.gather_bf16", k::launch_gather_rows_bf16(stream, d_x, d_tok, MK, H, xe), {d_x, d_tok, xe});
@@ -1690,7 +1755,8 @@ std::string CudaBackend::name() const {
     if (options_.checker) opts += std::string(opts.empty() ? "" : ",") + "checker";
     if (options_.sync) opts += std::string(opts.empty() ? "" : ",") + "sync";
   }
-  if (options_.bf16_dot) opts += std::string(opts.empty() ? "" : ",") + "bf16-dot";
+  if (options_.int8_dot) opts += std::string(opts.empty() ? "" : ",") + "int8-dot";
+  else if (options_.bf16_dot) opts += std::string(opts.empty() ? "" : ",") + "bf16-dot";
   return opts.empty() ? "cuda" : "cuda:" + opts;
 }
 

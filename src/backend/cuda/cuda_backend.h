@@ -61,6 +61,12 @@ struct CudaBackendOptions {
   // run on the tensor cores with fp32 accumulation, as the CPU's dot mode
   // rounds them (CpuBackendOptions::bf16_dot). Off: pedantic fp32.
   bool bf16_dot = false;
+  // The integer mode (`--precision int8-dot`, spec option "int8-dot", which
+  // implies bf16-dot): linear and expert products over quantized weights
+  // that the CPU's int8-dot takes (cpu::int8_dot_supported) run on int8
+  // activation blocks on the integer tensor cores (int8_dot_kernels.cu),
+  // bit-identical to the CPU's int8-dot; other weights as in bf16-dot.
+  bool int8_dot = false;
   // Test hooks for the fault guards (tests/cuda): kWritePastOutput launches a
   // deliberately bad kernel that writes one element past output 0 after the
   // op; kSkipKernels launches nothing, so outputs keep their initial contents
@@ -74,7 +80,8 @@ struct CudaBackendOptions {
   int64_t scratch_elems = int64_t(64) << 20;
 };
 
-// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:bf16-dot", "cuda:1", "cuda:1,sync,debug"
+// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:bf16-dot", "cuda:int8-dot", "cuda:1",
+// "cuda:1,sync,debug"
 // (options after the colon, separated by ',' or ':'; a number is the device).
 CudaBackendOptions parse_cuda_spec(const std::string& spec);
 

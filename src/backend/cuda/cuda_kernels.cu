@@ -579,10 +579,7 @@ LaunchShape launch_grouped_gemm(cudaStream_t stream, const float* a, int64_t K, 
                                 int64_t max_rows, const void* w, WType wt, int64_t N, float* y) {
   LaunchShape s;
   const int64_t gx = (N + kTile - 1) / kTile, gy = (max_rows + kTile - 1) / kTile;
-  if (!plan(s, gx, gy)) return s;
-  s.grid[2] = unsigned(E);
-  s.launched = E >= 1 && E <= 65535;
-  if (s.launched)
+  if (plan_grouped(s, gx, gy, E, kTile * kTile))
     DGEMMA_LAUNCH(grouped_gemm_kernel, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kTile * kTile, stream)(
         a, K, starts, w, wt, N, y);
   return s;

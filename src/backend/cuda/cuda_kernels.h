@@ -48,6 +48,13 @@ struct QView {
   const float* nested_scales = nullptr;  // NF4 double quant
   float nested_map[256] = {};            // NF4 double quant
   float e4m3[256] = {};                  // NVFP4 block scales
+  // The integer path (int8-dot; ops/cpu/int8_dot.h Int8WeightValues, set
+  // when cpu::int8_dot_supported): each 4-bit code's integer value, NF4's
+  // cmax / 32767, the columns per weight scale (32, or 16 for NVFP4).
+  int i8_supported = 0;
+  int i8_sub = 32;
+  float i8_nf4_factor = 0.0f;
+  int16_t i8_levels[16] = {};
 };
 
 // Threads per block of every kernel (8 warps).
@@ -143,6 +150,26 @@ LaunchShape launch_soft_probs_bf16(cudaStream_t stream, const float* logits, int
 // (wmma 16x16x16 tiles; 64x64 output tiles, k in steps of 32).
 LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
                                      int64_t E, int64_t max_rows, const uint16_t* w, int64_t N, float* y);
+
+// ---- the integer path (int8_dot_kernels.cu; CudaBackendOptions::int8_dot) ----
+// The CPU's int8-dot GEMM (ops/cpu/int8_dot.h) on the integer tensor cores,
+// with the same integers and the same fp32 operations in the same order, so
+// the outputs are bit-identical to the CPU's.
+
+// Activations x [M, K] (K a multiple of 32) quantized per row in blocks of
+// 32: q [M, K] int8, and per block d = max|x| / 127, ds = d · Σq and the
+// integer Σq (each [M, K / 32]); a block holding NaN or ±Inf gets q = 0,
+// Σq = 0 and d = ds = NaN (cpu quantize_rows_portable).
+LaunchShape launch_i8_quantize(cudaStream_t stream, const float* x, int64_t M, int64_t K, int8_t* q, float* d,
+                               float* ds, int32_t* qsum);
+// y[j, :N] = Σ_k a[j, k] · W[e·N + n, k] on the integer path for the rows j
+// of each expert e (starts[E+1] on the device; max_rows bounds any expert's
+// rows); starts null: one group, rows [0, max_rows) and E = 1 (a linear).
+// `w` is the device QView of a weight whose i8_supported is set (scheme and
+// bits: its format, known on the host).
+LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const float* d, const float* ds,
+                                   const int32_t* qsum, int64_t K, const int32_t* starts, int64_t E, int64_t max_rows,
+                                   const QView* w, QScheme scheme, int bits, int64_t N, float* y);
 
 // Attention's softmax between its two products (cuBLAS): scores [Hq, rows,
 // S] (head-major, query rows m0.. of the op) in place, masked by the

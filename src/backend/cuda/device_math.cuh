@@ -182,6 +182,16 @@ inline bool plan(LaunchShape& s, int64_t gx, int64_t gy = 1) {
   return s.launched;
 }
 
+// A grouped product's grid: x over output tiles, y over row tiles of the
+// largest group, z one per group (expert); `threads` per block.
+inline bool plan_grouped(LaunchShape& s, int64_t gx, int64_t gy, int64_t groups, int threads) {
+  if (!plan(s, gx, gy)) return false;
+  s.block = unsigned(threads);
+  s.grid[2] = unsigned(groups < 0 ? 0 : groups > 65535 ? 65535 : groups);
+  s.launched = groups >= 1 && groups <= 65535;
+  return s.launched;
+}
+
 inline int64_t stride_blocks(int64_t n) {
   const int64_t b = (n + kBlock - 1) / kBlock;
   return b < kMaxStrideBlocks ? b : kMaxStrideBlocks;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "dgemma/error.h"
+#include "ops/cpu/int8_dot.h"
 #include "quantize/format_tables.h"
 
 namespace dgemma::cuda {
@@ -41,6 +42,13 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
     return int(up.buffers.size()) - 1;
   };
   const int64_t n = q.rows * q.cols, groups = q.block > 0 ? q.cols / q.block : 0;
+  if (cpu::int8_dot_supported(q)) {
+    const cpu::Int8WeightValues wv = cpu::int8_weight_values(q);
+    v.i8_supported = 1;
+    v.i8_sub = wv.sub;
+    v.i8_nf4_factor = wv.nf4_factor;
+    std::copy(std::begin(wv.levels), std::end(wv.levels), v.i8_levels);
+  }
   switch (q.scheme) {
     case QuantScheme::kNF4: {
       v.scheme = QScheme::kNF4;

@@ -197,11 +197,7 @@ LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int
                                      int64_t E, int64_t max_rows, const uint16_t* w, int64_t N, float* y) {
   LaunchShape s;
   const int64_t gx = (N + kCols - 1) / kCols, gy = (max_rows + kRows - 1) / kRows;
-  if (!plan(s, gx, gy)) return s;
-  s.block = kGemmThreads;
-  s.grid[2] = unsigned(E);
-  s.launched = E >= 1 && E <= 65535;
-  if (s.launched)
+  if (plan_grouped(s, gx, gy, E, kGemmThreads))
     DGEMMA_LAUNCH(grouped_gemm_bf16_kernel, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
         a, K, starts, w, N, y);
   return s;

@@ -34,29 +34,12 @@ struct Decoder {
   float nf4_factor = 0;  // NF4: cmax / 32767
 
   explicit Decoder(const QuantizedWeight& qw) : w(qw) {
-    int16_t levels[16] = {};
-    switch (w.scheme) {
-      case QuantScheme::kNF4: {
-        float cmax = 0.0f;
-        for (float c : w.code_map) cmax = std::max(cmax, std::fabs(c));
-        if (cmax > 0.0f)
-          for (int i = 0; i < 16; ++i) levels[i] = int16_t(std::lround(w.code_map[i] / cmax * 32767.0f));
-        nf4_factor = cmax / 32767.0f;
-        values = I8Values::kS16;
-        break;
-      }
-      case QuantScheme::kNVFP4:
-        sub = 16;
-        for (int i = 0; i < 16; ++i) levels[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
-        break;
-      case QuantScheme::kAffine:
-        bias = true;
-        for (int i = 0; i < 16; ++i) levels[i] = int16_t(i);
-        values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
-        break;
-      case QuantScheme::kInt8: break;
-    }
-    table = nibble_table(levels);
+    const Int8WeightValues wv = int8_weight_values(qw);
+    sub = wv.sub;
+    bias = wv.bias;
+    values = wv.values;
+    nf4_factor = wv.nf4_factor;
+    table = nibble_table(wv.levels);
   }
 
   // The stored codes of row r, columns [k0, k0 + kc): where they start and
@@ -164,6 +147,32 @@ struct Decoder {
 };
 
 }  // namespace
+
+Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
+  Int8WeightValues v;
+  switch (w.scheme) {
+    case QuantScheme::kNF4: {
+      float cmax = 0.0f;
+      for (float c : w.code_map) cmax = std::max(cmax, std::fabs(c));
+      if (cmax > 0.0f)
+        for (int i = 0; i < 16; ++i) v.levels[i] = int16_t(std::lround(w.code_map[i] / cmax * 32767.0f));
+      v.nf4_factor = cmax / 32767.0f;
+      v.values = I8Values::kS16;
+      break;
+    }
+    case QuantScheme::kNVFP4:
+      v.sub = 16;
+      for (int i = 0; i < 16; ++i) v.levels[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
+      break;
+    case QuantScheme::kAffine:
+      v.bias = true;
+      for (int i = 0; i < 16; ++i) v.levels[i] = int16_t(i);
+      v.values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
+      break;
+    case QuantScheme::kInt8: break;
+  }
+  return v;
+}
 
 bool int8_dot_supported(const QuantizedWeight& w) {
   if (w.cols % kI8Block != 0 || w.block <= 0) return false;

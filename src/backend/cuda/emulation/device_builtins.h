@@ -71,8 +71,10 @@ inline double __longlong_as_double(long long v) { return std::bit_cast<double>(v
 // lanes of a warp agree without exchanging anything. mma_sync sums the
 // products of each output in k order in fp32 (the products of bf16 or half
 // values are exact in fp32); a tensor core's order and internal rounding
-// differ, which the tests' tolerances cover. The shapes and alignments the
-// hardware requires are checked (a fault, as a misaligned access would be).
+// differ, which the tests' tolerances cover. Integer fragments (signed or
+// unsigned bytes, int accumulators) sum exactly, as the hardware does. The
+// shapes and alignments the hardware requires are checked (a fault, as a
+// misaligned access would be).
 namespace nvcuda::wmma {
 
 struct matrix_a {};
@@ -142,11 +144,18 @@ inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, 
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC>
 inline void mma_sync(fragment<accumulator, M, N, K, TC>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
                      const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
-  float out[M * N];
+  TC out[M * N];
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
-      float acc = c.x[i * N + j];
-      for (int k = 0; k < K; ++k) acc += detail::to_float(a.x[i * K + k]) * detail::to_float(b.x[k * N + j]);
+      TC acc = c.x[i * N + j];
+      if constexpr (std::is_same_v<TC, int>) {
+        // The integer tensor cores: bytes of one signedness, exact int32 sums.
+        static_assert(std::is_same_v<TA, TB> && (std::is_same_v<TA, signed char> || std::is_same_v<TA, unsigned char>),
+                      "integer wmma takes signed or unsigned bytes, both operands alike");
+        for (int k = 0; k < K; ++k) acc += int(a.x[i * K + k]) * int(b.x[k * N + j]);
+      } else {
+        for (int k = 0; k < K; ++k) acc += detail::to_float(a.x[i * K + k]) * detail::to_float(b.x[k * N + j]);
+      }
       out[i * N + j] = acc;
     }
   for (int e = 0; e < M * N; ++e) d.x[e] = out[e];  // d may be c
