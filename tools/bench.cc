@@ -340,19 +340,32 @@ int run_step(const Args& args) {
 #endif
   // Batched self-conditioned steps (issue 15, item 7): N canvases in one
   // pass, each against its own copy of the cache; warmed up once (the
-  // workspace grows to N canvases), best of --steps.
+  // workspace grows to N canvases), best of --steps. On a device each
+  // canvas runs its sampler pass in the batch and keeps its z there, as
+  // `serve` runs concurrent requests; on the CPU, as the single steps above,
+  // the logits come back through the host API.
   double t_batch = 0, t_batch_device = 0;
   if (batch > 1) {
     std::vector<KvCache> caches(static_cast<size_t>(batch), model->cache());
-    std::vector<std::vector<float>> outs(static_cast<size_t>(batch), std::vector<float>(static_cast<size_t>(L * V)));
+    std::vector<std::vector<float>> outs(static_cast<size_t>(device_steps ? 0 : batch),
+                                         std::vector<float>(static_cast<size_t>(L * V)));
+    std::vector<Tensor> z(static_cast<size_t>(batch));
+    std::vector<RowSamples> samples(static_cast<size_t>(batch));
     std::vector<DecodeItem> items(static_cast<size_t>(batch));
     for (size_t i = 0; i < items.size(); ++i) {
       items[i].cache = &caches[i];
       items[i].canvas = canvas.data();
-      items[i].self_conditioning = first.data();
-      items[i].logits = outs[i].data();
+      if (device_steps) {
+        items[i].samples = &samples[i];
+        items[i].z = &z[i];
+        items[i].uniforms = uniforms.data();
+      } else {
+        items[i].self_conditioning = first.data();
+        items[i].logits = outs[i].data();
+      }
     }
-    model->decode_batch(items);
+    model->decode_batch(items);  // on a device: each canvas's first z
+    for (DecodeItem& it : items) it.z_self_conditioning = device_steps;
     t_batch = 1e30;
     for (int64_t s = 0; s < steps; ++s) {
       t0 = now_s();
@@ -360,8 +373,6 @@ int run_step(const Args& args) {
       t_batch = std::min(t_batch, now_s() - t0);
     }
 #if DGEMMA_HAVE_CUDA
-    // The batched pass returns its logits through the host API; its device
-    // busy time leaves those copies out.
     if (gpu) {
       gpu->set_profiling(true);
       model->decode_batch(items);

@@ -474,18 +474,28 @@ void DiffusionGemma::decode_sample(const int32_t* canvas, bool use_self_conditio
   processed_valid_ = false;  // processed_ is overwritten below; valid again once the op succeeded
   const Tensor& logits = decode_logits(canvas, L, use_self_conditioning ? &processed_ : nullptr);
   const int step = decoder_step_++;
-  Tensor& u = workspace_.slot("sample.uniforms");
+  const SampleSlots slots = sample_rows(logits, processed_, temperature, uniforms, step, "sample");
+  // O(canvas) values come to the host; z stays where the op ran (on a device
+  // for the next step's soft embedding, spec §3.3).
+  ensure_host({slots.argmax, slots.entropy, slots.sample});
+  sample_rows_out(slots, processed_, step, out);
+  processed_valid_ = true;
+}
+
+DiffusionGemma::SampleSlots DiffusionGemma::sample_rows(const Tensor& logits, Tensor& z, float temperature,
+                                                        const double* uniforms, int step, const std::string& slots) {
+  const int64_t n = logits.dim(0);
+  SampleSlots s{&workspace_.slot(slots + ".uniforms"), &workspace_.slot(slots + ".argmax"),
+                &workspace_.slot(slots + ".entropy"), &workspace_.slot(slots + ".sample")};
+  Tensor& u = *s.uniforms;
   u.dtype = DType::kI32;
-  u.resize({uniforms ? L : 0, 2});
-  for (int64_t r = 0; uniforms && r < L; ++r) {  // the double's bit pattern, low word first
+  u.resize({uniforms ? n : 0, 2});
+  for (int64_t r = 0; uniforms && r < n; ++r) {  // the double's bit pattern, low word first
     const uint64_t bits = std::bit_cast<uint64_t>(uniforms[r]);
     u.i[size_t(2 * r)] = int32_t(uint32_t(bits));
     u.i[size_t(2 * r + 1)] = int32_t(uint32_t(bits >> 32));
   }
   u.host_written();
-  Tensor& argmax = workspace_.slot("sample.argmax");
-  Tensor& entropy = workspace_.slot("sample.entropy");
-  Tensor& sample = workspace_.slot("sample.sample");
   OpCall c;
   c.kind = OpKind::kSample;
   c.site = "sample";
@@ -493,22 +503,22 @@ void DiffusionGemma::decode_sample(const int32_t* canvas, bool use_self_conditio
   c.pass = Pass::kDecoder;
   c.step = step;
   c.in = {&logits, &u};
-  c.out = {&processed_, &argmax, &entropy, &sample};
+  c.out = {&z, s.argmax, s.entropy, s.sample};
   c.attrs.temperature = temperature;
   exec_.run(c);
-  // O(canvas) values come to the host; z stays where the op ran (on a device
-  // for the next step's soft embedding, spec §3.3).
-  ensure_host({&argmax, &entropy, &sample});
+  return s;
+}
+
+void DiffusionGemma::sample_rows_out(const SampleSlots& s, Tensor& z, int step, RowSamples& out) const {
   // A device marks the rows it cannot sample; the CPU op has thrown already.
-  for (const int32_t a : argmax.i)
+  for (const int32_t a : s.argmax->i)
     if (a < 0) {
-      processed_.ensure_host();
-      throw_marked_row(argmax.i, processed_.f.data(), config_.vocab_size, sample_op_where(c.site, step));
+      z.ensure_host();
+      throw_marked_row(s.argmax->i, z.f.data(), config_.vocab_size, sample_op_where("sample", step));
     }
-  processed_valid_ = true;
-  out.argmax.assign(argmax.i.begin(), argmax.i.end());
-  out.entropy.assign(entropy.f.begin(), entropy.f.end());
-  out.sample.assign(sample.i.begin(), sample.i.end());
+  out.argmax.assign(s.argmax->i.begin(), s.argmax->i.end());
+  out.entropy.assign(s.entropy->f.begin(), s.entropy->f.end());
+  out.sample.assign(s.sample->i.begin(), s.sample->i.end());
 }
 
 void DiffusionGemma::processed_logits(float* out) {
@@ -518,7 +528,8 @@ void DiffusionGemma::processed_logits(float* out) {
 }
 
 // Batched decoder pass (spec §2.3 per item; issue 15, item 7). Rows are
-// ordered with the self-conditioned items first, so that the soft embedding
+// ordered with the self-conditioned items first (those conditioned from the
+// host, then those conditioned on their own z), so that the soft embedding
 // and the self-conditioning MLP run once over one contiguous block of rows.
 void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   processed_valid_ = false;  // not a decode_sample() of the model's cache
@@ -529,19 +540,35 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   for (size_t i = 0; i < items.size(); ++i)
     if (items[i].self_conditioning) order.push_back(i);
   for (size_t i = 0; i < items.size(); ++i)
-    if (!items[i].self_conditioning) order.push_back(i);
-  int64_t R = 0, R_sc = 0;
+    if (items[i].samples && items[i].z_self_conditioning) order.push_back(i);
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!items[i].self_conditioning && !(items[i].samples && items[i].z_self_conditioning)) order.push_back(i);
+  int64_t R = 0, R_sc = 0, R_host_sc = 0;
+  bool sampling = false;
   std::vector<int64_t> row0(items.size()), rows(items.size());
   for (const size_t i : order) {
     const DecodeItem& it = items[i];
     const std::string who = "decode_batch: item " + std::to_string(i);
-    if (!it.canvas || !it.logits) throw Error(who + ": the canvas and logits pointers must be set");
+    if (!it.canvas || !(it.logits || it.samples))
+      throw Error(who + ": the canvas pointer and the logits or samples pointer must be set");
     if (it.n < 0) throw Error(who + ": negative canvas length " + std::to_string(it.n));
     if (it.cache) check_cache_layout(*it.cache, who);
     rows[i] = it.n > 0 ? it.n : config_.canvas_length;
     row0[i] = R;
     R += rows[i];
-    if (it.self_conditioning) R_sc += rows[i];
+    if (it.samples) {
+      sampling = true;
+      if (!it.z) throw Error(who + ": a sampling item needs its z tensor");
+      if (it.self_conditioning)
+        throw Error(who + ": a sampling item is conditioned on its z (z_self_conditioning), not on host logits");
+      if (it.z_self_conditioning && (it.z->dtype != DType::kF32 || it.z->shape != std::vector<int64_t>{rows[i], V}))
+        throw Error(who + ": z_self_conditioning needs z of [" + std::to_string(rows[i]) + ", " + std::to_string(V) +
+                    "] F32 (the previous pass's), got " + it.z->shape_string());
+      if (it.z_self_conditioning) R_sc += rows[i];
+    } else if (it.self_conditioning) {
+      R_sc += rows[i];
+      R_host_sc += rows[i];
+    }
   }
   Tensor ids = Tensor::i32({R}), pos = Tensor::i32({R});
   std::vector<Tensor> item_pos;  // per sequence, for its attention
@@ -561,15 +588,25 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
     item_pos.push_back(positions_tensor(cache->length, rows[i]));
     segments.push_back({cache, row0[i], rows[i], &item_pos.back()});
   }
-  Tensor* scl = nullptr;
-  if (R_sc > 0) {
-    scl = &workspace_.slot("self_conditioning.input");
-    scl->dtype = DType::kF32;
-    scl->resize({R_sc, V});
+  // The self-conditioning rows: the host items' logits in one tensor, then
+  // each sampling item's z where it lies (on a device: stacked there).
+  std::vector<const Tensor*> sc_parts;
+  if (R_host_sc > 0) {
+    Tensor& host = workspace_.slot("self_conditioning.input");
+    host.dtype = DType::kF32;
+    host.resize({R_host_sc, V});
     for (const size_t i : order)
       if (items[i].self_conditioning)
-        std::memcpy(scl->f.data() + row0[i] * V, items[i].self_conditioning, size_t(rows[i] * V) * 4);
-    scl->host_written();
+        std::memcpy(host.f.data() + row0[i] * V, items[i].self_conditioning, size_t(rows[i] * V) * 4);
+    host.host_written();
+    sc_parts.push_back(&host);
+  }
+  for (const size_t i : order)
+    if (items[i].samples && items[i].z_self_conditioning) sc_parts.push_back(items[i].z);
+  const Tensor* scl = sc_parts.empty() ? nullptr : sc_parts.front();
+  if (sc_parts.size() > 1) {
+    OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
+    scl = &op.run(OpKind::kConcatRows, "self_conditioning.stacked", sc_parts, {});
   }
   Tensor& x = decoder_input(ids, scl, R_sc);
   struct EndBatch {
@@ -578,11 +615,50 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   } end_batch{batch_};
   batch_ = std::move(segments);
   run_layers(Pass::kDecoder, x, pos);
-  const Tensor* logits = &decoder_output(x);
-  logits->ensure_host();
+  const Tensor& logits = decoder_output(x);
+  const int step = decoder_step_++;
+  if (!sampling) {
+    logits.ensure_host();
+    for (const size_t i : order)
+      std::memcpy(items[i].logits, logits.f.data() + row0[i] * V, size_t(rows[i] * V) * 4);
+    return;
+  }
+  // Each item's rows of the stacked logits (a slice on the model's backend),
+  // then its sampler pass into a fresh z or the copy of its logits to the host.
+  OpSite op{exec_, -1, Pass::kDecoder, step, workspace_};
+  const Tensor none = Tensor::f32({0, V});
+  std::vector<Tensor*> fresh_z(items.size(), nullptr);
+  std::vector<const Tensor*> item_logits(items.size(), &logits);
+  std::vector<SampleSlots> slots(items.size());
+  std::vector<const Tensor*> to_host;
+  for (const size_t i : order) {
+    const DecodeItem& it = items[i];
+    if (rows[i] != R) {
+      OpAttrs slice;
+      slice.skip_rows = row0[i];
+      slice.take_rows = rows[i];
+      // A sampling item's slice is read at once by its sample op; a logits
+      // item's is kept until the copy below, in a slot of its own.
+      item_logits[i] = &op.run(OpKind::kConcatRows, it.samples ? "sample.logits" : "logits." + std::to_string(i),
+                               {&logits, &none}, {}, slice);
+    }
+    if (it.samples) {
+      const std::string name = "sample." + std::to_string(i);
+      fresh_z[i] = &workspace_.slot(name + ".z");
+      slots[i] = sample_rows(*item_logits[i], *fresh_z[i], it.temperature, it.uniforms, step, name);
+      to_host.insert(to_host.end(), {slots[i].argmax, slots[i].entropy, slots[i].sample});
+    } else {
+      to_host.push_back(item_logits[i]);
+    }
+  }
+  ensure_host(to_host);  // one wait for every item's samples and logits
   for (const size_t i : order)
-    std::memcpy(items[i].logits, logits->f.data() + row0[i] * V, size_t(rows[i] * V) * 4);
-  ++decoder_step_;
+    if (items[i].samples) sample_rows_out(slots[i], *fresh_z[i], step, *items[i].samples);
+  // The whole pass succeeded: each sampling item's z becomes this pass's.
+  for (const size_t i : order) {
+    if (items[i].samples) std::swap(*items[i].z, *fresh_z[i]);
+    else std::memcpy(items[i].logits, item_logits[i]->f.data(), size_t(rows[i] * V) * 4);
+  }
 }
 
 ThreadPool* DiffusionGemma::thread_pool() { return &static_cast<CpuBackend&>(*own_backend_).pool(); }

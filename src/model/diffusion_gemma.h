@@ -46,6 +46,11 @@ struct ModelOptions {
 };
 
 // One sequence's part of a batched decoder pass (DiffusionGemma::decode_batch).
+// An item either gets its logits on the host (`logits`, self-conditioning
+// from `self_conditioning`), or, with `samples` set, the sampler pass of
+// decode_sample() where the logits are: its processed logits z stay in the
+// sequence's own tensor `z` (on the model's device), which conditions the
+// sequence's next step, and only O(n) values reach the host.
 struct DecodeItem {
   // The sequence's KV cache, with this model's layout (empty_cache()); only
   // read, never changed. nullptr: the model's own cache.
@@ -54,6 +59,17 @@ struct DecodeItem {
   int64_t n = 0;                             // canvas positions; 0: canvas_length()
   const float* self_conditioning = nullptr;  // [n, vocab], or null (a canvas's first step)
   float* logits = nullptr;                   // out: [n, vocab] soft-capped logits
+  // The sampler pass (decode_sample per sequence): argmax, entropy and draw
+  // per position into *samples. `z` is the sequence's z: with
+  // z_self_conditioning, its [n, vocab] contents (the previous pass's z)
+  // condition this pass; afterwards it holds this pass's z — replaced only
+  // when the whole pass succeeded, so a failed batch leaves every z as it
+  // was. `uniforms`: n values in [0, 1) for the draw, or null (no draw).
+  RowSamples* samples = nullptr;
+  Tensor* z = nullptr;
+  bool z_self_conditioning = false;
+  float temperature = 1.0f;
+  const double* uniforms = nullptr;
 };
 
 class DiffusionGemma : public DiffusionModel {
@@ -92,7 +108,11 @@ class DiffusionGemma : public DiffusionModel {
   // count; tests/model/batched_decode_test.cc). Ops are labelled with
   // decoder_step(), which the pass advances like decode() does; observers see
   // the stacked rows (self-conditioned items first). Throws dgemma::Error
-  // for a missing pointer, an out-of-range id or a cache of another layout.
+  // for a missing pointer, an out-of-range id or a cache of another layout,
+  // and BadLogitsRow (sampler.h) for the first bad row of a sampling item.
+  // Sampling items (DecodeItem::samples) get exactly what decode_sample()
+  // gives their sequence alone; the host copies are only the items' O(n)
+  // samples and the logits of the items that ask for them.
   void decode_batch(std::span<const DecodeItem> items);
 
   const ModelConfig& config() const { return config_; }
@@ -157,6 +177,17 @@ class DiffusionGemma : public DiffusionModel {
   Tensor& decoder_input(const Tensor& ids, const Tensor* sc, int64_t sc_rows);
   Tensor& decoder_output(const Tensor& x);
   const Tensor& decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc);
+  // The sampler pass (the sample op, spec §3.2) over `logits` [n, vocab] of
+  // decoder step `step` into z, with the uniforms (n values or null) and
+  // outputs in the workspace slots named `slots` + ".uniforms" etc.;
+  // sample_rows_out() then reads the outputs (on the host: ensure_host first)
+  // into `out`, throwing BadLogitsRow for a row a device marked.
+  struct SampleSlots {
+    Tensor *uniforms, *argmax, *entropy, *sample;
+  };
+  SampleSlots sample_rows(const Tensor& logits, Tensor& z, float temperature, const double* uniforms, int step,
+                          const std::string& slots);
+  void sample_rows_out(const SampleSlots& s, Tensor& z, int step, RowSamples& out) const;
 
   ModelConfig config_;
   TensorStore store_;

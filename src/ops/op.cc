@@ -227,22 +227,29 @@ void prepare_op(const OpCall& c) {
       break;
     }
     case OpKind::kConcatRows: {
-      k.counts(2, 0, 1);
-      const Tensor &a = *c.in[0], &b = *c.in[1];
-      if (a.dtype != b.dtype) k.fail("inputs have different dtypes");
-      k.dtype(a, a.dtype, "input 0");
-      k.dtype(b, a.dtype, "input 1");
-      if (a.shape.empty() || b.shape.empty()) k.fail("inputs must have rank >= 1");
-      if (std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()) != std::vector<int64_t>(b.shape.begin() + 1, b.shape.end()))
-        k.fail("rows of " + a.shape_string() + " and " + b.shape_string() + " differ");
-      if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > a.dim(0) + b.dim(0))
-        k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside [0, " + std::to_string(a.dim(0) + b.dim(0)) +
-               "]");
-      if (c.attrs.take_rows < 0 || c.attrs.skip_rows + c.attrs.take_rows > a.dim(0) + b.dim(0))
+      if (c.in.size() < 2) k.fail("expected at least 2 inputs, got " + std::to_string(c.in.size()));
+      k.counts(c.in.size(), 0, 1);
+      const Tensor& a = *c.in[0];
+      if (a.dtype != DType::kF32 && a.dtype != DType::kI32) k.dtype(a, DType::kF32, "input 0");
+      int64_t total = 0;
+      for (size_t i = 0; i < c.in.size(); ++i) {
+        const Tensor& b = *c.in[i];
+        if (b.dtype != a.dtype) k.fail("inputs have different dtypes (input " + std::to_string(i) + ")");
+        k.dtype(b, a.dtype, ("input " + std::to_string(i)).c_str());  // and storage that matches the shape
+        if (b.shape.empty()) k.fail("inputs must have rank >= 1 (input " + std::to_string(i) + ")");
+        if (i > 0 && std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()) !=
+                         std::vector<int64_t>(b.shape.begin() + 1, b.shape.end()))
+          k.fail("rows of " + a.shape_string() + " and " + b.shape_string() + " (input " + std::to_string(i) +
+                 ") differ");
+        total += b.dim(0);
+      }
+      if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > total)
+        k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside [0, " + std::to_string(total) + "]");
+      if (c.attrs.take_rows < 0 || c.attrs.skip_rows + c.attrs.take_rows > total)
         k.fail("take_rows " + std::to_string(c.attrs.take_rows) + " after skip_rows " +
-               std::to_string(c.attrs.skip_rows) + " exceeds the " + std::to_string(a.dim(0) + b.dim(0)) + " rows");
+               std::to_string(c.attrs.skip_rows) + " exceeds the " + std::to_string(total) + " rows");
       std::vector<int64_t> shape = a.shape;
-      shape[0] = c.attrs.take_rows > 0 ? c.attrs.take_rows : a.dim(0) + b.dim(0) - c.attrs.skip_rows;
+      shape[0] = c.attrs.take_rows > 0 ? c.attrs.take_rows : total - c.attrs.skip_rows;
       if (a.dtype == DType::kI32) k.out_i32(0, std::move(shape));
       else k.out_f32(0, std::move(shape));
       break;
@@ -272,12 +279,18 @@ void prepare_op(const OpCall& c) {
   }
 }
 
-ConcatRowsParts concat_rows_parts(const OpCall& c) {
-  const Tensor &a = *c.in[0], &b = *c.in[1];
-  const int64_t row = b.dim(0) == 0 ? (a.dim(0) == 0 ? 0 : a.numel() / a.dim(0)) : b.numel() / b.dim(0);
-  const int64_t skip_a = std::min(c.attrs.skip_rows, a.dim(0)), skip_b = c.attrs.skip_rows - skip_a;
-  const int64_t rows = c.out[0]->dim(0), rows_a = std::min(a.dim(0) - skip_a, rows);
-  return {skip_a * row, rows_a * row, skip_b * row, (rows - rows_a) * row};
+std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& c) {
+  const Tensor& out = *c.out[0];
+  const int64_t row = out.dim(0) == 0 ? 0 : out.numel() / out.dim(0);  // elements per row
+  std::vector<ConcatRowsPart> parts;
+  int64_t skip = c.attrs.skip_rows, left = out.dim(0);
+  for (size_t i = 0; i < c.in.size() && left > 0; ++i) {
+    const int64_t n = c.in[i]->dim(0), skipped = std::min(skip, n), taken = std::min(n - skipped, left);
+    skip -= skipped;
+    left -= taken;
+    if (taken > 0) parts.push_back({i, skipped * row, taken * row});
+  }
+  return parts;
 }
 
 }  // namespace dgemma

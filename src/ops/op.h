@@ -22,10 +22,11 @@
 //   add             in: a, b (same shape)                            out: a + b
 //   scale           in: x                   w: s[1]                  out: s·x
 //   softcap         in: x                                            out: cap·tanh(x/cap)
-//   concat_rows     in: a[Sa,...], b[Sb,...] (same dtype and row shape)
-//                                                                    out: [Sa+Sb-skip,...] = rows skip.. of (a then b)
+//   concat_rows     in: a[Sa,...], b[Sb,...], ... (two or more; same dtype and row shape)
+//                                                                    out: [Sa+Sb+...-skip,...] = rows skip.. of (a then b ...)
 //                   (the KV cache: gathering committed keys with the new ones,
-//                   appending to the cache with sliding-window eviction);
+//                   appending to the cache with sliding-window eviction; a
+//                   batched pass stacking its sequences' self-conditioning);
 //                   with take_rows > 0 only rows skip..skip+take-1 (out: [take,...]):
 //                   a slice of a batched pass's stacked rows (b empty)
 //   sample          in: logits[M,V], uniforms[M,2] I32 or [0,2]      out: z[M,V], argmax[M] I32, entropy[M],
@@ -126,14 +127,16 @@ struct OpCall {
 // dgemma::Error naming the op, site, layer and the offending shape.
 void prepare_op(const OpCall& call);
 
-// The two copies of a prepared concat_rows call, in elements: `a_count`
-// elements of input 0 from element `a_from`, then `b_count` of input 1 from
-// `b_from` (rows skip.. of a then b, the first take_rows of them). Shared by
-// every backend, so that they cannot disagree on the row arithmetic.
-struct ConcatRowsParts {
-  int64_t a_from = 0, a_count = 0, b_from = 0, b_count = 0;
+// The copies of a prepared concat_rows call, in elements, in output order:
+// `count` elements of input `input` from element `from` (rows skip.. of the
+// inputs one after the other, the first take_rows of them; inputs that
+// contribute nothing are left out). Shared by every backend, so that they
+// cannot disagree on the row arithmetic.
+struct ConcatRowsPart {
+  size_t input = 0;
+  int64_t from = 0, count = 0;
 };
-ConcatRowsParts concat_rows_parts(const OpCall& call);
+std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& call);
 
 // Whether the op runs inside each transformer layer ("layer") or once per
 // pass ("model") in the DiffusionGemma graph.

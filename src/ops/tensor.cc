@@ -50,7 +50,7 @@ void Tensor::resize(std::vector<int64_t> new_shape) {
 
 std::string Tensor::shape_string() const { return dgemma::shape_string(shape); }
 
-void ensure_host(std::initializer_list<const Tensor*> tensors) {
+void ensure_host(std::span<const Tensor* const> tensors) {
   std::vector<const DeviceData*> owners;  // one data per owner, to finish its copies
   std::vector<const Tensor*> queued;
   for (const Tensor* t : tensors) {

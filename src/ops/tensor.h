@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -70,7 +71,10 @@ struct Tensor {
 std::string shape_string(const std::vector<int64_t>& shape);
 
 // ensure_host() of several tensors, with one wait per device holding some.
-void ensure_host(std::initializer_list<const Tensor*> tensors);
+void ensure_host(std::span<const Tensor* const> tensors);
+inline void ensure_host(std::initializer_list<const Tensor*> tensors) {
+  ensure_host(std::span<const Tensor* const>(tensors.begin(), tensors.size()));
+}
 
 // A weight in its stored dtype. `data` points into a mapped checkpoint or a
 // converted buffer owned by the model.

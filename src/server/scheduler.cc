@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "dgemma/error.h"
@@ -29,20 +30,29 @@ SharedModel::SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache 
     throw Error("scheduler: the largest decoder batch must be at least 1, got " + std::to_string(max_batch));
 }
 
-SharedModel::SharedModel(DiffusionGemma& model, int max_batch)
+SharedModel::SharedModel(DiffusionGemma& model, int max_batch, bool sample_rows)
     : SharedModel(
           model, [&model] { return model.empty_cache(); }, [&model](KvCache& c) { model.swap_cache(c); },
           [&model](std::span<const DecodeRequest> requests) {
             std::vector<DecodeItem> items(requests.size());
             for (size_t i = 0; i < requests.size(); ++i) {
-              items[i].cache = requests[i].cache;
-              items[i].canvas = requests[i].canvas;
-              items[i].self_conditioning = requests[i].self_conditioning;
-              items[i].logits = requests[i].logits;
+              const DecodeRequest& r = requests[i];
+              DecodeItem& it = items[i];
+              it.cache = r.cache;
+              it.canvas = r.canvas;
+              it.self_conditioning = r.self_conditioning;
+              it.logits = r.logits;
+              it.samples = r.samples;
+              it.z = r.z;
+              it.z_self_conditioning = r.z_self_conditioning;
+              it.temperature = r.temperature;
+              it.uniforms = r.uniforms;
             }
             model.decode_batch(items);
           },
-          max_batch) {}
+          max_batch) {
+  sample_rows_ = sample_rows;
+}
 
 void SharedModel::set_metrics(Metrics* metrics) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -64,10 +74,11 @@ void SharedModel::run_exclusive(SequenceModel& seq, const std::function<void()>&
   run(seq.cache_, pass);
 }
 
-void SharedModel::decode(SequenceModel& seq, const int32_t* canvas, const float* self_conditioning, float* logits) {
+void SharedModel::decode(SequenceModel& seq, const DecodeRequest& request) {
   ++decode_calls_;
   if (!decode_batch_) {
-    run_exclusive(seq, [&] { model_.decode(canvas, self_conditioning, logits); });
+    if (request.samples) throw Error("scheduler: a sampler pass needs the model's batched pass");
+    run_exclusive(seq, [&] { model_.decode(request.canvas, request.self_conditioning, request.logits); });
     ++decoder_passes_;
     std::lock_guard<std::mutex> lock(mu_);
     if (metrics_ != nullptr) metrics_->add_decoder_pass(1);
@@ -84,7 +95,8 @@ void SharedModel::decode(SequenceModel& seq, const int32_t* canvas, const float*
   }
   const size_t slot = batch->requests.size();
   batch->members.push_back(&seq);
-  batch->requests.push_back({&seq.cache_, canvas, self_conditioning, logits});
+  batch->requests.push_back(request);
+  batch->requests.back().cache = &seq.cache_;
   if (int(batch->requests.size()) >= max_batch_) open_.reset();  // full: the next request opens another
   cv_.notify_all();
   if (leader) {
@@ -117,10 +129,21 @@ void SharedModel::run_batch(Batch& batch) {
   const size_t n = batch.requests.size();
   batch.errors.assign(n, nullptr);
   // One request, or a batched pass that failed: each request alone, with its
-  // cache swapped in (as the interleaving path runs it).
+  // cache swapped in (as the interleaving path runs it); a sampler pass as a
+  // batch of one (it names its cache; a failed pass left its z as it was).
   auto alone = [&](size_t i) {
     KvCache& cache = batch.members[i]->cache_;
     const DecodeRequest& r = batch.requests[i];
+    if (r.samples) {
+      try {
+        ++passes_;
+        ++decoder_passes_;
+        decode_batch_(std::span<const DecodeRequest>(&r, 1));
+      } catch (...) {
+        batch.errors[i] = std::current_exception();
+      }
+      return;
+    }
     bool swapped = false;
     try {
       swap_cache_(cache);
@@ -179,14 +202,45 @@ SequenceModel::SequenceModel(SharedModel& shared) : shared_(shared), cache_(shar
 SequenceModel::~SequenceModel() { idle(); }
 
 void SequenceModel::encode(const std::vector<int32_t>& ids) {
+  z_valid_ = false;
   shared_.run_exclusive(*this, [&] { shared_.model_.encode(ids); });
 }
 
 void SequenceModel::decode(const int32_t* canvas, const float* self_conditioning, float* logits) {
-  shared_.decode(*this, canvas, self_conditioning, logits);
+  z_valid_ = false;
+  SharedModel::DecodeRequest r;
+  r.canvas = canvas;
+  r.self_conditioning = self_conditioning;
+  r.logits = logits;
+  shared_.decode(*this, r);
+}
+
+void SequenceModel::decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature,
+                                  const double* uniforms, RowSamples& out) {
+  if (!samples_rows()) return DiffusionModel::decode_sample(canvas, use_self_conditioning, temperature, uniforms, out);
+  if (use_self_conditioning && !z_valid_)
+    throw Error("decode_sample: self-conditioning asked for, but the previous pass of this sequence was not a "
+                "decode_sample() (encode, decode or truncate_cache came in between)");
+  z_valid_ = false;  // until this pass has put its z in place
+  SharedModel::DecodeRequest r;
+  r.canvas = canvas;
+  r.samples = &out;
+  r.z = &z_;
+  r.z_self_conditioning = use_self_conditioning;
+  r.temperature = temperature;
+  r.uniforms = uniforms;
+  shared_.decode(*this, r);
+  z_valid_ = true;
+}
+
+void SequenceModel::processed_logits(float* out) {
+  if (!z_valid_) throw Error("processed_logits: no decode_sample() since the last change of the cache");
+  z_.ensure_host();
+  std::memcpy(out, z_.f.data(), z_.f.size() * sizeof(float));
 }
 
 void SequenceModel::truncate_cache(int64_t length) {
+  z_valid_ = false;
   shared_.run_exclusive(*this, [&] { shared_.model_.truncate_cache(length); });
 }
 

@@ -16,7 +16,11 @@
 // passes take turns like encoder passes (interleaving, at denoising-step
 // granularity). The per-step work outside the model (temperature, entropy,
 // sampling over [L, V] logits) runs on the sequence's own thread, in
-// parallel with the model's pass.
+// parallel with the model's pass — unless the model runs that pass itself
+// (DiffusionGemma: samples_rows()): then a sequence's decode_sample() joins
+// the batch like a decoder pass, the batched pass samples each sequence's
+// rows where its logits are (on a GPU: no [L, V] copy to the host), and the
+// sequence keeps its processed logits z for its next step.
 //
 // Scheduler: a bounded FIFO queue of jobs and `slots` worker threads, each
 // with its own sequence; a full queue refuses new jobs (the server answers
@@ -36,6 +40,7 @@
 
 #include "generate/diffusion_model.h"
 #include "model/kv_cache.h"
+#include "ops/tensor.h"
 
 namespace dgemma {
 class DiffusionGemma;
@@ -52,12 +57,19 @@ class SharedModel {
   using SwapCache = std::function<void(KvCache&)>;
   // One sequence's decoder pass in a batch: its cache (only read), canvas
   // [canvas_length], self-conditioning [canvas_length, vocab] or null, and
-  // where its logits [canvas_length, vocab] go.
+  // where its logits [canvas_length, vocab] go. Or, with `samples` set (only
+  // when the batched pass samples rows), its sampler pass as DecodeItem's
+  // fields of the same names describe it (model/diffusion_gemma.h).
   struct DecodeRequest {
     const KvCache* cache = nullptr;
     const int32_t* canvas = nullptr;
     const float* self_conditioning = nullptr;
     float* logits = nullptr;
+    RowSamples* samples = nullptr;
+    Tensor* z = nullptr;
+    bool z_self_conditioning = false;
+    float temperature = 1.0f;
+    const double* uniforms = nullptr;
   };
   // Runs the decoder passes of several sequences as one pass; each request's
   // logits must equal those of the model's decode() with its cache swapped in.
@@ -70,8 +82,9 @@ class SharedModel {
   // `max_batch` sequences per pass (without it decoder passes interleave).
   SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache swap_cache, DecodeBatch decode_batch = {},
               int max_batch = kDefaultMaxBatch);
-  // Batches with DiffusionGemma::decode_batch.
-  explicit SharedModel(DiffusionGemma& model, int max_batch = kDefaultMaxBatch);
+  // Batches with DiffusionGemma::decode_batch; with `sample_rows` the
+  // sequences' sampler passes run in the batched pass too (samples_rows()).
+  explicit SharedModel(DiffusionGemma& model, int max_batch = kDefaultMaxBatch, bool sample_rows = true);
 
   DiffusionModel& model() { return model_; }
   KvCache make_cache() const { return make_cache_(); }
@@ -79,6 +92,8 @@ class SharedModel {
   uint64_t decode_calls() const { return decode_calls_.load(); }      // decoder passes sequences asked for
   uint64_t decoder_passes() const { return decoder_passes_.load(); }  // decoder passes run (a batch counts once)
   bool batching() const { return bool(decode_batch_); }
+  // Whether sequences run their sampler passes in the model's batched pass.
+  bool samples_rows() const { return sample_rows_; }
   int max_batch() const { return max_batch_; }
   // Where each decoder pass's batch size is counted (Metrics::add_decoder_pass);
   // nullptr: nowhere. The Scheduler sets its own.
@@ -94,7 +109,7 @@ class SharedModel {
   void run_exclusive(SequenceModel& seq, const std::function<void()>& pass);
   // A decoder pass of `seq`: joins (or opens) the batch being collected and
   // returns when that batch ran; rethrows this request's error.
-  void decode(SequenceModel& seq, const int32_t* canvas, const float* self_conditioning, float* logits);
+  void decode(SequenceModel& seq, const DecodeRequest& request);
   // Runs a closed batch (without mu_): one decode_batch_ call, or the single
   // pass of a batch of one; when the batched pass throws, each request runs
   // alone so that an error reaches only the request that caused it.
@@ -107,6 +122,7 @@ class SharedModel {
   SwapCache swap_cache_;
   DecodeBatch decode_batch_;
   int max_batch_;
+  bool sample_rows_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_ticket_ = 0;
@@ -133,6 +149,13 @@ class SequenceModel final : public DiffusionModel {
   void encode(const std::vector<int32_t>& ids) override;
   void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
   void truncate_cache(int64_t length) override;
+  // The sampler pass in the shared model's batched pass (when the shared
+  // model samples rows): this sequence's z stays in z_, where the model's
+  // backend keeps it (DiffusionModel::decode_sample).
+  bool samples_rows() const override { return shared_.samples_rows(); }
+  void decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature, const double* uniforms,
+                     RowSamples& out) override;
+  void processed_logits(float* out) override;
   // This sequence makes no pass for now (its generation ended): a batch
   // being collected stops waiting for its next decoder pass.
   void idle();
@@ -142,6 +165,8 @@ class SequenceModel final : public DiffusionModel {
   SharedModel& shared_;
   KvCache cache_;
   bool decoding_ = false;  // between two decoder passes (guarded by shared_.mu_)
+  Tensor z_;               // z of the last decode_sample()
+  bool z_valid_ = false;   // and whether it is the previous pass's
 };
 
 // A unit of work for the scheduler.

@@ -90,14 +90,19 @@ else
 fi
 # A CUDA device (a GPU, or the emulated one of the sanitizer build): the steps
 # are timed as generate() runs them (decode_sample), split by the device's
-# own per-op times, in both precisions; without a device the error says so.
-for prec in fp32 bf16-dot; do
-  if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend cuda --precision $prec --json \
-      >"$TMP/cuda.json" 2>"$TMP/cuda.err"; then
+# own per-op times, in every precision (int8-dot on q8 weights), with a
+# batched step of 2 canvases sampled in the pass; without a device the error
+# says so.
+for prec in fp32 bf16-dot int8-dot; do
+  quant=()
+  [ $prec = int8-dot ] && quant=(--quantize q8)
+  if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend cuda --precision $prec "${quant[@]}" --batch 2 \
+      --json >"$TMP/cuda.json" 2>"$TMP/cuda.err"; then
     if python3 - "$TMP/cuda.json" "$prec" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["backend"] == ("cuda" if sys.argv[2] == "fp32" else "cuda:bf16-dot"), d["backend"]
+assert d["backend"] == ("cuda" if sys.argv[2] == "fp32" else "cuda:" + sys.argv[2]), d["backend"]
+assert d["batch"] == 2 and d["batch_step_sc_s"] > 0 and d["batch_device_s"] > 0, d
 assert d["step_path"] == "decode_sample", d.get("step_path")
 assert d["step_sc_s"] > 0 and d["step_sc_host_api_s"] > 0 and d["step_sc_device_s"] > 0, d
 ops = sum(v["seconds"] for v in d["step_sc_by_op"].values())

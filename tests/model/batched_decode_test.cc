@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/inject_backend.h"
 #include "dgemma/error.h"
+#include "generate/sampler.h"
 #include "model/diffusion_gemma.h"
 #include "ops/cpu/cpu_backend.h"
 
@@ -226,6 +228,130 @@ TEST(BatchedDecode, ShorterCanvasesAndBadItemsAreChecked) {
   items[1].logits = nullptr;
   EXPECT_THROW(m->decode_batch(items), Error);
   m->decode_batch({});  // nothing to do
+}
+
+// The sampler pass in the batch (the server's sequences on decode_sample):
+// each sampling item gets exactly the argmax, entropy, draw and z that
+// decode_sample() gives its sequence alone, over two steps (the second
+// conditioned on each item's own z), with a logits item in the same batch
+// and different temperatures; a batch that fails leaves every z as it was.
+TEST(BatchedDecode, SamplingItemsEqualDecodeSampleAlone) {
+  for (const int threads : {1, 2}) {
+    ModelOptions o;
+    o.threads = threads;
+    auto m = DiffusionGemma::load(kGolden, o);
+    const int64_t L = m->canvas_length(), V = m->vocab_size();
+    std::vector<Sequence> seqs = three_sequences(*m);
+    const float temps[3] = {0.7f, 1.0f, 1.3f};
+    std::vector<double> uniforms(static_cast<size_t>(L));
+    for (size_t r = 0; r < uniforms.size(); ++r) uniforms[r] = double(r * 37 % 101) / 101.0;
+    // Alone: each sequence's cache swapped in, two decode_sample() steps.
+    std::vector<std::vector<RowSamples>> want(3, std::vector<RowSamples>(2));
+    std::vector<std::vector<float>> want_z(3, std::vector<float>(size_t(L * V)));
+    for (size_t i = 0; i < 3; ++i) {
+      m->swap_cache(seqs[i].cache);
+      for (int step = 0; step < 2; ++step)
+        m->decode_sample(seqs[i].canvas.data(), step > 0, temps[i], i == 1 ? nullptr : uniforms.data(),
+                         want[i][size_t(step)]);
+      m->processed_logits(want_z[i].data());
+      m->swap_cache(seqs[i].cache);
+    }
+    // Batched: sequences 0 and 2 sample, sequence 1 asks for its logits.
+    const std::vector<float> want_logits = single(*m, seqs[1]);
+    std::vector<Tensor> z(3);
+    std::vector<RowSamples> got(3);
+    std::vector<float> logits(size_t(L * V));
+    for (int step = 0; step < 2; ++step) {
+      std::vector<DecodeItem> items(3);
+      for (size_t i = 0; i < 3; ++i) {
+        items[i].cache = &seqs[i].cache;
+        items[i].canvas = seqs[i].canvas.data();
+      }
+      for (size_t i : {0, 2}) {
+        items[i].samples = &got[i];
+        items[i].z = &z[i];
+        items[i].z_self_conditioning = step > 0;
+        items[i].temperature = temps[i];
+        items[i].uniforms = uniforms.data();
+      }
+      items[1].logits = logits.data();
+      m->decode_batch(items);
+      for (size_t i : {0, 2}) {
+        const std::string what = std::to_string(threads) + " threads, sequence " + std::to_string(i) + " step " +
+                                 std::to_string(step);
+        EXPECT_EQ(got[i].argmax, want[i][size_t(step)].argmax) << what;
+        EXPECT_EQ(got[i].entropy, want[i][size_t(step)].entropy) << what;
+        EXPECT_EQ(got[i].sample, want[i][size_t(step)].sample) << what;
+      }
+      EXPECT_EQ(logits, want_logits);
+    }
+    EXPECT_EQ(z[0].f, want_z[0]);
+    EXPECT_EQ(z[2].f, want_z[2]);
+    // One sampling item alone (its rows are the whole pass: no slice), no draw.
+    RowSamples one;
+    std::vector<DecodeItem> items(1);
+    items[0].cache = &seqs[1].cache;
+    items[0].canvas = seqs[1].canvas.data();
+    items[0].samples = &one;
+    items[0].z = &z[1];
+    items[0].temperature = temps[1];
+    m->decode_batch(items);
+    EXPECT_EQ(one.argmax, want[1][0].argmax);
+    EXPECT_EQ(one.entropy, want[1][0].entropy);
+    EXPECT_EQ(one.sample, std::vector<int32_t>(size_t(L), -1));
+    // A batch whose sampler pass fails (NaN logits: the sample op throws
+    // after the decoder pass ran) leaves every z as the previous pass left it.
+    std::vector<DecodeItem> failing(2);
+    failing[0].cache = &seqs[0].cache;
+    failing[0].canvas = seqs[0].canvas.data();
+    failing[0].samples = &got[0];
+    failing[0].z = &z[0];
+    failing[0].z_self_conditioning = true;
+    failing[1].cache = &seqs[2].cache;
+    failing[1].canvas = seqs[2].canvas.data();
+    failing[1].samples = &got[2];
+    failing[1].z = &z[2];
+    failing[1].z_self_conditioning = true;
+    {
+      InjectSpec nan;
+      nan.op = OpKind::kSoftcap;
+      nan.pass = Pass::kDecoder;
+      nan.step = m->decoder_step();
+      nan.kind = FaultKind::kNan;
+      InjectBackend inject(std::make_unique<CpuBackend>(threads), nan);
+      Backend& own = m->executor().backend();
+      m->set_backend(inject);
+      EXPECT_THROW(m->decode_batch(failing), BadLogitsRow);
+      m->set_backend(own);
+      EXPECT_TRUE(inject.fired());
+    }
+    EXPECT_EQ(z[0].f, want_z[0]);
+    EXPECT_EQ(z[2].f, want_z[2]);
+    // Items refused up front: a z of the wrong shape, a missing z, an
+    // out-of-range id.
+    Tensor wrong = Tensor::f32({2, V});
+    failing[1].z = &wrong;
+    try {
+      m->decode_batch(failing);
+      ADD_FAILURE() << "a z of the wrong shape was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("item 1: z_self_conditioning needs z of [16, 512]"), std::string::npos)
+          << e.what();
+    }
+    failing[1].z = nullptr;
+    EXPECT_THROW(m->decode_batch(failing), Error);
+    std::vector<int32_t> bad = seqs[2].canvas;
+    bad[1] = int32_t(V);
+    failing[1].z = &z[2];
+    failing[1].canvas = bad.data();
+    EXPECT_THROW(m->decode_batch(failing), Error);
+    EXPECT_EQ(z[0].f, want_z[0]);
+    EXPECT_EQ(z[2].f, want_z[2]);
+    // The batch still runs after all that.
+    failing[1].canvas = seqs[2].canvas.data();
+    m->decode_batch(failing);
+    EXPECT_EQ(z[0].shape, (std::vector<int64_t>{L, V}));
+  }
 }
 
 }  // namespace

@@ -259,6 +259,33 @@ TEST(CpuOps, ConcatRows) {
   EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &p}, {}), Error);
 }
 
+// More than two inputs (a batched pass stacks its sequences' self-conditioning
+// rows with one op): rows skip.. of all of them in order, empty inputs
+// anywhere, every skip and take; one input, or a mismatched one, is an error.
+TEST(CpuOps, ConcatRowsOfSeveralInputs) {
+  Fixture f;
+  Tensor a = f32({2, 2}, {1, 2, 3, 4}), none = f32({0, 2}, {}), b = f32({1, 2}, {5, 6}),
+         c = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  const std::vector<float> all = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  for (int64_t skip = 0; skip <= 6; ++skip)
+    for (int64_t take = 0; skip + take <= 6; ++take) {
+      OpAttrs at;
+      at.skip_rows = skip;
+      at.take_rows = take;
+      Tensor y = f.run(OpKind::kConcatRows, {&a, &none, &b, &c, &none}, {}, at);
+      const int64_t end = take > 0 ? skip + take : 6;
+      EXPECT_EQ(y.shape, (std::vector<int64_t>{end - skip, 2}));
+      EXPECT_EQ(y.f, std::vector<float>(all.begin() + skip * 2, all.begin() + end * 2))
+          << "skip " << skip << " take " << take;
+    }
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a}, {}), Error);
+  Tensor wide = f32({1, 3}, {1, 2, 3});
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &b, &wide}, {}), Error);
+  Tensor ids = Tensor::i32({1});
+  ids.i = {4};
+  EXPECT_THROW(f.run(OpKind::kConcatRows, {&a, &b, &ids}, {}), Error);
+}
+
 // take_rows (a batched decoder pass slices its stacked rows with it): rows
 // skip..skip+take-1 of (a then b), wherever they lie, in F32 and I32; 0 takes
 // the rest; a slice past the end is an error.

@@ -259,8 +259,14 @@ TEST(SharedModel, AFailedBatchFailsOnlyTheBadRequest) {
 
 // On the real model (golden_a): three sequences generated concurrently with
 // batched decoder passes give every step's logits bit for bit as when each
-// runs alone, with fewer decoder passes than steps.
-TEST(SharedModel, BatchedPassesOfTheRealModelAreBitIdentical) {
+// runs alone, with fewer decoder passes than steps — with the sampler pass
+// in the batched pass (the sequences' decode_sample(), z kept per sequence)
+// and with it on each sequence's thread over host logits.
+class SharedModelPaths : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(SamplerPass, SharedModelPaths, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "in_the_batch" : "on_the_host"; });
+
+TEST_P(SharedModelPaths, BatchedPassesOfTheRealModelAreBitIdentical) {
   struct Steps final : GenerationObserver {
     std::vector<std::vector<float>> logits;
     int64_t vocab = 0;
@@ -301,8 +307,10 @@ TEST(SharedModel, BatchedPassesOfTheRealModelAreBitIdentical) {
     alone.push_back(run_one(*model, k));
   }
   model->truncate_cache(0);
-  SharedModel shared(*model);
+  SharedModel shared(*model, SharedModel::kDefaultMaxBatch, GetParam());
   ASSERT_TRUE(shared.batching());
+  ASSERT_EQ(shared.samples_rows(), GetParam());
+  ASSERT_EQ(SequenceModel(shared).samples_rows(), GetParam());
   std::vector<Result> together(3);
   std::vector<std::thread> threads;
   for (int k = 0; k < 3; ++k)

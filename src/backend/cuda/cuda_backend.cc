@@ -1554,18 +1554,17 @@ void CudaBackend::Impl::elementwise(const OpCall& c) {
 // device-to-device copies (the KV cache stays on the device, and a batched
 // pass slices and stacks its rows there).
 void CudaBackend::Impl::concat_rows(const OpCall& c) {
-  const ConcatRowsParts parts = concat_rows_parts(c);
-  auto* da = static_cast<const char*>(input(*c.in[0], "input 0"));
-  auto* db = static_cast<const char*>(input(*c.in[1], "input 1"));
+  std::vector<const char*> src(c.in.size());
+  for (size_t i = 0; i < c.in.size(); ++i)
+    src[i] = static_cast<const char*>(input(*c.in[i], "input " + std::to_string(i)));
   auto* out = static_cast<char*>(alloc_output(0));
-  auto copy = [&](char* dst, const char* src, int64_t n) {
-    if (n <= 0) return;
-    record_launch("cudaMemcpyAsync (device to device)", {src, dst}, shapes);
-    check(cudaMemcpyAsync(dst, src, size_t(n) * 4, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (concat_rows)");
-  };
-  if (out) {
-    copy(out, da + parts.a_from * 4, parts.a_count);
-    copy(out + parts.a_count * 4, db + parts.b_from * 4, parts.b_count);
+  int64_t dst = 0;
+  for (const ConcatRowsPart& p : out ? concat_rows_parts(c) : std::vector<ConcatRowsPart>{}) {
+    const char* from = src[p.input] + p.from * 4;
+    record_launch("cudaMemcpyAsync (device to device)", {from, out + dst * 4}, shapes);
+    check(cudaMemcpyAsync(out + dst * 4, from, size_t(p.count) * 4, cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpyAsync (concat_rows)");
+    dst += p.count;
   }
   download(0, out);
 }

@@ -182,20 +182,18 @@ void softcap(const OpCall& c, ThreadPool& pool) {
   });
 }
 
-// Rows skip.. of a then b, the first take_rows of them when set (a plain
-// copy: exact in every dtype).
+// Rows skip.. of the inputs one after the other, the first take_rows of them
+// when set (a plain copy: exact in every dtype).
 void concat_rows(const OpCall& c, ThreadPool&) {
-  const Tensor &a = *c.in[0], &b = *c.in[1];
   Tensor& out = *c.out[0];
-  const ConcatRowsParts parts = concat_rows_parts(c);
-  const bool f32 = a.dtype == DType::kF32;
-  auto copy = [&](int64_t dst, const Tensor& src, int64_t from, int64_t n) {
-    if (n <= 0) return;  // an empty tensor may have no storage at all
-    if (f32) std::memcpy(out.f.data() + dst, src.f.data() + from, size_t(n) * 4);
-    else std::memcpy(out.i.data() + dst, src.i.data() + from, size_t(n) * 4);
-  };
-  copy(0, a, parts.a_from, parts.a_count);
-  copy(parts.a_count, b, parts.b_from, parts.b_count);
+  const bool f32 = c.in[0]->dtype == DType::kF32;
+  int64_t dst = 0;
+  for (const ConcatRowsPart& p : concat_rows_parts(c)) {  // only parts with elements: storage exists
+    const Tensor& src = *c.in[p.input];
+    if (f32) std::memcpy(out.f.data() + dst, src.f.data() + p.from, size_t(p.count) * 4);
+    else std::memcpy(out.i.data() + dst, src.i.data() + p.from, size_t(p.count) * 4);
+    dst += p.count;
+  }
 }
 
 }  // namespace dgemma::cpu::reference
