@@ -245,6 +245,10 @@ void SequenceModel::truncate_cache(int64_t length) {
 }
 
 void SequenceModel::idle() {
+  // The generation ended: its z (canvas × vocab floats, on the model's
+  // device) is not needed by the next job, which starts from a fresh cache.
+  z_ = Tensor();
+  z_valid_ = false;
   std::lock_guard<std::mutex> lock(shared_.mu_);
   shared_.set_decoding(*this, false);
 }

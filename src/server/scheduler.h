@@ -157,7 +157,8 @@ class SequenceModel final : public DiffusionModel {
                      RowSamples& out) override;
   void processed_logits(float* out) override;
   // This sequence makes no pass for now (its generation ended): a batch
-  // being collected stops waiting for its next decoder pass.
+  // being collected stops waiting for its next decoder pass, and the
+  // sequence's z is released (a later decode_sample() starts unconditioned).
   void idle();
 
  private:

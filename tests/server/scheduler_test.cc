@@ -330,6 +330,19 @@ TEST_P(SharedModelPaths, BatchedPassesOfTheRealModelAreBitIdentical) {
   EXPECT_EQ(shared.decode_calls(), steps);
   EXPECT_LT(shared.decoder_passes(), shared.decode_calls()) << "no decoder pass was batched";
   EXPECT_EQ(model->cache_length(), 0);
+  if (GetParam()) {  // a sequence's z lives until its generation ends
+    SequenceModel seq(shared);
+    std::vector<float> z(static_cast<size_t>(model->canvas_length() * model->vocab_size()));
+    EXPECT_THROW(seq.processed_logits(z.data()), Error);
+    run_one(seq, 0);
+    seq.processed_logits(z.data());
+    seq.idle();
+    EXPECT_THROW(seq.processed_logits(z.data()), Error);
+    std::vector<int32_t> canvas(static_cast<size_t>(model->canvas_length()), 3);
+    RowSamples rs;
+    EXPECT_THROW(seq.decode_sample(canvas.data(), true, 1.0f, nullptr, rs), Error);
+    seq.truncate_cache(0);
+  }
 }
 
 // A job that runs until released (or cancelled).
