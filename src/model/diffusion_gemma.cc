@@ -1,9 +1,11 @@
 #include "model/diffusion_gemma.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -535,14 +537,13 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   processed_valid_ = false;  // not a decode_sample() of the model's cache
   if (items.empty()) return;
   const int64_t V = config_.vocab_size;
-  std::vector<size_t> order;
-  order.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i)
-    if (items[i].self_conditioning) order.push_back(i);
-  for (size_t i = 0; i < items.size(); ++i)
-    if (items[i].samples && items[i].z_self_conditioning) order.push_back(i);
-  for (size_t i = 0; i < items.size(); ++i)
-    if (!items[i].self_conditioning && !(items[i].samples && items[i].z_self_conditioning)) order.push_back(i);
+  // 0: conditioned from the host, 1: on its own z, 2: unconditioned.
+  auto group = [&](size_t i) {
+    return items[i].self_conditioning ? 0 : items[i].samples && items[i].z_self_conditioning ? 1 : 2;
+  };
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return group(a) < group(b); });
   int64_t R = 0, R_sc = 0, R_host_sc = 0;
   bool sampling = false;
   std::vector<int64_t> row0(items.size()), rows(items.size());

@@ -234,8 +234,7 @@ void prepare_op(const OpCall& c) {
       int64_t total = 0;
       for (size_t i = 0; i < c.in.size(); ++i) {
         const Tensor& b = *c.in[i];
-        if (b.dtype != a.dtype) k.fail("inputs have different dtypes (input " + std::to_string(i) + ")");
-        k.dtype(b, a.dtype, ("input " + std::to_string(i)).c_str());  // and storage that matches the shape
+        k.dtype(b, a.dtype, ("input " + std::to_string(i)).c_str());  // input 0's dtype, storage matching the shape
         if (b.shape.empty()) k.fail("inputs must have rank >= 1 (input " + std::to_string(i) + ")");
         if (i > 0 && std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()) !=
                          std::vector<int64_t>(b.shape.begin() + 1, b.shape.end()))

@@ -33,23 +33,7 @@ SharedModel::SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache 
 SharedModel::SharedModel(DiffusionGemma& model, int max_batch, bool sample_rows)
     : SharedModel(
           model, [&model] { return model.empty_cache(); }, [&model](KvCache& c) { model.swap_cache(c); },
-          [&model](std::span<const DecodeRequest> requests) {
-            std::vector<DecodeItem> items(requests.size());
-            for (size_t i = 0; i < requests.size(); ++i) {
-              const DecodeRequest& r = requests[i];
-              DecodeItem& it = items[i];
-              it.cache = r.cache;
-              it.canvas = r.canvas;
-              it.self_conditioning = r.self_conditioning;
-              it.logits = r.logits;
-              it.samples = r.samples;
-              it.z = r.z;
-              it.z_self_conditioning = r.z_self_conditioning;
-              it.temperature = r.temperature;
-              it.uniforms = r.uniforms;
-            }
-            model.decode_batch(items);
-          },
+          [&model](std::span<const DecodeRequest> requests) { model.decode_batch(requests); },
           max_batch) {
   sample_rows_ = sample_rows;
 }

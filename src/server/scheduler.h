@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "generate/diffusion_model.h"
+#include "model/decode_item.h"
 #include "model/kv_cache.h"
 #include "ops/tensor.h"
 
@@ -55,22 +56,12 @@ class SharedModel {
  public:
   using MakeCache = std::function<KvCache()>;
   using SwapCache = std::function<void(KvCache&)>;
-  // One sequence's decoder pass in a batch: its cache (only read), canvas
-  // [canvas_length], self-conditioning [canvas_length, vocab] or null, and
-  // where its logits [canvas_length, vocab] go. Or, with `samples` set (only
-  // when the batched pass samples rows), its sampler pass as DecodeItem's
-  // fields of the same names describe it (model/diffusion_gemma.h).
-  struct DecodeRequest {
-    const KvCache* cache = nullptr;
-    const int32_t* canvas = nullptr;
-    const float* self_conditioning = nullptr;
-    float* logits = nullptr;
-    RowSamples* samples = nullptr;
-    Tensor* z = nullptr;
-    bool z_self_conditioning = false;
-    float temperature = 1.0f;
-    const double* uniforms = nullptr;
-  };
+  // One sequence's decoder pass in a batch (model/decode_item.h): its cache
+  // (only read; the scheduler sets it), canvas [canvas_length], and either
+  // host logits (self-conditioning [canvas_length, vocab] or null, and where
+  // its logits go) or, only when the batched pass samples rows, its sampler
+  // pass with the sequence's z.
+  using DecodeRequest = DecodeItem;
   // Runs the decoder passes of several sequences as one pass; each request's
   // logits must equal those of the model's decode() with its cache swapped in.
   using DecodeBatch = std::function<void(std::span<const DecodeRequest>)>;

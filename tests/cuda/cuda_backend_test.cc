@@ -406,6 +406,20 @@ struct QuantCase {
   DType logical;  // also the dtype of affine scales and biases
 };
 
+// Every scheme and scale layout the backend reads: NF4 with and without
+// double quantization, NVFP4, MLX affine 4/8-bit with bf16, f16 and f32
+// scales, int8.
+const QuantCase kQuantCases[] = {
+    {"nf4 double quant", QuantScheme::kNF4, 64, 4, true, DType::kBF16},
+    {"nf4", QuantScheme::kNF4, 32, 4, false, DType::kF32},
+    {"nvfp4", QuantScheme::kNVFP4, 16, 4, false, DType::kBF16},
+    {"affine4 bf16 scales", QuantScheme::kAffine, 32, 4, false, DType::kBF16},
+    {"affine8 f16 scales", QuantScheme::kAffine, 64, 8, false, DType::kF16},
+    {"affine4 f32 scales", QuantScheme::kAffine, 32, 4, false, DType::kF32},
+    {"affine8 f32 scales", QuantScheme::kAffine, 32, 8, false, DType::kF32},
+    {"int8", QuantScheme::kInt8, 64, 8, false, DType::kF32},
+};
+
 const WeightRef* add_quant_weight(Case& cs, const QuantCase& q, const std::string& name, std::vector<int64_t> shape,
                                   Rng& r, int64_t slice_rows = 0) {
   int64_t n = 1;
@@ -448,16 +462,7 @@ void add_quantized_experts(Case& cs, const QuantCase& q, Rng& r, int64_t M, int6
 }
 
 TEST_P(CudaOps, QuantizedWeights) {
-  const QuantCase cases[] = {
-      {"nf4 double quant", QuantScheme::kNF4, 64, 4, true, DType::kBF16},
-      {"nf4", QuantScheme::kNF4, 32, 4, false, DType::kF32},
-      {"nvfp4", QuantScheme::kNVFP4, 16, 4, false, DType::kBF16},
-      {"affine4 bf16 scales", QuantScheme::kAffine, 32, 4, false, DType::kBF16},
-      {"affine8 f16 scales", QuantScheme::kAffine, 64, 8, false, DType::kF16},
-      {"affine4 f32 scales", QuantScheme::kAffine, 32, 4, false, DType::kF32},
-      {"int8", QuantScheme::kInt8, 64, 8, false, DType::kF32},
-  };
-  for (const QuantCase& q : cases) {
+  for (const QuantCase& q : kQuantCases) {
     SCOPED_TRACE(q.label);
     Rng r(1000 + uint32_t(q.scheme) * 10 + uint32_t(q.bits));
     const int64_t M = 5, K = 128, N = 48, V = 40, E = 4, I = 64, H = 64;
@@ -532,15 +537,6 @@ bool launched_kernel(const CudaBackend& gpu, const std::string& kernel) {
 
 TEST(CudaInt8Dot, BitIdenticalToTheCpuInt8Dot) {
   REQUIRE_CUDA_DEVICE();
-  const QuantCase cases[] = {
-      {"nf4 double quant", QuantScheme::kNF4, 64, 4, true, DType::kBF16},
-      {"nf4", QuantScheme::kNF4, 32, 4, false, DType::kF32},
-      {"nvfp4", QuantScheme::kNVFP4, 16, 4, false, DType::kBF16},
-      {"affine4 bf16 scales", QuantScheme::kAffine, 32, 4, false, DType::kBF16},
-      {"affine8 f16 scales", QuantScheme::kAffine, 64, 8, false, DType::kF16},
-      {"affine8 f32 scales", QuantScheme::kAffine, 32, 8, false, DType::kF32},
-      {"int8", QuantScheme::kInt8, 64, 8, false, DType::kF32},
-  };
   for (const char* spec : {"cuda:int8-dot", "cuda:sync,int8-dot"}) {
     CudaBackend gpu(parse_cuda_spec(spec));
     ASSERT_TRUE(gpu.options().int8_dot && gpu.options().bf16_dot) << spec;
@@ -552,7 +548,7 @@ TEST(CudaInt8Dot, BitIdenticalToTheCpuInt8Dot) {
     CpuBackendOptions fo = so;
     fo.isa.reset();
     CpuBackend fast(fo);
-    for (const QuantCase& q : cases) {
+    for (const QuantCase& q : kQuantCases) {
       const std::string what = std::string(spec) + " " + q.label;
       SCOPED_TRACE(what);
       Rng r(3000 + uint32_t(q.scheme) * 10 + uint32_t(q.bits));

@@ -59,20 +59,23 @@ struct GpuModel {
   }
   // Three sequences with their own caches (prompts of 5, 23 and 40 tokens:
   // two cross golden_a's sliding window of 16) and canvases.
-  std::pair<std::vector<KvCache>, std::vector<std::vector<int32_t>>> three_sequences() {
+  struct Sequences {
     std::vector<KvCache> caches;
     std::vector<std::vector<int32_t>> canvases;
+  };
+  Sequences three_sequences() {
+    Sequences s;
     for (const int64_t n : {5, 23, 40}) {
       KvCache c = model->empty_cache();
       model->swap_cache(c);
       model->encode(prompt_of(n, V()));
       model->swap_cache(c);
-      caches.push_back(std::move(c));
-      std::vector<int32_t> c2 = canvas();
-      for (int32_t& t : c2) t = int32_t((t + 7 * n) % V());
-      canvases.push_back(std::move(c2));
+      s.caches.push_back(std::move(c));
+      std::vector<int32_t> ids = canvas();
+      for (int32_t& t : ids) t = int32_t((t + 7 * n) % V());
+      s.canvases.push_back(std::move(ids));
     }
-    return {std::move(caches), std::move(canvases)};
+    return s;
   }
   // Two decoder passes, the second self-conditioned on the first's logits.
   std::vector<float> two_steps() {
@@ -179,9 +182,7 @@ TEST(CudaResident, BatchedDecodeEqualsSinglePasses) {
   REQUIRE_CUDA_DEVICE();
   GpuModel r("cuda");
   const int64_t L = r.L(), V = r.V();
-  auto sequences = r.three_sequences();
-  std::vector<KvCache>& caches = sequences.first;
-  const std::vector<std::vector<int32_t>>& canvases = sequences.second;
+  auto [caches, canvases] = r.three_sequences();
   auto single = [&](size_t i, const float* sc) {
     std::vector<float> logits(static_cast<size_t>(L * V));
     r.model->swap_cache(caches[i]);
@@ -228,9 +229,7 @@ TEST(CudaResident, BatchedSamplerPassesStayOnTheDevice) {
   REQUIRE_CUDA_DEVICE();
   GpuModel r("cuda");
   const int64_t L = r.L(), V = r.V();
-  auto sequences = r.three_sequences();
-  std::vector<KvCache>& caches = sequences.first;
-  const std::vector<std::vector<int32_t>>& canvases = sequences.second;
+  auto [caches, canvases] = r.three_sequences();
   const float temps[3] = {0.8f, 1.0f, 1.25f};
   std::vector<double> uniforms(static_cast<size_t>(L));
   for (size_t k = 0; k < uniforms.size(); ++k) uniforms[k] = double(k * 29 % 97) / 97.0;

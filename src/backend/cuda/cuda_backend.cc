@@ -1291,14 +1291,10 @@ CudaBackend::Impl::I8Acts CudaBackend::Impl::quantize_i8(const float* x, int64_t
 
 void CudaBackend::Impl::i8_gemm(const char* kernel, const I8Acts& a, int64_t K, const int32_t* starts, int64_t E,
                                 int64_t max_rows, const WeightRef& W, const void* dw, int64_t N, float* y) {
-  const QuantizedWeight& qw = *W.quant;
-  const k::QScheme scheme = qw.scheme == QuantScheme::kNF4     ? k::QScheme::kNF4
-                            : qw.scheme == QuantScheme::kNVFP4 ? k::QScheme::kNVFP4
-                            : qw.scheme == QuantScheme::kAffine ? k::QScheme::kAffine
-                                                                : k::QScheme::kInt8;
   launched(kernel,
            k::launch_i8_grouped_gemm(stream, a.q, a.d, a.ds, a.qsum, K, starts, E, max_rows,
-                                     static_cast<const k::QView*>(dw), scheme, qw.bits, N, y),
+                                     static_cast<const k::QView*>(dw), k::kernel_scheme(W.quant->scheme),
+                                     W.quant->bits, N, y),
            {a.q, a.d, a.ds, a.qsum, starts, dw, y});
 }
 
@@ -1558,14 +1554,15 @@ void CudaBackend::Impl::concat_rows(const OpCall& c) {
   for (size_t i = 0; i < c.in.size(); ++i)
     src[i] = static_cast<const char*>(input(*c.in[i], "input " + std::to_string(i)));
   auto* out = static_cast<char*>(alloc_output(0));
-  int64_t dst = 0;
-  for (const ConcatRowsPart& p : out ? concat_rows_parts(c) : std::vector<ConcatRowsPart>{}) {
-    const char* from = src[p.input] + p.from * 4;
-    record_launch("cudaMemcpyAsync (device to device)", {from, out + dst * 4}, shapes);
-    check(cudaMemcpyAsync(out + dst * 4, from, size_t(p.count) * 4, cudaMemcpyDeviceToDevice, stream),
-          "cudaMemcpyAsync (concat_rows)");
-    dst += p.count;
-  }
+  char* dst = out;
+  if (out)
+    for (const ConcatRowsPart& p : concat_rows_parts(c)) {
+      const char* from = src[p.input] + p.from * 4;
+      record_launch("cudaMemcpyAsync (device to device)", {from, dst}, shapes);
+      check(cudaMemcpyAsync(dst, from, size_t(p.count) * 4, cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpyAsync (concat_rows)");
+      dst += p.count * 4;
+    }
   download(0, out);
 }
 

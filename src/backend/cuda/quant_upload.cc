@@ -30,6 +30,16 @@ void QuantUpload::bind(const std::vector<void*>& dev) {
   view.nested_scales = reinterpret_cast<const float*>(at(nested_scales_));
 }
 
+QScheme kernel_scheme(QuantScheme scheme) {
+  switch (scheme) {
+    case QuantScheme::kNF4: return QScheme::kNF4;
+    case QuantScheme::kNVFP4: return QScheme::kNVFP4;
+    case QuantScheme::kAffine: return QScheme::kAffine;
+    case QuantScheme::kInt8: return QScheme::kInt8;
+  }
+  return QScheme::kInt8;
+}
+
 QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name) {
   QuantUpload up;
   QView& v = up.view;
@@ -49,9 +59,9 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
     v.i8_nf4_factor = wv.nf4_factor;
     std::copy(std::begin(wv.levels), std::end(wv.levels), v.i8_levels);
   }
+  v.scheme = kernel_scheme(q.scheme);
   switch (q.scheme) {
     case QuantScheme::kNF4: {
-      v.scheme = QScheme::kNF4;
       std::copy(std::begin(q.code_map), std::end(q.code_map), v.code_map);
       const int64_t blocks = (n + q.block - 1) / q.block;
       const QuantSlice& s = q.slices.front();
@@ -71,17 +81,15 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
       return up;
     }
     case QuantScheme::kNVFP4:
-      v.scheme = QScheme::kNVFP4;
       std::copy(std::begin(quant::kE2m1Values), std::end(quant::kE2m1Values), v.code_map);
       std::memcpy(v.e4m3, quant::e4m3_table(), sizeof v.e4m3);
       break;
     case QuantScheme::kAffine:
-      v.scheme = QScheme::kAffine;
       if (!float_wtype(q.scale_dtype, &v.scale_type))
         throw Error("cuda backend: quantized weight " + name + " has affine scales of dtype " +
                     std::string(dtype_name(q.scale_dtype)) + ", which the CUDA kernels cannot read (F32, BF16, F16)");
       break;
-    case QuantScheme::kInt8: v.scheme = QScheme::kInt8; break;
+    case QuantScheme::kInt8: break;
   }
   // Row-sliced formats: each slice's buffers hold its rows only.
   const int64_t scale_size = q.scheme == QuantScheme::kAffine ? dtype_bits(q.scale_dtype) / 8 : 0;

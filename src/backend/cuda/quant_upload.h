@@ -17,6 +17,9 @@ namespace dgemma::cuda {
 // any other dtype.
 bool float_wtype(DType dtype, WType* out);
 
+// The kernels' name of a quantization scheme.
+QScheme kernel_scheme(QuantScheme scheme);
+
 struct QuantUpload {
   struct Buffer {
     const void* host = nullptr;
