@@ -19,9 +19,11 @@
 #      max errors;
 #   4. on the slice (real head dims 256/512, 128 experts, vocab 262144): the
 #      doctor with --backend cuda (1 step, the default 12-token prompt), in
-#      fp32, in bf16-dot and in int8-dot on NF4 weights, and the same per-op
-#      table, then `dgemma bench step --context 512 --steps 3` with --backend
-#      cuda in fp32, bf16-dot and int8-dot with --quantize nf4 (steps
+#      fp32, in bf16-dot, in int8-dot on NF4 weights and in bf16-dot on FP8
+#      weights, and the same per-op table, then `dgemma bench step --context
+#      512 --steps 3` with --backend cuda in fp32 (flash attention, then
+#      cuda:cublas-attention), bf16-dot, bf16-dot with --quantize fp8, and
+#      int8-dot with --quantize nf4 (steps
 #      as generate() runs them, device time per op; batch 1 and 4, and the
 #      host/device traffic per step) and, for comparison, --backend cpu -t 16
 #      (DGEMMA_GPU_SKIP_CPU_BENCH=1 leaves it out): canvas positions/s, step
@@ -282,32 +284,35 @@ else
   # random weights and 128 experts, a near-tie among the router scores can
   # pick another top-8 than the CPU without any kernel being wrong (the top-k
   # weights are still compared, and the model follows the CPU's routing).
-  timeout 240 "$build/dgemma" doctor -m "$slice" --backend cuda --steps 1 --routing-from-reference --json \
-    >"$out/doctor_slice.json" 2>"$out/doctor_slice.err"
-  rc=$?
-  echo "-- doctor --backend cuda: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
-  [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda"; tail -20 "$out/doctor_slice.err"; }
-  doctor_table "$out/doctor_slice.json"
+  # slice_doctor NAME FLAGS...: doctor --backend cuda FLAGS on the slice, its
+  # JSON in $out/doctor_slice_NAME.json and the per-op table.
+  slice_doctor() {
+    local name=$1 rc
+    shift
+    timeout 240 "$build/dgemma" doctor -m "$slice" --backend cuda "$@" --steps 1 --routing-from-reference --json \
+      >"$out/doctor_slice_$name.json" 2>"$out/doctor_slice_$name.err"
+    rc=$?
+    echo "-- doctor --backend cuda $*: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
+    [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda $*"; tail -20 "$out/doctor_slice_$name.err"; }
+    doctor_table "$out/doctor_slice_$name.json"
+  }
+  slice_doctor fp32
   # The dot mode (tensor cores) against the CPU's dot mode.
-  timeout 240 "$build/dgemma" doctor -m "$slice" --backend cuda --precision bf16-dot --steps 1 \
-    --routing-from-reference --json >"$out/doctor_slice_dot.json" 2>"$out/doctor_slice_dot.err"
-  rc=$?
-  echo "-- doctor --backend cuda --precision bf16-dot: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
-  [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda --precision bf16-dot"; tail -20 "$out/doctor_slice_dot.err"; }
-  doctor_table "$out/doctor_slice_dot.json"
+  slice_doctor dot --precision bf16-dot
   # The integer mode on NF4 experts and linears (quantized at load) against
   # the CPU's int8-dot.
-  timeout 240 "$build/dgemma" doctor -m "$slice" --backend cuda --quantize nf4 --precision int8-dot --steps 1 \
-    --routing-from-reference --json >"$out/doctor_slice_int8.json" 2>"$out/doctor_slice_int8.err"
-  rc=$?
-  echo "-- doctor --backend cuda --quantize nf4 --precision int8-dot: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 240 s)')"
-  [ $rc -eq 0 ] || { fail "doctor on the slice --backend cuda --precision int8-dot"; tail -20 "$out/doctor_slice_int8.err"; }
-  doctor_table "$out/doctor_slice_int8.json"
-  benches="cuda cuda-dot cuda-int8 cpu"
-  [ "${DGEMMA_GPU_SKIP_CPU_BENCH:-0}" = 1 ] && benches="cuda cuda-dot cuda-int8"
+  slice_doctor int8 --quantize nf4 --precision int8-dot
+  # FP8 weights with a scale per channel on the bf16 tensor cores, against
+  # the CPU's dot mode.
+  slice_doctor fp8 --quantize fp8 --precision bf16-dot
+  # cuda-cublasattn: attention as two cuBLAS products (the flash kernel's A/B).
+  benches="cuda cuda-cublasattn cuda-dot cuda-fp8 cuda-int8 cpu"
+  [ "${DGEMMA_GPU_SKIP_CPU_BENCH:-0}" = 1 ] && benches="cuda cuda-cublasattn cuda-dot cuda-fp8 cuda-int8"
   for backend in $benches; do
     name=bench_step_slice_$backend
     flags=(--backend ${backend%-*})
+    [ $backend = cuda-cublasattn ] && flags=(--backend cuda:cublas-attention)
+    [ $backend = cuda-fp8 ] && flags+=(--quantize fp8 --precision bf16-dot)
     [ $backend = cpu ] && flags+=(-t 16)
     [ $backend = cuda-dot ] && flags+=(--precision bf16-dot)
     [ $backend = cuda-int8 ] && flags+=(--quantize nf4 --precision int8-dot)

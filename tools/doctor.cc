@@ -39,7 +39,8 @@ int run_doctor_cmd(const Args& args) {
                "over quantized weights on int8 activation blocks (a CUDA target on the integer tensor cores)",
                "MODE");
   p.add_string("--quantize", &quantize,
-               "quantize weights at load in both runs: none, nf4, nvfp4-experts or q8 (as for run)", "MODE");
+               "quantize weights at load in both runs: none, nf4, nvfp4-experts, q8, fp8 or fp8-block (as for run)",
+               "MODE");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
   p.add_double("--atol", &o.tolerance.atol, "absolute tolerance per output");
   p.add_double("--rtol", &o.tolerance.rtol, "tolerance relative to the output's largest |reference| value");
@@ -70,7 +71,7 @@ int run_doctor_cmd(const Args& args) {
   o.int8_dot = precision == "int8-dot";
   o.bf16_dot = o.int8_dot || precision == "bf16-dot";
   const std::optional<LoadQuantization> q = parse_load_quantization(quantize);
-  if (!q) throw Error("--quantize: expected none, nf4, nvfp4-experts or q8, got '" + quantize + "'");
+  if (!q) throw Error(std::string("--quantize: expected ") + load_quantization_names() + ", got '" + quantize + "'");
   o.quantize = *q;
   if (!prompt_ids.empty())
     for (int64_t v : parse_int_list(prompt_ids, "--prompt-ids")) {

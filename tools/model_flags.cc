@@ -45,7 +45,8 @@ void ModelFlags::add_to(FlagParser& p) {
   p.add_string("--quantize", &quantize,
                "quantize plain weights at load, nothing written: none; nf4 (NF4 + double quant: attention, "
                "dense MLP, self-conditioning, experts); nvfp4-experts (NVFP4, experts only); q8 (int8, same "
-               "weights as nf4). Embeddings, norms and router stay as stored",
+               "weights as nf4); fp8 (FP8 E4M3, a scale per output channel, same weights as nf4); fp8-block "
+               "(FP8 E4M3, a scale per 128 columns). Embeddings, norms and router stay as stored",
                "MODE");
   p.add_string("--backend", &backend,
                "where the ops run: cpu, cuda (cuda:N for device N), or inject:OP:LAYER:PASS:STEP:KIND (the CPU "
@@ -75,7 +76,7 @@ ModelOptions ModelFlags::options() const {
   o.threads = int(threads);
   o.decoder_window = parse_decoder_window(decoder_window);
   std::optional<LoadQuantization> q = parse_load_quantization(quantize);
-  if (!q) throw Error("--quantize: expected none, nf4, nvfp4-experts or q8, got '" + quantize + "'");
+  if (!q) throw Error(std::string("--quantize: expected ") + load_quantization_names() + ", got '" + quantize + "'");
   o.quantize = *q;
   return o;
 }

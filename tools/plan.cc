@@ -36,14 +36,17 @@ int run_plan(const Args& args) {
   p.add_string("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", "T");
   p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
   p.add_string("--margin", &margin, "reserved bytes per device", "SIZE");
-  p.add_string("--quantize", &quantize, "plan for weights quantized at load: none, nf4, nvfp4-experts or q8",
+  p.add_string("--quantize", &quantize,
+               "plan for weights quantized at load: none, nf4, nvfp4-experts, q8, fp8 or fp8-block",
                "MODE");
   p.add_bool("--replicate-embedding", &replicate, "replicate the embedding read-only on the last device");
   p.add_bool("--json", &as_json, "print the plan (or the error) as JSON");
   if (!p.parse(args)) return 0;
   if (dir.empty()) throw UsageError("plan: give -m DIR");
   const std::optional<LoadQuantization> mode = parse_load_quantization(quantize);
-  if (!mode) throw UsageError("option --quantize: expected none, nf4, nvfp4-experts or q8, got '" + quantize + "'");
+  if (!mode)
+    throw UsageError(std::string("option --quantize: expected ") + load_quantization_names() + ", got '" + quantize +
+                     "'");
   PlanRequest r;
   r.devices = parse_device_list(devices);
   r.strategy = parse_strategy(strategy);

@@ -26,6 +26,11 @@ uint64_t quantized_bytes(const BoundTensor& t, LoadQuantization mode) {
       if (block == 0) return t.nbytes;
       return n + 4 * (n / uint64_t(block));
     }
+    case LoadQuantization::kFp8: return n + 4 * (n / uint64_t(cols));
+    case LoadQuantization::kFp8Block: {
+      const int block = quant::row_block_for(cols, 128);
+      return n + 4 * (n / uint64_t(block == 0 ? cols : block));
+    }
   }
   return t.nbytes;
 }

@@ -14,6 +14,7 @@ namespace dgemma::cli {
 //   nf4            n/2 + n/64 (8-bit block absmax) + 4 per 256 blocks (double quant)
 //   nvfp4-experts  n/2 + n/16 (fp8 scale per 16) + 4 per expert slice
 //   q8             n + 4 per row block of 64/32/16 columns
+//   fp8            n + 4 per row; fp8-block n + 4 per row block of 128/64/32/16 columns
 uint64_t quantized_bytes(const BoundTensor& t, LoadQuantization mode);
 
 }  // namespace dgemma::cli

@@ -282,14 +282,12 @@ Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const 
                                                                                 : config_.sliding_window - 1;
       first = std::max<int64_t>(0, lc.size() - visible);
     }
-    // The keys a query sees: cached rows first.. and the new ones (concat_rows
-    // ops, so that a device backend keeps the cache in its memory).
-    OpAttrs from;
-    from.skip_rows = first;
-    Tensor& keys = op.run(OpKind::kConcatRows, "attention.keys", {&lc.keys, &ks}, {}, from);
-    Tensor& values = op.run(OpKind::kConcatRows, "attention.values", {&lc.values, &vs}, {}, from);
-    Tensor& kpos = op.run(OpKind::kConcatRows, "attention.key_positions", {&lc.positions, &ps}, {}, from);
-    return op.run(OpKind::kAttention, "self_attn.attention", {&qs, &keys, &values, &ps, &kpos}, {}, aa);
+    // The keys a query sees: the cache's rows first.. and then the new ones.
+    // The op reads the cache where it lies (a device backend's memory),
+    // without gathering it with the new rows first.
+    aa.skip_rows = first;
+    return op.run(OpKind::kAttention, "self_attn.attention",
+                  {&qs, &ks, &vs, &ps, &ps, &lc.keys, &lc.values, &lc.positions}, {}, aa);
   };
   if (batch_.empty()) return one(cache_, q, k, v, pos);
   // A batched pass: each sequence's rows are sliced out of the stacked q, k

@@ -152,7 +152,10 @@ void prepare_op(const OpCall& c) {
       break;
     }
     case OpKind::kAttention: {
-      k.counts(5, 0, 1);
+      const bool cached = c.in.size() == 8;
+      if (c.in.size() != 5 && !cached)
+        k.fail("expected 5 inputs, or 8 with a cache segment, got " + std::to_string(c.in.size()));
+      k.counts(cached ? 8 : 5, 0, 1);
       const Tensor &q = *c.in[0], &kk = *c.in[1], &v = *c.in[2];
       for (int t = 0; t < 3; ++t) {
         k.dtype(*c.in[size_t(t)], DType::kF32, "q/k/v");
@@ -164,6 +167,23 @@ void prepare_op(const OpCall& c) {
       if (q.dim(2) != kk.dim(2)) k.fail("query head dim != key head dim");
       if (kk.dim(1) == 0 || q.dim(1) % kk.dim(1)) k.fail("query heads not a multiple of key heads");
       if (c.in[3]->numel() != q.dim(0) || c.in[4]->numel() != kk.dim(0)) k.fail("position counts do not match");
+      if (cached) {
+        const Tensor &ck = *c.in[5], &cv = *c.in[6], &cp = *c.in[7];
+        k.dtype(ck, DType::kF32, "cached keys");
+        k.dtype(cv, DType::kF32, "cached values");
+        k.dtype(cp, DType::kI32, "cached key positions");
+        k.rank(ck, 3, "cached keys");
+        if (ck.shape != cv.shape)
+          k.fail("cached keys " + ck.shape_string() + " and values " + cv.shape_string() + " differ");
+        if (ck.dim(1) != kk.dim(1) || ck.dim(2) != kk.dim(2))
+          k.fail("cached keys " + ck.shape_string() + " do not match the new keys " + kk.shape_string());
+        if (cp.numel() != ck.dim(0)) k.fail("cached key position count does not match");
+        if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > ck.dim(0))
+          k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside the cache's " +
+                 std::to_string(ck.dim(0)) + " rows");
+      } else if (c.attrs.skip_rows != 0) {
+        k.fail("skip_rows without cache inputs");
+      }
       k.out_f32(0, {q.dim(0), q.dim(1) * q.dim(2)});
       break;
     }
@@ -290,6 +310,16 @@ std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& c) {
     if (taken > 0) parts.push_back({i, skipped * row, taken * row});
   }
   return parts;
+}
+
+AttentionKeys attention_keys(const OpCall& c) {
+  AttentionKeys keys;
+  if (c.in.size() == 8) {
+    const int64_t first = c.attrs.skip_rows;
+    keys.parts[0] = {c.in[5], c.in[6], c.in[7], first, c.in[5]->dim(0) - first};
+  }
+  keys.parts[1] = {c.in[1], c.in[2], c.in[4], 0, c.in[1]->dim(0)};
+  return keys;
 }
 
 }  // namespace dgemma

@@ -13,7 +13,12 @@
 //   linear          in: x[M,K]              w: W[N,K]                out: [M,N] = x·Wᵀ
 //   rope            in: x[M,h,d], pos[M]                             out: like x (split-half pairs, spec §1.4)
 //   attention       in: q[M,Hq,d], k[S,Hk,d], v[S,Hk,d], qpos[M], kpos[S]
+//                       [, cache_k[C,Hk,d], cache_v[C,Hk,d], cache_kpos[C]]
 //                                                                    out: [M,Hq·d] (scale 1.0, fp32 softmax)
+//                   With the three cache inputs the keys are the cache's rows skip_rows.. followed by
+//                   k's rows, in that order: the keys (and the sums) of an attention over
+//                   concat_rows(cache, k) with that skip, without the copy, so that a device reads
+//                   its KV cache where it lies (attention_keys below).
 //   router_topk     in: x[M,H]              w: scale[H], proj[E,H], per_expert_scale[E]
 //                                                                    out: idx[M,k] I32, weight[M,k] (spec §1.5)
 //   moe_experts     in: x[M,H], idx[M,k], weight[M,k]   w: gate_up[E,2I,H], down[E,H,I]
@@ -100,7 +105,8 @@ struct OpAttrs {
   AttentionMask mask = AttentionMask::kNone;
   int window = 0;                 // attention
   int64_t first_canvas_pos = 0;   // attention kCommittedWindow
-  int64_t skip_rows = 0;          // concat_rows: leading rows of the concatenation left out
+  int64_t skip_rows = 0;          // concat_rows: leading rows of the concatenation left out;
+                                  // attention: leading rows of the cache left out
   float temperature = 0.0f;       // sample (> 0)
   int64_t take_rows = 0;          // concat_rows: rows kept after the skipped ones (0: all the rest)
 };
@@ -137,6 +143,22 @@ struct ConcatRowsPart {
   int64_t from = 0, count = 0;
 };
 std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& call);
+
+// The keys of a prepared attention call as two segments, in order: part 0
+// the cache's rows [first, first + rows) (none without cache inputs), part 1
+// the new rows. Key s < parts[0].rows is cache row parts[0].first + s, else
+// new row s - parts[0].rows. Shared by every backend, like concat_rows_parts.
+struct AttentionKeyPart {
+  const Tensor* k = nullptr;
+  const Tensor* v = nullptr;
+  const Tensor* pos = nullptr;
+  int64_t first = 0, rows = 0;
+};
+struct AttentionKeys {
+  AttentionKeyPart parts[2];
+  int64_t total() const { return parts[0].rows + parts[1].rows; }
+};
+AttentionKeys attention_keys(const OpCall& call);
 
 // Whether the op runs inside each transformer layer ("layer") or once per
 // pass ("model") in the DiffusionGemma graph.

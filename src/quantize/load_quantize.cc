@@ -12,6 +12,8 @@ bool load_quantization_covers(Component c, LoadQuantization mode) {
     case LoadQuantization::kNvfp4Experts: return c == Component::kExperts;
     case LoadQuantization::kNf4:
     case LoadQuantization::kQ8:
+    case LoadQuantization::kFp8:
+    case LoadQuantization::kFp8Block:
       return c == Component::kAttention || c == Component::kDenseMlp || c == Component::kSelfConditioning ||
              c == Component::kExperts;
   }
@@ -23,8 +25,12 @@ std::optional<LoadQuantization> parse_load_quantization(std::string_view name) {
   if (name == "nf4") return LoadQuantization::kNf4;
   if (name == "nvfp4-experts") return LoadQuantization::kNvfp4Experts;
   if (name == "q8") return LoadQuantization::kQ8;
+  if (name == "fp8") return LoadQuantization::kFp8;
+  if (name == "fp8-block") return LoadQuantization::kFp8Block;
   return std::nullopt;
 }
+
+const char* load_quantization_names() { return "none, nf4, nvfp4-experts, q8, fp8 or fp8-block"; }
 
 std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const ExpectedTensor& ex, LoadQuantization mode,
                                           bool release_source, int threads) {
@@ -45,6 +51,10 @@ std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const Expected
     scheme = QuantScheme::kInt8;
     p.block = quant::row_block_for(cols, 64);
     if (p.block == 0) return std::nullopt;
+  } else if (mode == LoadQuantization::kFp8 || mode == LoadQuantization::kFp8Block) {
+    scheme = QuantScheme::kFP8;
+    p.block = mode == LoadQuantization::kFp8Block ? quant::row_block_for(cols, 128) : 0;
+    if (p.block == 0) p.block = int(cols);  // per output channel
   }
   std::shared_ptr<QuantizedWeight> q = quant::quantize_weight(scheme, src, plain.shape, plain.dtype, p);
   q->stored_names = {plain.name};

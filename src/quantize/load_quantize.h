@@ -1,5 +1,5 @@
 #pragma once
-// Quantize at load (`--quantize nf4|nvfp4-experts|q8`): plain checkpoint
+// Quantize at load (`--quantize nf4|nvfp4-experts|q8|fp8|fp8-block`): plain checkpoint
 // weights are quantized in memory as they are bound, with the same
 // quantizers `dgemma quantize` writes files with (quantizers.h); nothing is
 // written. Covered weights:
@@ -9,6 +9,10 @@
 //                  with gate and up sharing weight_scale_2 (formats.md §3)
 //   q8             int8, one fp32 scale per 64 (or 32, 16) columns: the same
 //                  weights as nf4
+//   fp8            FP8 E4M3, one fp32 scale per output channel (row): the
+//                  same weights as nf4
+//   fp8-block      FP8 E4M3, one fp32 scale per 128 (or 64, 32, 16) columns
+//                  of a row; per channel when none of them divides the row
 // Embeddings, norms, the router and layer scalars stay as stored.
 #include <optional>
 #include <string_view>
@@ -18,9 +22,11 @@
 
 namespace dgemma {
 
-enum class LoadQuantization { kNone, kNf4, kNvfp4Experts, kQ8 };
-// "none", "nf4", "nvfp4-experts", "q8".
+enum class LoadQuantization { kNone, kNf4, kNvfp4Experts, kQ8, kFp8, kFp8Block };
+// "none", "nf4", "nvfp4-experts", "q8", "fp8", "fp8-block".
 std::optional<LoadQuantization> parse_load_quantization(std::string_view name);
+// The accepted names, for messages: "none, nf4, ..., fp8 or fp8-block".
+const char* load_quantization_names();
 
 // Whether `mode` quantizes weights of component `c` (see the list above).
 bool load_quantization_covers(Component c, LoadQuantization mode);

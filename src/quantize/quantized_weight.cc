@@ -15,6 +15,7 @@ std::string_view quant_scheme_name(QuantScheme s) {
     case QuantScheme::kNVFP4: return "nvfp4";
     case QuantScheme::kAffine: return "affine";
     case QuantScheme::kInt8: return "int8";
+    case QuantScheme::kFP8: return "fp8";
   }
   return "?";
 }
@@ -85,6 +86,16 @@ void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, in
         const int64_t c = col + t;
         const int q = int(int8_t(s.codes[lr * w.cols + c]));
         out[t] = load_as_f32(DType::kF32, s.scales, size_t(lr * groups + c / w.block)) * float(q);
+      }
+      return;
+    }
+    case QuantScheme::kFP8: {
+      const QuantSlice& s = w.slice_for(row);
+      const int64_t lr = row - s.row_begin, groups = w.cols / w.block;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t c = col + t;
+        const float q = f8_e4m3_to_f32(s.codes[lr * w.cols + c]);
+        out[t] = load_as_f32(DType::kF32, s.scales, size_t(lr * groups + c / w.block)) * q;
       }
       return;
     }

@@ -41,6 +41,8 @@ enum class QuantScheme : uint8_t {
   kNVFP4,   // NVIDIA ModelOpt NVFP4: E2M1 codes, E4M3 block scales, fp32 global scale (formats.md §3)
   kAffine,  // MLX affine: w = fma(scale, q, bias), 4 or 8 bits (formats.md §4)
   kInt8,    // ours (quantize at load): w = scale·q, q int8, one fp32 scale per block
+  kFP8,     // ours (quantize at load): w = scale·e4m3(q), q an E4M3FN byte, one fp32 scale per block
+            // of a row (the whole row: per output channel)
 };
 std::string_view quant_scheme_name(QuantScheme s);
 
@@ -56,11 +58,13 @@ struct QuantSlice {
   // byte k (§2.2). kNVFP4: row-major [rows, cols/2], column 2k in the low
   // nibble (§3.3). kAffine: row-major [rows, cols·bits/8] (little-endian u32
   // words packed LSB first, so byte-wise: 4-bit column 2k in the low nibble,
-  // §4.2). kInt8: row-major int8 [rows, cols].
+  // §4.2). kInt8: row-major int8 [rows, cols]. kFP8: row-major E4M3FN
+  // bytes [rows, cols].
   const uint8_t* codes = nullptr;
   // Block scales, `scale_dtype` elements. kNF4: absmax per block of the
   // flattened tensor (F32, or U8 codes with double quant); kNVFP4: E4M3
-  // [rows, cols/16]; kAffine: [rows, cols/group]; kInt8: F32 [rows, cols/block].
+  // [rows, cols/16]; kAffine: [rows, cols/group]; kInt8, kFP8: F32 [rows,
+  // cols/block].
   const uint8_t* scales = nullptr;
   const uint8_t* biases = nullptr;  // kAffine: like scales
   float global_scale = 1.0f;        // kNVFP4: weight_scale_2
@@ -72,7 +76,7 @@ struct QuantizedWeight {
   DType dtype = DType::kBF16;  // logical float dtype (the original weight's)
   int64_t rows = 0, cols = 0;  // shape as [product of leading dims, last dim]
   int block = 64;              // elements per scale (NF4 blocksize, NVFP4 16, MLX group size, int8 block)
-  int bits = 4;                // kAffine: 4 or 8; others fixed (4, 4, 8)
+  int bits = 4;                // kAffine: 4 or 8; others fixed (4, 4, 8, 8)
   DType scale_dtype = DType::kF32;
   std::vector<QuantSlice> slices;  // ascending row_begin, covering [0, rows) without gaps
 
@@ -137,6 +141,12 @@ struct QuantizedWeight {
   };
   mutable DenseCopy dense_f32_, dense_bf16_;
 };
+
+// FP8 with one scale per output channel (row): the weights the bf16 dot mode
+// multiplies as bf16 values (E4M3 numbers are bf16 numbers) with the scale
+// applied to each output (CUDA: the tensor cores; CPU: activations rounded to
+// bf16, ops/cpu/quant_kernels.h QuantDot).
+inline bool fp8_per_channel(const QuantizedWeight& w) { return w.scheme == QuantScheme::kFP8 && w.block == w.cols; }
 
 // Scalar reference dequantization of logical elements [col, col + n) of row
 // `row` into fp32 `out` (module comment; formats.md §2.4, §3.3, §4.2). The

@@ -215,12 +215,19 @@ AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols,
   return p;
 }
 
-Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int block, int threads) {
+namespace {
+
+// Blocks of `block` columns of each row: scale = amax / qmax (NaN left out of
+// the maximum), codes[k] = code(x[k], scale) for the block's values. The
+// int8 and FP8 quantizers differ only in qmax and the code.
+template <class Code>
+void quantize_row_blocks(const FloatSource& src, int64_t rows, int64_t cols, int block, float qmax, int threads,
+                         const char* format, std::vector<uint8_t>& codes, std::vector<float>& scales, Code code) {
   if (block <= 0 || cols % block != 0)
-    throw Error("int8 quantization: block " + std::to_string(block) + " does not divide " + std::to_string(cols));
-  Int8Packed p;
-  p.codes.resize(size_t(rows * cols));
-  p.scales.resize(size_t(rows * (cols / block)));
+    throw Error(std::string(format) + " quantization: block " + std::to_string(block) + " does not divide " +
+                std::to_string(cols));
+  codes.resize(size_t(rows * cols));
+  scales.resize(size_t(rows * (cols / block)));
   parallel_ranges(rows, threads, kMinElemsPerThread / std::max<int64_t>(1, cols), [&](int64_t ra, int64_t rb) {
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = ra; r < rb; ++r) {
@@ -229,14 +236,28 @@ Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int
         const float* x = row.data() + g * block;
         float a = 0.0f;
         for (int k = 0; k < block; ++k) a = std::max(a, std::fabs(x[k]));
-        const float s = a / 127.0f;
-        p.scales[size_t(r * (cols / block) + g)] = s;
-        for (int k = 0; k < block; ++k) {
-          const int q = s > 0.0f ? std::clamp(int(std::lround(x[k] / s)), -127, 127) : 0;
-          p.codes[size_t(r * cols + g * block + k)] = uint8_t(int8_t(q));
-        }
+        const float s = a / qmax;
+        scales[size_t(r * (cols / block) + g)] = s;
+        for (int k = 0; k < block; ++k) codes[size_t(r * cols + g * block + k)] = code(x[k], s);
       }
     }
+  });
+}
+
+}  // namespace
+
+Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int block, int threads) {
+  Int8Packed p;
+  quantize_row_blocks(src, rows, cols, block, 127.0f, threads, "int8", p.codes, p.scales, [](float x, float s) {
+    return uint8_t(int8_t(s > 0.0f ? std::clamp(int(std::lround(x / s)), -127, 127) : 0));
+  });
+  return p;
+}
+
+Fp8Packed quantize_fp8(const FloatSource& src, int64_t rows, int64_t cols, int block, int threads) {
+  Fp8Packed p;
+  quantize_row_blocks(src, rows, cols, block, 448.0f, threads, "fp8", p.codes, p.scales, [](float x, float s) {
+    return s > 0.0f ? f32_to_e4m3(x / s) : std::isnan(x) ? uint8_t(0x7f) : uint8_t(0);
   });
   return p;
 }
@@ -340,6 +361,17 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       whole.scales = own(*q, std::move(p.scales));
       q->slices.push_back(whole);
       q->describe = "int8 block " + std::to_string(q->block);
+      break;
+    }
+    case QuantScheme::kFP8: {
+      q->bits = 8;
+      q->block = params.block ? params.block : int(q->cols);
+      q->scale_dtype = DType::kF32;
+      Fp8Packed p = quantize_fp8(src, q->rows, q->cols, q->block, params.threads);
+      whole.codes = own(*q, std::move(p.codes));
+      whole.scales = own(*q, std::move(p.scales));
+      q->slices.push_back(whole);
+      q->describe = q->block == q->cols ? "fp8 e4m3 per channel" : "fp8 e4m3 block " + std::to_string(q->block);
       break;
     }
   }

@@ -82,9 +82,19 @@ struct Int8Packed {
 };
 Int8Packed quantize_int8(const FloatSource& src, int64_t rows, int64_t cols, int block, int threads = 1);
 
+// ---- FP8 E4M3 (ours) -------------------------------------------------------------
+struct Fp8Packed {
+  std::vector<uint8_t> codes;  // E4M3FN [rows, cols]
+  std::vector<float> scales;   // [rows, cols/block]: amax / 448
+};
+// Per block of a row: scale = amax / 448 (0 for an all-zero block, whose
+// codes are 0), codes = e4m3(x / scale) rounded to nearest even (NaN stays
+// NaN). block = cols: one scale per output channel.
+Fp8Packed quantize_fp8(const FloatSource& src, int64_t rows, int64_t cols, int block, int threads = 1);
+
 // ---- in-memory quantized weights (quantize at load, tests) --------------------
 struct QuantizeParams {
-  int block = 0;  // 0: the scheme's default (NF4 64, NVFP4 16, affine 64, int8 64)
+  int block = 0;  // 0: the scheme's default (NF4 64, NVFP4 16, affine 64, int8 64, fp8 the row)
   int bits = 4;   // affine: 4 or 8
   bool double_quant = true;  // NF4
   // NVFP4: rows per stored slice and per shared global scale. A fused expert

@@ -34,4 +34,15 @@ ok "model larger than one device: JSON error with min_bytes_per_device"
 if "$bin" plan -m "$tmp/m" --devices cuda:0=lots 2>"$tmp/err"; then exit 1; fi
 grep -q "invalid byte size 'lots'" "$tmp/err"
 ok "bad device size"
+# Quantized at load: the bf16 model (≈ 50 GB) does not fit one 40 GiB device,
+# with FP8 weights (a byte each) it does; a scale per row (fp8) takes fewer
+# bytes than one per 64 columns (q8) or per 128 (fp8-block).
+if "$bin" plan -m "$tmp/m" --devices cuda:0=40GiB --strategy single --json >"$tmp/bf16.json"; then exit 1; fi
+weights() { python3 -c 'import json,sys; print(sum(d["weights_bytes"] for d in json.load(open(sys.argv[1]))["devices"]))' "$1"; }
+for mode in fp8 fp8-block q8; do
+  "$bin" plan -m "$tmp/m" --devices cuda:0=40GiB --strategy single --quantize $mode --json >"$tmp/$mode.json"
+done
+fp8=$(weights "$tmp/fp8.json") block=$(weights "$tmp/fp8-block.json") q8=$(weights "$tmp/q8.json")
+[ "$fp8" -lt "$block" ] && [ "$block" -lt "$q8" ] || { echo "fp8 $fp8, fp8-block $block, q8 $q8 bytes"; exit 1; }
+ok "--quantize fp8 fits 40 GiB (bf16 does not): fp8 $fp8 < fp8-block $block < q8 $q8 bytes"
 echo "$passed passed, 0 failed"

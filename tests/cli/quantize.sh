@@ -67,6 +67,17 @@ else
   bad "run --quantize q8: $(cat "$TMP/r.err")"
 fi
 
+# FP8 E4M3 at load, per channel and per block: runs, and the plan counts a
+# byte per covered weight.
+for mode in fp8 fp8-block; do
+  if "$BIN" run -p "Hello" -n 8 --seed 2 --quantize $mode >"$TMP/rf.out" 2>"$TMP/rf.err" && [ -s "$TMP/rf.out" ]; then
+    ok "run --quantize $mode on the default model"
+  else
+    bad "run --quantize $mode: $(cat "$TMP/rf.err")"
+  fi
+done
+expect_error "unknown load quantization" "fp8-block" "$BIN" run -p hi -n 2 --quantize fp4
+
 # --precision int8-dot: quantized GEMMs on int8 activations (the CPU backend).
 if "$BIN" run -p "Hello" -n 8 --seed 2 --quantize q8 --precision int8-dot >"$TMP/r8.out" 2>"$TMP/r8.err" &&
     [ -s "$TMP/r8.out" ]; then

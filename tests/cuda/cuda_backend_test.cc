@@ -131,9 +131,13 @@ void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4,
   const auto* cuda = dynamic_cast<const CudaBackend*>(&gpu);
   ro.int8_dot = cuda && cuda->options().int8_dot;
   CpuBackend cpu(ro);
-  const bool dot_product = dot_mode(gpu) && (cs.call.kind == OpKind::kLinear || cs.call.kind == OpKind::kMoeExperts) &&
-                           std::any_of(cs.call.w.begin(), cs.call.w.end(),
-                                       [](const WeightRef* w) { return w->dtype == DType::kBF16 && !w->quant; });
+  // The dot mode's products: bf16 weights, and FP8 ones with a scale per
+  // channel (bf16 activations on both sides when the CPU has the mode).
+  const bool dot_product =
+      dot_mode(gpu) && (cs.call.kind == OpKind::kLinear || cs.call.kind == OpKind::kMoeExperts) &&
+      std::any_of(cs.call.w.begin(), cs.call.w.end(), [](const WeightRef* w) {
+        return w->quant ? fp8_per_channel(*w->quant) : w->dtype == DType::kBF16;
+      });
   if (dot_product) rtol = std::max(rtol, cpu.bf16_dot() ? 2e-3 : 3e-2);
   cpu.run(rc);
   prepare_op(gc);
@@ -276,31 +280,47 @@ TEST_P(CudaOps, Rope) {
   }
 }
 
+// Cases 0-3 small (case 1 without any key; 2 and 3 grouped queries); 4 and
+// 5 several blocks of query rows and key tiles at head dims 512 and 100.
+// From case 2 on the keys come in two segments: a cache (whose first rows
+// skip_rows leaves out) and the new rows (ops/op.h attention_keys).
 TEST_P(CudaOps, Attention) {
   const AttentionMask masks[] = {AttentionMask::kNone, AttentionMask::kCausalWindow, AttentionMask::kCommittedWindow};
-  for (int s = 0; s < kCases; ++s)
+  for (int s = 0; s < kCases + 2; ++s)
     for (AttentionMask mask : masks) {
       Rng r(uint32_t(600 + s));
       Case cs;
-      // Cases 2 and 3: grouped queries (3 and 2 query heads per key head).
-      const int64_t M = r.i(1, 12), Hk = s == 2 ? 2 : s == 3 ? 3 : r.i(1, 3);
-      const int64_t Hq = Hk * (s == 2 ? 3 : s == 3 ? 2 : r.i(1, 3)), d = s == 0 ? 256 : r.i(1, 80);
-      const int64_t S = s == 1 ? 0 : r.i(1, 40);
+      const int64_t M = s == 4 ? 20 : s == 5 ? 70 : r.i(1, 12);
+      const int64_t Hk = s == 2 ? 2 : s == 3 ? 3 : s == 5 ? 1 : r.i(1, 3);
+      const int64_t Hq = Hk * (s == 2 ? 3 : s == 3 || s == 4 ? 2 : s == 5 ? 1 : r.i(1, 3));
+      const int64_t d = s == 0 ? 256 : s == 4 ? 512 : s == 5 ? 100 : r.i(1, 80);
+      const int64_t S = s == 1 ? 0 : s == 4 ? 21 : s == 5 ? 3 : r.i(1, 40);
+      const int64_t C = s < 2 ? -1 : s == 4 ? 37 : s == 5 ? 45 : r.i(0, 30), skip = C > 0 ? r.i(0, C) : 0;
+      const int64_t kept = std::max<int64_t>(C, 0) - skip;
       std::vector<int32_t> qpos(static_cast<size_t>(M)), kpos(static_cast<size_t>(S));
-      const int32_t q0 = int32_t(r.i(0, S + 10));
+      const int32_t q0 = int32_t(r.i(0, kept + S + 10));
       for (int64_t m = 0; m < M; ++m) qpos[size_t(m)] = q0 + int32_t(m);
-      std::iota(kpos.begin(), kpos.end(), 0);
+      std::iota(kpos.begin(), kpos.end(), int32_t(kept));
       cs.call.kind = OpKind::kAttention;
       cs.input_f32({M, Hq, d}, r, -1, 1);
       cs.input_f32({S, Hk, d}, r, -1, 1);
       cs.input_f32({S, Hk, d}, r, -1, 1);
       cs.input_i32({M}, qpos);
       cs.input_i32({S}, kpos);
+      if (C >= 0) {
+        std::vector<int32_t> cpos(static_cast<size_t>(C));
+        std::iota(cpos.begin(), cpos.end(), int32_t(-skip));
+        cs.input_f32({C, Hk, d}, r, -1, 1);
+        cs.input_f32({C, Hk, d}, r, -1, 1);
+        cs.input_i32({C}, cpos);
+        cs.call.attrs.skip_rows = skip;
+      }
       cs.call.attrs.mask = mask;
       cs.call.attrs.window = int(r.i(mask == AttentionMask::kCausalWindow ? 0 : 1, 20));
-      cs.call.attrs.first_canvas_pos = r.i(0, S);
+      cs.call.attrs.first_canvas_pos = r.i(0, kept + S);
       cs.what = "attention M=" + std::to_string(M) + " Hq=" + std::to_string(Hq) + " Hk=" + std::to_string(Hk) +
-                " d=" + std::to_string(d) + " S=" + std::to_string(S) + " mask=" + std::to_string(int(mask)) +
+                " d=" + std::to_string(d) + " S=" + std::to_string(S) + " cache=" + std::to_string(C) +
+                " skip=" + std::to_string(skip) + " mask=" + std::to_string(int(mask)) +
                 " window=" + std::to_string(cs.call.attrs.window);
       expect_matches_cpu(gpu(), cs, 1);
     }
@@ -396,7 +416,7 @@ TEST_P(CudaOps, Elementwise) {
 // Quantized weights stay packed on the device and are dequantized per
 // element by the kernels: every scheme (NF4 with and without double quant,
 // NVFP4 in per-expert slices, MLX affine 4/8 bits with bf16/f16/f32 scales,
-// int8) through the ops that take quantized weights, against the CPU's
+// int8, FP8) through the ops that take quantized weights, against the CPU's
 // quantized kernels.
 struct QuantCase {
   const char* label;
@@ -418,6 +438,13 @@ const QuantCase kQuantCases[] = {
     {"affine4 f32 scales", QuantScheme::kAffine, 32, 4, false, DType::kF32},
     {"affine8 f32 scales", QuantScheme::kAffine, 32, 8, false, DType::kF32},
     {"int8", QuantScheme::kInt8, 64, 8, false, DType::kF32},
+};
+// FP8 E4M3 (quantize at load): a scale per output channel (block 0: the
+// row), and per 32 columns. Not integers: the integer mode leaves them on
+// the exact path, so only the exact ops test them.
+const QuantCase kFp8Cases[] = {
+    {"fp8 per channel", QuantScheme::kFP8, 0, 8, false, DType::kBF16},
+    {"fp8 block 32", QuantScheme::kFP8, 32, 8, false, DType::kF32},
 };
 
 const WeightRef* add_quant_weight(Case& cs, const QuantCase& q, const std::string& name, std::vector<int64_t> shape,
@@ -461,9 +488,24 @@ void add_quantized_experts(Case& cs, const QuantCase& q, Rng& r, int64_t M, int6
   add_quant_weight(cs, q, "experts.down_proj", {E, H, I}, r, H);
 }
 
+// Whether one of the backend's recent launches (its log of the last 64),
+// those after launch number `after` only, ran `kernel`.
+bool launched_kernel(const CudaBackend& gpu, const std::string& kernel, uint64_t after = 0) {
+  for (const CudaLaunchRecord& r : gpu.recent_launches())
+    if (r.kernel == kernel && r.seq > after) return true;
+  return false;
+}
+uint64_t last_launch(const CudaBackend& gpu) {
+  const std::vector<CudaLaunchRecord> log = gpu.recent_launches();
+  return log.empty() ? 0 : log.back().seq;
+}
+
 TEST_P(CudaOps, QuantizedWeights) {
-  for (const QuantCase& q : kQuantCases) {
+  std::vector<QuantCase> cases(std::begin(kQuantCases), std::end(kQuantCases));
+  cases.insert(cases.end(), std::begin(kFp8Cases), std::end(kFp8Cases));
+  for (const QuantCase& q : cases) {
     SCOPED_TRACE(q.label);
+    const uint64_t before = last_launch(*backend_);
     Rng r(1000 + uint32_t(q.scheme) * 10 + uint32_t(q.bits));
     const int64_t M = 5, K = 128, N = 48, V = 40, E = 4, I = 64, H = 64;
     {  // linear (the LM head and every projection), NVFP4 in 3 slices
@@ -498,6 +540,12 @@ TEST_P(CudaOps, QuantizedWeights) {
       cs.what = std::string("moe_experts ") + q.label;
       expect_matches_cpu(gpu(), cs, 1);
     }
+    // The dot mode multiplies FP8 weights with a scale per channel on the
+    // tensor cores (the codes widened to bf16 in the tile); other layouts
+    // and modes keep the exact path.
+    const bool fp8_tc = dot_mode(gpu()) && q.scheme == QuantScheme::kFP8 && q.block == 0;
+    EXPECT_EQ(launched_kernel(*backend_, "linear.fp8_gemm", before), fp8_tc) << "linear over " << q.label;
+    EXPECT_EQ(launched_kernel(*backend_, "moe_experts.down_fp8", before), fp8_tc) << "experts over " << q.label;
   }
 }
 
@@ -527,12 +575,6 @@ Tensor run_one(Backend& b, const Case& cs) {
   prepare_op(c);
   b.run(c);
   return out;
-}
-
-bool launched_kernel(const CudaBackend& gpu, const std::string& kernel) {
-  for (const CudaLaunchRecord& r : gpu.recent_launches())
-    if (r.kernel == kernel) return true;
-  return false;
 }
 
 TEST(CudaInt8Dot, BitIdenticalToTheCpuInt8Dot) {
@@ -613,7 +655,7 @@ TEST(CudaGuards, QuantizedWeightsStayPackedOnTheDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaOps,
                          ::testing::Values("cuda", "cuda:sync", "cuda:debug", "cuda:debug+chunked", "cuda:bf16-dot",
-                                           "cuda:debug,bf16-dot+chunked"),
+                                           "cuda:debug,bf16-dot+chunked", "cuda:debug,cublas-attention+chunked"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            std::string n = p.param;
                            for (char& c : n)

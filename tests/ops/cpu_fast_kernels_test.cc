@@ -329,6 +329,11 @@ struct AttnCase {
   bool decoder;  // queries are the last M of S positions (encoder) or canvas after a cache
 };
 
+// Bit for bit (NaN included).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 void check_attention(const AttnCase& ac, Rng& rng, const std::string& tag, bool nan_key = false) {
   Tensor q = rand_f32({ac.M, ac.Hq, ac.d}, rng, 0.5f), k = rand_f32({ac.S, ac.Hk, ac.d}, rng, 0.5f),
          v = rand_f32({ac.S, ac.Hk, ac.d}, rng);
@@ -343,11 +348,33 @@ void check_attention(const AttnCase& ac, Rng& rng, const std::string& tag, bool 
   a.first_canvas_pos = ac.S - ac.M + 3;
   Tensor want;
   run_reference(make_call(OpKind::kAttention, {&q, &k, &v, &qpos, &kpos}, {}, {&want}, a));
+  // The same keys as a cache segment and new rows (ops/op.h attention_keys):
+  // the cache holds 3 rows that skip_rows leaves out (junk: a value that
+  // leaked in would show), then keys [0, split); the new rows are the rest.
+  const int64_t split = ac.S / 3, skip = 3, row = ac.Hk * ac.d;
+  Tensor ck = rand_f32({skip + split, ac.Hk, ac.d}, rng, 9.0f), cv = rand_f32({skip + split, ac.Hk, ac.d}, rng, 9.0f);
+  Tensor cpos = Tensor::i32({skip + split}), nk = Tensor::f32({ac.S - split, ac.Hk, ac.d}),
+         nv = Tensor::f32({ac.S - split, ac.Hk, ac.d}), npos = Tensor::i32({ac.S - split});
+  std::copy_n(k.f.begin(), split * row, ck.f.begin() + skip * row);
+  std::copy_n(v.f.begin(), split * row, cv.f.begin() + skip * row);
+  std::copy_n(k.f.begin() + split * row, (ac.S - split) * row, nk.f.begin());
+  std::copy_n(v.f.begin() + split * row, (ac.S - split) * row, nv.f.begin());
+  for (int64_t s = 0; s < skip; ++s) cpos.i[size_t(s)] = int32_t(ac.S + 100);  // visible under every mask
+  std::copy_n(kpos.i.begin(), split, cpos.i.begin() + skip);
+  std::copy_n(kpos.i.begin() + split, ac.S - split, npos.i.begin());
+  OpAttrs sa = a;
+  sa.skip_rows = skip;
+  const std::vector<const Tensor*> split_in = {&q, &nk, &nv, &qpos, &npos, &ck, &cv, &cpos};
+  Tensor want_split;
+  run_reference(make_call(OpKind::kAttention, split_in, {}, {&want_split}, sa));
+  EXPECT_TRUE(same_bits(want.f, want_split.f)) << "reference, cache segment " << tag;
   for (CpuIsa l : fast_levels()) {
     CpuBackend b(level_options(l, 3));
-    Tensor got;
+    Tensor got, got_split;
     run_on(b, make_call(OpKind::kAttention, {&q, &k, &v, &qpos, &kpos}, {}, {&got}, a));
     expect_close(want.f, got.f, 2e-5, 1e-4, level_name(l) + " " + tag);
+    run_on(b, make_call(OpKind::kAttention, split_in, {}, {&got_split}, sa));
+    EXPECT_TRUE(same_bits(got.f, got_split.f)) << level_name(l) << " cache segment " << tag;
   }
 }
 

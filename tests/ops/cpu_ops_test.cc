@@ -111,6 +111,41 @@ TEST(CpuOps, AttentionGroupedQueryHeadsShareKeyHeads) {
   EXPECT_EQ(o.f, (std::vector<float>{10, 10, 20, 20}));
 }
 
+// The cache segment (ops/op.h attention_keys): cache rows skip_rows.. then
+// the new rows; a value computed by hand, and malformed segments rejected
+// with the field named.
+TEST(CpuOps, AttentionReadsTheCacheSegmentFromSkipRows) {
+  Fixture f;
+  // Cache rows at positions 0, 1 (row 0 left out by skip_rows 1), a new key
+  // at position 2; one query at position 2, d = 1, q = 1: scores = keys.
+  Tensor q = f32({1, 1, 1}, {1});
+  Tensor ck = f32({2, 1, 1}, {50, 1}), cv = f32({2, 1, 1}, {-100, 3}), cpos = i32({2}, {0, 1});
+  Tensor k = f32({1, 1, 1}, {2}), v = f32({1, 1, 1}, {5}), pos = i32({1}, {2});
+  OpAttrs a;
+  a.skip_rows = 1;
+  Tensor o = f.run(OpKind::kAttention, {&q, &k, &v, &pos, &pos, &ck, &cv, &cpos}, {}, a);
+  const double p1 = std::exp(1.0) / (std::exp(1.0) + std::exp(2.0));
+  EXPECT_NEAR(o.f[0], p1 * 3 + (1 - p1) * 5, 1e-6);
+  auto fails = [&](std::vector<const Tensor*> in, int64_t skip, const std::string& want) {
+    OpAttrs b;
+    b.skip_rows = skip;
+    try {
+      f.run(OpKind::kAttention, std::move(in), {}, b);
+      ADD_FAILURE() << "accepted: " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  fails({&q, &k, &v, &pos, &pos, &ck, &cv, &cpos}, 3, "skip_rows 3 outside the cache's 2 rows");
+  fails({&q, &k, &v, &pos, &pos}, 1, "skip_rows without cache inputs");
+  Tensor wide = f32({2, 2, 1}, {0, 0, 0, 0});
+  fails({&q, &k, &v, &pos, &pos, &wide, &wide, &cpos}, 0, "cached keys [2, 2, 1] do not match the new keys [1, 1, 1]");
+  fails({&q, &k, &v, &pos, &pos, &ck, &wide, &cpos}, 0, "cached keys [2, 1, 1] and values [2, 2, 1] differ");
+  Tensor one_pos = i32({1}, {0});
+  fails({&q, &k, &v, &pos, &pos, &ck, &cv, &one_pos}, 0, "cached key position count does not match");
+  fails({&q, &k, &v, &pos, &pos, &ck, &cv}, 0, "expected 5 inputs, or 8 with a cache segment, got 7");
+}
+
 TEST(CpuOps, RouterTopkRenormalizesAndScalesPerExpert) {
   Fixture f;
   // H = 2, E = 3, k = 2. x = (1, 1): normalized (1, 1); scale (1, 1); · H^-1/2.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "ops/cpu/cpu_backend.h"
@@ -48,7 +49,9 @@ std::vector<Case> cases() {
           {"affine4_bf16", QuantScheme::kAffine, params(64, 4, false), DType::kBF16, 33, 128},
           {"affine4_f32_g32", QuantScheme::kAffine, params(32, 4, false), DType::kF32, 8, 96},
           {"affine8", QuantScheme::kAffine, params(64, 8, false), DType::kF16, 20, 64},
-          {"int8", QuantScheme::kInt8, params(64, 8, false), DType::kF32, 17, 128}};
+          {"int8", QuantScheme::kInt8, params(64, 8, false), DType::kF32, 17, 128},
+          {"fp8_channel", QuantScheme::kFP8, params(0, 8, false), DType::kBF16, 19, 96},
+          {"fp8_block32", QuantScheme::kFP8, params(32, 8, false), DType::kF32, 9, 128}};
 }
 
 using testing::random_values;
@@ -138,6 +141,10 @@ TEST(QuantKernels, VectorLevelsAgreeWithPortable) {
   p.int8(reinterpret_cast<const int8_t*>(codes.data()), 256, 0.003f, a.data());
   f.int8(reinterpret_cast<const int8_t*>(codes.data()), 256, 0.003f, b.data());
   EXPECT_EQ(a, b);
+  for (int i = 0; i < 256; ++i) codes[size_t(i)] = uint8_t(i);  // every E4M3 code, NaN (0x7f, 0xff) included
+  p.fp8(codes.data(), 256, quant::e4m3_table(), 0.0021f, a.data());
+  f.fp8(codes.data(), 256, quant::e4m3_table(), 0.0021f, b.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   const int64_t M = 7, kc = 96, ldw = 128;
   const std::vector<float> x = random_values(M * kc, 23, 1.0f), w = random_values(cpu::kQuantTileRows * ldw, 24);
   std::vector<float> acc_p(size_t(M * cpu::kQuantTileRows * cpu::kQuantLanes), 0.5f), acc_f = acc_p;
@@ -158,10 +165,57 @@ TEST(QuantKernels, RoundTripErrorWithinFormatBounds) {
       den += double(w[i]) * double(w[i]);
     }
     const double rms = std::sqrt(num / den);
-    const double bound = q->bits == 8 || c.scheme == QuantScheme::kInt8 ? 0.01 : 0.15;
+    // FP8 E4M3 keeps 3 mantissa bits: a relative error up to 2^-4 per value.
+    const double bound = c.scheme == QuantScheme::kFP8 ? 0.05 : q->bits == 8 ? 0.01 : 0.15;
     EXPECT_LT(rms, bound) << "relative RMS error " << rms;
     EXPECT_GT(rms, 0.0);
   }
+}
+
+// FP8 E4M3 with one scale per row: values that are a representable E4M3
+// number times the scale come back exactly, a tie rounds to even, NaN stays
+// NaN, an all-zero row has scale 0 and zero codes, and every value of the
+// normal range is within half an E4M3 step (relative 2^-4).
+TEST(QuantKernels, Fp8PerChannelCodes) {
+  const int64_t cols = 8;
+  // Row 0: amax 448 (scale 1): exact values, then 1.0625 (between 1 and
+  // 1.125: to even, 1), then -0.0078125 (2^-7, a subnormal of E4M3).
+  // Row 1: NaN among values of amax 2 (scale 2/448). Row 2: zeros.
+  const std::vector<float> w = {448.0f, -448.0f, 1.5f,   3.25f,        0.015625f, 1.0625f, -0.0078125f, 0.0f,
+                                2.0f,   NAN,     -1.0f,  0.5f,         0.25f,     -2.0f,   0.125f,      1.0f,
+                                0.0f,   0.0f,    0.0f,   0.0f,         0.0f,      0.0f,    0.0f,        0.0f};
+  auto q = quant::quantize_weight(QuantScheme::kFP8, FloatSource{DType::kF32, w.data(), int64_t(w.size())},
+                                  {3, cols}, DType::kBF16);
+  ASSERT_EQ(q->block, cols);
+  std::vector<float> d(w.size());
+  for (int64_t r = 0; r < 3; ++r) dequantize_reference(*q, r, 0, cols, d.data() + r * cols);
+  const std::vector<float> want0 = {448.0f, -448.0f, 1.5f, 3.25f, 0.015625f, 1.0f, -0.0078125f, 0.0f};
+  for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(d[size_t(c)], want0[size_t(c)]) << "row 0 column " << c;
+  EXPECT_TRUE(std::isnan(d[9]));
+  const float s1 = 2.0f / 448.0f;
+  for (int64_t c : {8, 10, 11, 12, 13, 14, 15}) {
+    EXPECT_NEAR(d[size_t(c)], w[size_t(c)], std::fabs(w[size_t(c)]) / 16.0f) << "row 1 column " << c;
+    EXPECT_EQ(d[size_t(c)], s1 * quant::e4m3_table()[q->slices[0].codes[size_t(c)]]);  // scale · e4m3, fp32
+  }
+  float s2 = -1.0f;
+  std::memcpy(&s2, q->slices[0].scales + 2 * 4, 4);
+  EXPECT_EQ(s2, 0.0f);
+  for (int64_t c = 16; c < 24; ++c) {
+    EXPECT_EQ(q->slices[0].codes[size_t(c)], 0);
+    EXPECT_EQ(d[size_t(c)], 0.0f);
+  }
+  // The CPU kernels' expansion agrees (also with a block of 4 columns).
+  std::vector<float> fast(w.size());
+  for (int64_t r = 0; r < 3; ++r) cpu::dequantize_row(*q, r, 0, cols, fast.data() + r * cols);
+  EXPECT_EQ(std::memcmp(fast.data(), d.data(), d.size() * 4), 0);
+  QuantizeParams p4;
+  p4.block = 4;
+  auto b = quant::quantize_weight(QuantScheme::kFP8, FloatSource{DType::kF32, w.data(), int64_t(w.size())},
+                                  {3, cols}, DType::kF32, p4);
+  std::vector<float> db(static_cast<size_t>(cols));
+  dequantize_reference(*b, 0, 0, cols, db.data());
+  EXPECT_EQ(db[2], 1.5f);  // block 0: amax 448, scale 1
+  EXPECT_NEAR(db[6], -0.0078125f, 0.0078125f / 16.0f);  // block 1: its own scale
 }
 
 TEST(QuantKernels, GemmMatchesDequantizedReference) {

@@ -37,6 +37,7 @@ TEST(QuantizerThreads, BytesDoNotDependOnTheThreadCount) {
   const AffinePacked a1 = quantize_affine(src, rows, cols, 4, 64, DType::kBF16, 1);
   const AffinePacked e1 = quantize_affine(src, rows, cols, 8, 32, DType::kF32, 1);
   const Int8Packed i1 = quantize_int8(src, rows, cols, 64, 1);
+  const Fp8Packed p1 = quantize_fp8(src, rows, cols, cols, 1);
   for (const int t : {2, 3, 4, 0}) {
     SCOPED_TRACE("threads " + std::to_string(t));
     const Nf4Packed n = quantize_nf4(nf4_src, 64, true, 256, t);
@@ -54,6 +55,9 @@ TEST(QuantizerThreads, BytesDoNotDependOnTheThreadCount) {
     const Int8Packed i = quantize_int8(src, rows, cols, 64, t);
     EXPECT_EQ(i.codes, i1.codes);
     EXPECT_EQ(i.scales, i1.scales);
+    const Fp8Packed p = quantize_fp8(src, rows, cols, cols, t);
+    EXPECT_EQ(p.codes, p1.codes);
+    EXPECT_EQ(p.scales, p1.scales);
   }
   EXPECT_GE(resolve_quantize_threads(0), 1);
   EXPECT_EQ(resolve_quantize_threads(3), 3);

@@ -309,13 +309,16 @@ CudaBackendOptions parse_cuda_spec(const std::string& spec) {
       o.bf16_dot = true;
     } else if (tok == "int8-dot") {
       o.bf16_dot = o.int8_dot = true;
+    } else if (tok == "cublas-attention") {
+      o.cublas_attention = true;
     } else if (tok == "debug") {
       o.debug = o.sync = o.checker = true;
     } else if (!tok.empty() && tok.size() <= 4 && tok.find_first_not_of("0123456789") == std::string::npos) {
       o.device = std::stoi(tok);
     } else {
       throw Error("backend '" + spec + "': unknown CUDA option '" + tok +
-                  "' (expected sync, debug, checker, bf16-dot, int8-dot or a device number, e.g. cuda:1,sync)");
+                  "' (expected sync, debug, checker, bf16-dot, int8-dot, cublas-attention or a device number, e.g. "
+                  "cuda:1,sync)");
     }
     tok.clear();
   }
@@ -584,6 +587,11 @@ struct CudaBackend::Impl {
   // integer path, activations x [M, K] quantized for it, and the (grouped)
   // product on it; dw is weight()'s device QView of W.
   bool int8_path(const WeightRef& W) const;
+  // The dot mode over FP8 weights with a scale per channel (one slice): the
+  // tensor-core product on bf16 activations, the codes widened in the tile;
+  // the weight's device codes and per-row scales.
+  bool fp8_path(const WeightRef& W) const;
+  std::pair<const uint8_t*, const float*> fp8_operands(const WeightRef& W);
   struct I8Acts {
     const int8_t* q = nullptr;
     const float *d = nullptr, *ds = nullptr;
@@ -625,6 +633,10 @@ struct CudaBackend::Impl {
   }
   void rope(const OpCall& c);
   void attention(const OpCall& c);
+  void attention_products(const OpCall& c, const k::FlashArgs& keys, const float* d_q, const int32_t* d_qpos,
+                          float* out);
+  // An asynchronous device-to-device copy of `bytes`, logged and counted.
+  void copy_device(void* dst, const void* src, int64_t bytes);
   void router_topk(const OpCall& c);
   void moe_experts(const OpCall& c);
   void elementwise(const OpCall& c);
@@ -1058,6 +1070,11 @@ void CudaBackend::Impl::record_launch(const char* kernel, std::initializer_list<
   ++arena->traffic.kernel_launches;
 }
 
+void CudaBackend::Impl::copy_device(void* dst, const void* src, int64_t bytes) {
+  record_launch("cudaMemcpyAsync (device to device)", {src, dst}, "");
+  check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (device to device)");
+}
+
 void CudaBackend::Impl::launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
                                  const std::string& detail) {
   if (!s.launched) {
@@ -1248,6 +1265,11 @@ void CudaBackend::Impl::linear(const OpCall& c) {
       if (int8_path(W)) {
         const I8Acts a = quantize_i8(d_x, M, K, "linear.quantize_i8");
         i8_gemm("linear.i8_gemm", a, K, nullptr, 1, M, W, w, N, out);
+      } else if (fp8_path(W)) {
+        const auto [codes, scales] = fp8_operands(W);
+        const uint16_t* xb = to_bf16(d_x, M * K, "workspace (x in bf16)");
+        launched("linear.fp8_gemm", k::launch_grouped_gemm_fp8(stream, xb, K, nullptr, 1, M, codes, scales, N, out),
+                 {xb, codes, scales, out});
       } else if (wt == k::WType::kF32) {
         g.A = w;
         gemm(g);
@@ -1276,6 +1298,18 @@ void CudaBackend::Impl::linear(const OpCall& c) {
 
 bool CudaBackend::Impl::int8_path(const WeightRef& W) const {
   return opt.int8_dot && W.quant && cpu::int8_dot_supported(*W.quant);
+}
+
+bool CudaBackend::Impl::fp8_path(const WeightRef& W) const {
+  return opt.bf16_dot && W.quant && fp8_per_channel(*W.quant) && W.quant->slices.size() == 1;
+}
+
+// Codes then scales: the first two buffers of a one-slice weight
+// (plan_quant_upload), uploaded with it.
+std::pair<const uint8_t*, const float*> CudaBackend::Impl::fp8_operands(const WeightRef& W) {
+  quant_weight(W);
+  const CachedQuant& c = quant_weights.at(W.quant.get());
+  return {static_cast<const uint8_t*>(c.buffers.at(0)), static_cast<const float*>(c.buffers.at(1))};
 }
 
 // Device workspaces of this op: q [M, K] int8, then d, ds and Σq per block.
@@ -1327,8 +1361,56 @@ void CudaBackend::Impl::rope(const OpCall& c) {
   download(0, out);
 }
 
+// Attention reads its keys in two segments, the cache's rows then the new
+// rows (ops/op.h attention_keys). Head dims up to k::kFlashMaxHeadDim run
+// the flash kernel (flash_attention_kernels.cu) on the segments where they
+// lie; larger ones, or the option cublas-attention, the products path.
+void CudaBackend::Impl::attention(const OpCall& c) {
+  const Tensor &q = *c.in[0], &qpos = *c.in[3];
+  const AttentionKeys keys = attention_keys(c);
+  const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = keys.total(), Hk = c.in[1]->dim(1);
+  auto* d_q = static_cast<float*>(input(q, "input 0 (q)"));
+  auto* d_qpos = static_cast<int32_t*>(input(qpos, "input 3 (query positions)"));
+  static const char* const kNames[2][3] = {
+      {"input 5 (cached keys)", "input 6 (cached values)", "input 7 (cached key positions)"},
+      {"input 1 (k)", "input 2 (v)", "input 4 (key positions)"}};
+  k::FlashArgs a;
+  for (int i = 0; i < 2; ++i) {
+    const AttentionKeyPart& part = keys.parts[i];
+    if (!part.k) continue;
+    const int64_t row = Hk * d;
+    a.keys[i].k = static_cast<const float*>(input(*part.k, kNames[i][0])) + part.first * row;
+    a.keys[i].v = static_cast<const float*>(input(*part.v, kNames[i][1])) + part.first * row;
+    a.keys[i].pos = static_cast<const int32_t*>(input(*part.pos, kNames[i][2])) + part.first;
+    a.keys[i].rows = part.rows;
+  }
+  auto* out = static_cast<float*>(alloc_output(0));
+  if (M > 0 && Hq > 0 && d > 0) {
+    if (S == 0) {
+      zero(out, M * Hq * d * 4);  // no key at all: zero outputs, as the reference
+    } else if (d <= k::kFlashMaxHeadDim && !opt.cublas_attention) {
+      a.q = d_q;
+      a.qpos = d_qpos;
+      a.out = out;
+      a.M = M;
+      a.Hq = Hq;
+      a.Hk = Hk;
+      a.d = d;
+      a.mask = int(c.attrs.mask);
+      a.window = c.attrs.window;
+      a.first_canvas_pos = c.attrs.first_canvas_pos;
+      launched("attention.flash", k::launch_flash_attention(stream, a),
+               {d_q, d_qpos, a.keys[0].k, a.keys[0].v, a.keys[0].pos, a.keys[1].k, a.keys[1].v, a.keys[1].pos, out});
+    } else {
+      attention_products(c, a, d_q, d_qpos, out);
+    }
+  }
+  download(0, out);
+}
+
 // Two products in pedantic fp32 cuBLAS around a softmax kernel, per chunk of
-// query rows (scores of up to scratch_elems). Query head h reads key head
+// query rows (scores of up to scratch_elems), over the keys gathered into
+// one workspace when the cache has rows. Query head h reads key head
 // g = h / G (G = Hq / Hk); for each j < G one strided-batched product runs
 // the heads h = g·G + j of every g. Row-major, per head: scores_h [rows, S]
 // = q_h [rows, d] · k_gᵀ, where q_h rows have stride Hq·d and k_g rows Hk·d;
@@ -1336,68 +1418,75 @@ void CudaBackend::Impl::rope(const OpCall& c) {
 // q_hᵀ (d×rows, ld Hq·d). Then out_h [rows, d] (row stride Hq·d) = p_h ·
 // v_g, i.e. out_hᵀ (d×rows) = v_gᵀ (d×S, ld Hk·d) · p_hᵀ (S×rows, ld S).
 // The scores are head-major [Hq, rows, S].
-void CudaBackend::Impl::attention(const OpCall& c) {
-  const Tensor &q = *c.in[0], &kt = *c.in[1], &v = *c.in[2], &qpos = *c.in[3], &kpos = *c.in[4];
-  const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = kt.dim(0), Hk = kt.dim(1);
-  auto* d_q = static_cast<float*>(input(q, "input 0 (q)"));
-  auto* d_k = static_cast<float*>(input(kt, "input 1 (k)"));
-  auto* d_v = static_cast<float*>(input(v, "input 2 (v)"));
-  auto* d_qpos = static_cast<int32_t*>(input(qpos, "input 3 (query positions)"));
-  auto* d_kpos = static_cast<int32_t*>(input(kpos, "input 4 (key positions)"));
-  auto* out = static_cast<float*>(alloc_output(0));
-  if (M > 0 && Hq > 0 && d > 0) {
-    if (S == 0) {
-      zero(out, M * Hq * d * 4);  // no key at all: zero outputs, as the reference
-    } else {
-      const int64_t G = Hq / Hk;
-      const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / std::max<int64_t>(1, Hq * S)));
-      auto* scores = static_cast<float*>(alloc(rows_per * Hq * S * 4, "workspace (scores)", true));
-      for (int64_t m0 = 0; m0 < M; m0 += rows_per) {
-        const int64_t rows = std::min(rows_per, M - m0);
-        const std::string detail = "rows " + std::to_string(m0) + ".." + std::to_string(m0 + rows);
-        for (int64_t j = 0; j < G; ++j) {
-          Gemm g;
-          g.ta = CUBLAS_OP_T;
-          g.m = S;
-          g.n = rows;
-          g.k = d;
-          g.A = d_k;
-          g.lda = Hk * d;
-          g.stride_a = d;
-          g.B = d_q + m0 * Hq * d + j * d;
-          g.ldb = Hq * d;
-          g.stride_b = G * d;
-          g.C = scores + j * rows * S;
-          g.ldc = S;
-          g.stride_c = G * rows * S;
-          g.batch = Hk;
-          gemm(g);
-        }
-        launched("attention.softmax",
-                 k::launch_attention_softmax(stream, scores, d_qpos, d_kpos, m0, rows, Hq, S, int(c.attrs.mask),
-                                             c.attrs.window, c.attrs.first_canvas_pos),
-                 {scores, d_qpos, d_kpos}, detail);
-        for (int64_t j = 0; j < G; ++j) {
-          Gemm g;
-          g.m = d;
-          g.n = rows;
-          g.k = S;
-          g.A = d_v;
-          g.lda = Hk * d;
-          g.stride_a = d;
-          g.B = scores + j * rows * S;
-          g.ldb = S;
-          g.stride_b = G * rows * S;
-          g.C = out + m0 * Hq * d + j * d;
-          g.ldc = Hq * d;
-          g.stride_c = G * d;
-          g.batch = Hk;
-          gemm(g);
-        }
-      }
+void CudaBackend::Impl::attention_products(const OpCall& c, const k::FlashArgs& keys, const float* d_q,
+                                           const int32_t* d_qpos, float* out) {
+  const Tensor& q = *c.in[0];
+  const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), Hk = c.in[1]->dim(1);
+  const int64_t S = keys.keys[0].rows + keys.keys[1].rows, row = Hk * d;
+  const float *d_k = keys.keys[1].k, *d_v = keys.keys[1].v;
+  const int32_t* d_kpos = keys.keys[1].pos;
+  if (keys.keys[0].rows > 0) {  // gather the segments: cache rows, then the new ones
+    auto* k_all = static_cast<float*>(alloc(S * row * 4, "workspace (gathered keys)", true));
+    auto* v_all = static_cast<float*>(alloc(S * row * 4, "workspace (gathered values)", true));
+    auto* p_all = static_cast<int32_t*>(alloc(S * 4, "workspace (gathered key positions)", true));
+    for (int i = 0; i < 2; ++i) {
+      const k::FlashKeys& seg = keys.keys[i];
+      if (seg.rows == 0) continue;
+      const int64_t at = i == 0 ? 0 : keys.keys[0].rows;
+      copy_device(k_all + at * row, seg.k, seg.rows * row * 4);
+      copy_device(v_all + at * row, seg.v, seg.rows * row * 4);
+      copy_device(p_all + at, seg.pos, seg.rows * 4);
+    }
+    d_k = k_all;
+    d_v = v_all;
+    d_kpos = p_all;
+  }
+  const int64_t G = Hq / Hk;
+  const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / std::max<int64_t>(1, Hq * S)));
+  auto* scores = static_cast<float*>(alloc(rows_per * Hq * S * 4, "workspace (scores)", true));
+  for (int64_t m0 = 0; m0 < M; m0 += rows_per) {
+    const int64_t rows = std::min(rows_per, M - m0);
+    const std::string detail = "rows " + std::to_string(m0) + ".." + std::to_string(m0 + rows);
+    for (int64_t j = 0; j < G; ++j) {
+      Gemm g;
+      g.ta = CUBLAS_OP_T;
+      g.m = S;
+      g.n = rows;
+      g.k = d;
+      g.A = d_k;
+      g.lda = Hk * d;
+      g.stride_a = d;
+      g.B = d_q + m0 * Hq * d + j * d;
+      g.ldb = Hq * d;
+      g.stride_b = G * d;
+      g.C = scores + j * rows * S;
+      g.ldc = S;
+      g.stride_c = G * rows * S;
+      g.batch = Hk;
+      gemm(g);
+    }
+    launched("attention.softmax",
+             k::launch_attention_softmax(stream, scores, d_qpos, d_kpos, m0, rows, Hq, S, int(c.attrs.mask),
+                                         c.attrs.window, c.attrs.first_canvas_pos),
+             {scores, d_qpos, d_kpos}, detail);
+    for (int64_t j = 0; j < G; ++j) {
+      Gemm g;
+      g.m = d;
+      g.n = rows;
+      g.k = S;
+      g.A = d_v;
+      g.lda = Hk * d;
+      g.stride_a = d;
+      g.B = scores + j * rows * S;
+      g.ldb = S;
+      g.stride_b = G * rows * S;
+      g.C = out + m0 * Hq * d + j * d;
+      g.ldc = Hq * d;
+      g.stride_c = G * d;
+      g.batch = Hk;
+      gemm(g);
     }
   }
-  download(0, out);
 }
 
 void CudaBackend::Impl::router_topk(const OpCall& c) {
@@ -1464,9 +1553,11 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
   auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* out = static_cast<float*>(alloc_output(0));
   float* y = nullptr;
-  // The dot mode over bf16 experts: the tensor-core grouped products on the
-  // expert inputs and activations rounded to bf16 (the CPU's dot mode).
-  const bool tensor_cores = opt.bf16_dot && gt == k::WType::kBF16 && dt == k::WType::kBF16;
+  // The dot mode over bf16 experts (or FP8 ones with a scale per channel):
+  // the tensor-core grouped products on the expert inputs and activations
+  // rounded to bf16 (the CPU's dot mode).
+  const bool fp8 = fp8_path(gu) && fp8_path(down);
+  const bool tensor_cores = fp8 || (opt.bf16_dot && gt == k::WType::kBF16 && dt == k::WType::kBF16);
   // The integer mode over quantized experts: both products on int8
   // activation blocks (the CPU's int8-dot experts), the gated activation in
   // fp32 between them.
@@ -1493,13 +1584,25 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
     if (I > 0) {
       auto* g = static_cast<float*>(alloc(MK * 2 * I * 4, "workspace (gate and up)", true));
       auto* act = static_cast<uint16_t*>(alloc(MK * I * 2, "workspace (expert activations, bf16)", true));
-      const auto* w_gu = static_cast<const uint16_t*>(d_gu);
-      const auto* w_down = static_cast<const uint16_t*>(d_down);
-      launched("moe_experts.gate_up_bf16",
-               k::launch_grouped_gemm_bf16(stream, xe, H, d_starts, E, M, w_gu, 2 * I, g), {xe, d_starts, w_gu, g});
-      launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
-      launched("moe_experts.down_bf16", k::launch_grouped_gemm_bf16(stream, act, I, d_starts, E, M, w_down, H, y),
-               {act, d_starts, w_down, y});
+      if (fp8) {
+        const auto [gu_codes, gu_scales] = fp8_operands(gu);
+        const auto [dn_codes, dn_scales] = fp8_operands(down);
+        launched("moe_experts.gate_up_fp8",
+                 k::launch_grouped_gemm_fp8(stream, xe, H, d_starts, E, M, gu_codes, gu_scales, 2 * I, g),
+                 {xe, d_starts, gu_codes, gu_scales, g});
+        launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
+        launched("moe_experts.down_fp8",
+                 k::launch_grouped_gemm_fp8(stream, act, I, d_starts, E, M, dn_codes, dn_scales, H, y),
+                 {act, d_starts, dn_codes, dn_scales, y});
+      } else {
+        const auto* w_gu = static_cast<const uint16_t*>(d_gu);
+        const auto* w_down = static_cast<const uint16_t*>(d_down);
+        launched("moe_experts.gate_up_bf16",
+                 k::launch_grouped_gemm_bf16(stream, xe, H, d_starts, E, M, w_gu, 2 * I, g), {xe, d_starts, w_gu, g});
+        launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
+        launched("moe_experts.down_bf16", k::launch_grouped_gemm_bf16(stream, act, I, d_starts, E, M, w_down, H, y),
+                 {act, d_starts, w_down, y});
+      }
     } else {
       zero(y, MK * H * 4);
     }
@@ -1557,10 +1660,7 @@ void CudaBackend::Impl::concat_rows(const OpCall& c) {
   char* dst = out;
   if (out)
     for (const ConcatRowsPart& p : concat_rows_parts(c)) {
-      const char* from = src[p.input] + p.from * 4;
-      record_launch("cudaMemcpyAsync (device to device)", {from, dst}, shapes);
-      check(cudaMemcpyAsync(dst, from, size_t(p.count) * 4, cudaMemcpyDeviceToDevice, stream),
-            "cudaMemcpyAsync (concat_rows)");
+      copy_device(dst, src[p.input] + p.from * 4, p.count * 4);
       dst += p.count * 4;
     }
   download(0, out);
@@ -1753,6 +1853,7 @@ std::string CudaBackend::name() const {
   }
   if (options_.int8_dot) opts += std::string(opts.empty() ? "" : ",") + "int8-dot";
   else if (options_.bf16_dot) opts += std::string(opts.empty() ? "" : ",") + "bf16-dot";
+  if (options_.cublas_attention) opts += std::string(opts.empty() ? "" : ",") + "cublas-attention";
   return opts.empty() ? "cuda" : "cuda:" + opts;
 }
 

@@ -8,8 +8,9 @@
 // stay in device memory, attached to their Tensor, when the caller allows it
 // (OpCall::device_outputs: the model's Executor without an observer), and the
 // next op reads them there. The KV cache grows on the device (concat_rows),
-// and moe_experts routes on the device (only the E expert counts come to the
-// host). Small host inputs (positions, token ids) are uploaded once and their
+// attention reads it there (a flash kernel over the cache's rows and the new
+// ones), and moe_experts routes on the device (only the E expert counts come
+// to the host). Small host inputs (positions, token ids) are uploaded once and their
 // device copy is reused while their host data is unchanged. `traffic()`
 // counts what crosses the bus, the synchronizations and the launches.
 // The checker mode (`cuda:checker`, implied by debug) is the per-op round
@@ -67,6 +68,11 @@ struct CudaBackendOptions {
   // activation blocks on the integer tensor cores (int8_dot_kernels.cu),
   // bit-identical to the CPU's int8-dot; other weights as in bf16-dot.
   bool int8_dot = false;
+  // Attention as two pedantic fp32 cuBLAS products around a softmax kernel
+  // (spec option "cublas-attention"), over the keys gathered into one buffer,
+  // instead of the flash kernel that reads the KV cache where it lies (the
+  // default for head dims up to 512). For comparisons and benchmarks.
+  bool cublas_attention = false;
   // Test hooks for the fault guards (tests/cuda): kWritePastOutput launches a
   // deliberately bad kernel that writes one element past output 0 after the
   // op; kSkipKernels launches nothing, so outputs keep their initial contents
@@ -80,8 +86,8 @@ struct CudaBackendOptions {
   int64_t scratch_elems = int64_t(64) << 20;
 };
 
-// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:bf16-dot", "cuda:int8-dot", "cuda:1",
-// "cuda:1,sync,debug"
+// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:bf16-dot", "cuda:int8-dot",
+// "cuda:cublas-attention", "cuda:1", "cuda:1,sync,debug"
 // (options after the colon, separated by ',' or ':'; a number is the device).
 CudaBackendOptions parse_cuda_spec(const std::string& spec);
 

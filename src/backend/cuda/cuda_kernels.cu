@@ -94,15 +94,6 @@ __global__ void rope_kernel(const float* x, const int32_t* pos, const float* inv
   }
 }
 
-__device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos, int32_t kpos) {
-  switch (mask) {
-    case kMaskNone: return true;
-    case kMaskCausalWindow: return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
-    case kMaskCommittedWindow: return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
-  }
-  return false;
-}
-
 // One block per (head, query row) of scores [Hq, rows, S], which the first
 // product (cuBLAS) filled with q·k: masked keys get -inf, then the softmax in
 // place, p = e · (1 / sum) as the reference computes it. A row without a

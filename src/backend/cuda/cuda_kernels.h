@@ -27,7 +27,7 @@ enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2, kQuant = 3 };
 // bytes of each stored slice, uploaded as they are, and the small tables.
 // Element i of the logical [rows, cols] matrix dequantizes to fp32 exactly as
 // on the CPU; rounding to the logical dtype is the caller's (embeddings).
-enum class QScheme : int { kNF4 = 0, kNVFP4 = 1, kAffine = 2, kInt8 = 3 };
+enum class QScheme : int { kNF4 = 0, kNVFP4 = 1, kAffine = 2, kInt8 = 3, kFP8 = 4 };
 struct QSlice {
   int64_t row_begin = 0, rows = 0;
   const uint8_t* codes = nullptr;
@@ -47,7 +47,7 @@ struct QView {
   float nested_offset = 0.0f;
   const float* nested_scales = nullptr;  // NF4 double quant
   float nested_map[256] = {};            // NF4 double quant
-  float e4m3[256] = {};                  // NVFP4 block scales
+  float e4m3[256] = {};                  // NVFP4 block scales; FP8 codes
   // The integer path (int8-dot; ops/cpu/int8_dot.h Int8WeightValues, set
   // when cpu::int8_dot_supported): each 4-bit code's integer value, NF4's
   // cmax / 32767, the columns per weight scale (32, or 16 for NVFP4).
@@ -150,6 +150,13 @@ LaunchShape launch_soft_probs_bf16(cudaStream_t stream, const float* logits, int
 // (wmma 16x16x16 tiles; 64x64 output tiles, k in steps of 32).
 LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
                                      int64_t E, int64_t max_rows, const uint16_t* w, int64_t N, float* y);
+// The same product over FP8 weights with one scale per output row
+// (quantized_weight.h fp8_per_channel): codes [E, N, K] E4M3FN bytes widened
+// to bf16 in the tile (exact), y = scales[e·N + n] · (a · codesᵀ). Without
+// starts (E = 1), one group of max_rows rows: a linear.
+LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
+                                    int64_t E, int64_t max_rows, const uint8_t* codes, const float* scales, int64_t N,
+                                    float* y);
 
 // ---- the integer path (int8_dot_kernels.cu; CudaBackendOptions::int8_dot) ----
 // The CPU's int8-dot GEMM (ops/cpu/int8_dot.h) on the integer tensor cores,
@@ -179,6 +186,28 @@ LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const f
 LaunchShape launch_attention_softmax(cudaStream_t stream, float* scores, const int32_t* qpos, const int32_t* kpos,
                                      int64_t m0, int64_t rows, int64_t Hq, int64_t S, int mask, int64_t window,
                                      int64_t first_canvas_pos);
+
+// Flash-style attention (flash_attention_kernels.cu) over two key segments,
+// the KV cache's rows then the new rows (ops/op.h attention_keys): out [M,
+// Hq·d] as the attention op, the scores kept on the chip. Head dims up to
+// kFlashMaxHeadDim; nothing is launched for larger ones.
+inline constexpr int64_t kFlashMaxHeadDim = 512;
+struct FlashKeys {
+  const float* k = nullptr;  // [rows, Hk, d]
+  const float* v = nullptr;
+  const int32_t* pos = nullptr;  // [rows]
+  int64_t rows = 0;
+};
+struct FlashArgs {
+  const float* q = nullptr;  // [M, Hq, d]
+  const int32_t* qpos = nullptr;
+  FlashKeys keys[2];
+  float* out = nullptr;
+  int64_t M = 0, Hq = 0, Hk = 0, d = 0;
+  int mask = kMaskNone;
+  int64_t window = 0, first_canvas_pos = 0;
+};
+LaunchShape launch_flash_attention(cudaStream_t stream, const FlashArgs& args);
 
 LaunchShape launch_gelu_glu(cudaStream_t stream, const float* gate, const float* up, int64_t n, float* out);
 LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int64_t n, float* out);

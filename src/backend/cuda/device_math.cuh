@@ -17,6 +17,14 @@
 #define DGEMMA_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
 #endif
 
+// Full unrolling of a loop with a constant trip count, so that the arrays it
+// indexes stay in registers (nvcc only; the emulation's compiler needs none).
+#if defined(__CUDACC__) && !defined(DGEMMA_UNROLL)
+#define DGEMMA_UNROLL _Pragma("unroll")
+#elif !defined(DGEMMA_UNROLL)
+#define DGEMMA_UNROLL
+#endif
+
 namespace dgemma::cuda {
 namespace {
 
@@ -89,6 +97,12 @@ __device__ inline float load_quant(const QView& q, int64_t i) {
       const int v = int(int8_t(s.codes[lr * q.cols + c]));
       return reinterpret_cast<const float*>(s.scales)[lr * (q.cols / q.block) + c / q.block] * float(v);
     }
+    case QScheme::kFP8: {  // scale · e4m3(code)
+      const QSlice& s = slice_for(q, row);
+      const int64_t lr = row - s.row_begin;
+      return reinterpret_cast<const float*>(s.scales)[lr * (q.cols / q.block) + c / q.block] *
+             q.e4m3[s.codes[lr * q.cols + c]];
+    }
   }
   return nan_f32();
 }
@@ -115,6 +129,16 @@ __device__ __forceinline__ float round_to(float f, WType t) {
     case WType::kF16: return __half2float(__float2half_rn(f));
     default: return f;
   }
+}
+
+// Whether query position qpos sees key position kpos (ops/op.h AttentionMask).
+__device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos, int32_t kpos) {
+  switch (mask) {
+    case kMaskNone: return true;
+    case kMaskCausalWindow: return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
+    case kMaskCommittedWindow: return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
+  }
+  return false;
 }
 
 // gelu_pytorch_tanh, same expression as cpu::gelu_tanh.

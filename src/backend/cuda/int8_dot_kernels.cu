@@ -295,6 +295,7 @@ LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const f
       else launch_gemm<I8Kind::kAffine4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
       break;
     case QScheme::kInt8: launch_gemm<I8Kind::kInt8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y); break;
+    case QScheme::kFP8: s.launched = false; break;  // never: the host checks QView::i8_supported first
   }
   return s;
 }

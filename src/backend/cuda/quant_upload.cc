@@ -36,6 +36,7 @@ QScheme kernel_scheme(QuantScheme scheme) {
     case QuantScheme::kNVFP4: return QScheme::kNVFP4;
     case QuantScheme::kAffine: return QScheme::kAffine;
     case QuantScheme::kInt8: return QScheme::kInt8;
+    case QuantScheme::kFP8: return QScheme::kFP8;
   }
   return QScheme::kInt8;
 }
@@ -89,6 +90,7 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
         throw Error("cuda backend: quantized weight " + name + " has affine scales of dtype " +
                     std::string(dtype_name(q.scale_dtype)) + ", which the CUDA kernels cannot read (F32, BF16, F16)");
       break;
+    case QuantScheme::kFP8: std::memcpy(v.e4m3, quant::e4m3_table(), sizeof v.e4m3); break;
     case QuantScheme::kInt8: break;
   }
   // Row-sliced formats: each slice's buffers hold its rows only.
@@ -108,6 +110,7 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
         b.biases = add(s.biases, s.rows * groups * scale_size, "biases" + of);
         break;
       case QuantScheme::kInt8:
+      case QuantScheme::kFP8:
         b.codes = add(s.codes, s.rows * q.cols, "codes" + of);
         b.scales = add(s.scales, s.rows * groups * 4, "scales" + of);
         break;

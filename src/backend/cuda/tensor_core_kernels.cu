@@ -6,7 +6,9 @@
 // order of the fp32 sums. The dense products run in cuBLAS (bf16 inputs,
 // CUBLAS_COMPUTE_32F); this file holds the conversions and the grouped expert
 // product, which cuBLAS cannot run without the per-expert row counts on the
-// host.
+// host. FP8 weights with a scale per output channel take the same kernel,
+// their codes widened to bf16 in the tile (exact) and the scale applied to
+// each output.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -97,21 +99,62 @@ __device__ __forceinline__ Chunk load_chunk(const uint16_t* base, int64_t row, i
   return c;
 }
 
+// An E4M3FN byte as bf16 bits: every E4M3 number is a bf16 number (3
+// mantissa bits, exponents 2^-9 .. 2^8), so this is exact; NaN stays NaN.
+__device__ __forceinline__ uint32_t e4m3_bf16_bits(uint32_t b) {
+  const uint32_t sign = (b & 0x80u) << 8, e = (b >> 3) & 0xFu, m = b & 7u;
+  if (e == 0xFu && m == 7u) return sign | 0x7FC0u;
+  if (e == 0u) return sign | (__float_as_uint(float(m) * 0.001953125f) >> 16);  // m · 2^-9, subnormal
+  return sign | (e + 120u) << 7 | m << 4;  // bias 7 -> 127
+}
+
+// 8 consecutive FP8 codes of row `row` from column k0 as bf16, zeros past
+// the row's end (or for rows >= rows); 8-byte loads when `vec`.
+__device__ __forceinline__ Chunk load_chunk_fp8(const uint8_t* base, int64_t row, int64_t rows, int64_t K, int64_t k0,
+                                                bool vec) {
+  Chunk c;
+  c.v = make_uint4(0u, 0u, 0u, 0u);
+  if (row >= rows || k0 >= K) return c;
+  const uint8_t* p = base + row * K + k0;
+  uint32_t b[8];
+  if (vec && k0 + 8 <= K) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    for (int i = 0; i < 4; ++i) {
+      b[i] = v.x >> (8 * i) & 0xFFu;
+      b[4 + i] = v.y >> (8 * i) & 0xFFu;
+    }
+  } else {
+    for (int i = 0; i < 8; ++i) b[i] = k0 + i < K ? p[i] : 0u;
+  }
+  c.v.x = e4m3_bf16_bits(b[0]) | e4m3_bf16_bits(b[1]) << 16;
+  c.v.y = e4m3_bf16_bits(b[2]) | e4m3_bf16_bits(b[3]) << 16;
+  c.v.z = e4m3_bf16_bits(b[4]) | e4m3_bf16_bits(b[5]) << 16;
+  c.v.w = e4m3_bf16_bits(b[6]) | e4m3_bf16_bits(b[7]) << 16;
+  return c;
+}
+
 __device__ __forceinline__ void store_chunk(uint16_t* dst, const Chunk& c) {
   *reinterpret_cast<uint4*>(dst) = c.v;
 }
 
-__global__ void grouped_gemm_bf16_kernel(const uint16_t* a, int64_t K, const int32_t* starts, const uint16_t* w,
-                                         int64_t N, float* y) {
+// The weight operand: bf16 values (kFp8 false), or FP8 E4M3 codes with one
+// fp32 scale per output row (fp8_per_channel weights), widened to bf16 in
+// the tile and scaled in the epilogue: y = scale_n · Σ a·e4m3. Without
+// `starts`, one group of max_rows rows (a linear).
+template <bool kFp8>
+__global__ void grouped_gemm_tc_kernel(const uint16_t* a, int64_t K, const int32_t* starts, int64_t max_rows,
+                                       const void* w, const float* w_scales, int64_t N, float* y) {
   const int64_t e = blockIdx.z;
-  const int64_t first = int64_t(starts[e]) + int64_t(blockIdx.y) * kRows, end = starts[e + 1];
+  const int64_t first = (starts ? int64_t(starts[e]) : 0) + int64_t(blockIdx.y) * kRows;
+  const int64_t end = starts ? int64_t(starts[e + 1]) : max_rows;
   if (first >= end) return;  // the whole block: before any barrier
   const int64_t n0 = int64_t(blockIdx.x) * kCols;
   const int64_t rows = end - first, cols = N - n0 < kCols ? N - n0 : kCols;
   const uint16_t* a_tile = a + first * K;
-  const uint16_t* w_tile = w + (e * N + n0) * K;
-  // 16-byte loads need every row start 16-byte aligned: K a multiple of 8
-  // (cudaMalloc'd bases are 256-byte aligned).
+  const uint16_t* w_tile = static_cast<const uint16_t*>(w) + (e * N + n0) * K;
+  const uint8_t* w8_tile = static_cast<const uint8_t*>(w) + (e * N + n0) * K;
+  // 16-byte loads (8-byte for FP8 codes) need every row start aligned: K a
+  // multiple of 8 (cudaMalloc'd bases are 256-byte aligned).
   const bool vec = K % 8 == 0;
 
   alignas(32) __shared__ uint16_t as[kRows * kLd];
@@ -130,7 +173,7 @@ __global__ void grouped_gemm_bf16_kernel(const uint16_t* a, int64_t K, const int
     }
     for (int c = 0; c < kChunksW; ++c) {
       const int q = tid + c * kGemmThreads, r = q / (kDepth / 8), kc = (q % (kDepth / 8)) * 8;
-      rw[c] = load_chunk(w_tile, r, cols, K, k0 + kc, vec);
+      rw[c] = kFp8 ? load_chunk_fp8(w8_tile, r, cols, K, k0 + kc, vec) : load_chunk(w_tile, r, cols, K, k0 + kc, vec);
     }
   };
   fetch(0);
@@ -161,7 +204,10 @@ __global__ void grouped_gemm_bf16_kernel(const uint16_t* a, int64_t K, const int
   __syncthreads();
   for (int q = tid; q < kRows * kCols; q += kGemmThreads) {
     const int r = q / kCols, c = q % kCols;
-    if (r < rows && c < cols) y[(first + r) * N + n0 + c] = cs[r * (kCols + 4) + c];
+    if (r < rows && c < cols) {
+      const float v = cs[r * (kCols + 4) + c];
+      y[(first + r) * N + n0 + c] = kFp8 ? v * w_scales[e * N + n0 + c] : v;
+    }
   }
 }
 
@@ -198,8 +244,19 @@ LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int
   LaunchShape s;
   const int64_t gx = (N + kCols - 1) / kCols, gy = (max_rows + kRows - 1) / kRows;
   if (plan_grouped(s, gx, gy, E, kGemmThreads))
-    DGEMMA_LAUNCH(grouped_gemm_bf16_kernel, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
-        a, K, starts, w, N, y);
+    DGEMMA_LAUNCH(grouped_gemm_tc_kernel<false>, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
+        a, K, starts, max_rows, w, nullptr, N, y);
+  return s;
+}
+
+LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
+                                    int64_t E, int64_t max_rows, const uint8_t* codes, const float* scales, int64_t N,
+                                    float* y) {
+  LaunchShape s;
+  const int64_t gx = (N + kCols - 1) / kCols, gy = (max_rows + kRows - 1) / kRows;
+  if (plan_grouped(s, gx, gy, E, kGemmThreads))
+    DGEMMA_LAUNCH(grouped_gemm_tc_kernel<true>, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
+        a, K, starts, max_rows, codes, scales, N, y);
   return s;
 }
 

@@ -87,17 +87,21 @@ double op_flops(const OpCall& c) {
     }
     case OpKind::kSoftEmbedding: return 2.0 * double(c.in[0]->numel()) * double(c.w[0]->shape[1]);
     case OpKind::kAttention: {
-      const Tensor &q = *c.in[0], &qpos = *c.in[3], &kpos = *c.in[4];
+      const Tensor &q = *c.in[0], &qpos = *c.in[3];
       const OpAttrs& a = c.attrs;
       double visible = 0;
-      for (int32_t qp : qpos.i)
-        for (int32_t kp : kpos.i) {
-          bool v = true;
-          if (a.mask == AttentionMask::kCausalWindow) v = kp <= qp && (a.window == 0 || int64_t(qp) - kp < a.window);
-          else if (a.mask == AttentionMask::kCommittedWindow)
-            v = kp >= a.first_canvas_pos || int64_t(kp) > int64_t(qp) - a.window;
-          visible += v;
-        }
+      for (const AttentionKeyPart& part : attention_keys(c).parts) {
+        if (part.rows == 0) continue;
+        for (int32_t qp : qpos.i)
+          for (int64_t s = part.first; s < part.first + part.rows; ++s) {
+            const int32_t kp = part.pos->i[size_t(s)];
+            bool v = true;
+            if (a.mask == AttentionMask::kCausalWindow) v = kp <= qp && (a.window == 0 || int64_t(qp) - kp < a.window);
+            else if (a.mask == AttentionMask::kCommittedWindow)
+              v = kp >= a.first_canvas_pos || int64_t(kp) > int64_t(qp) - a.window;
+            visible += v;
+          }
+      }
       return 4.0 * visible * double(q.dim(1)) * double(q.dim(2));
     }
     default: return 0.0;

@@ -5,22 +5,32 @@
 // Tiles are scheduled dynamically: under a causal mask their cost varies.
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "ops/cpu/fast_ops.h"
 
 namespace dgemma::cpu::fast {
 
 void attention(const OpCall& c, CpuContext& ctx) {
-  const Tensor &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
-  const Tensor &qpos = *c.in[3], &kpos = *c.in[4];
+  const Tensor &q = *c.in[0], &qpos = *c.in[3];
+  const AttentionKeys keys = attention_keys(c);
   Tensor& out = *c.out[0];
-  const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = k.dim(0), Hk = k.dim(1);
+  const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = keys.total(), Hk = c.in[1]->dim(1);
   const int64_t G = Hq / Hk;
   if (M == 0) return;
   if (S == 0) {
     std::fill(out.f.begin(), out.f.begin() + out.numel(), 0.0f);  // not past numel: the checker pads outputs with canaries
     return;
   }
+  // Key s's K and V rows (cache rows first, then the new ones) and positions.
+  const AttentionKeyPart &p0 = keys.parts[0], &p1 = keys.parts[1];
+  auto key_offset = [&](int64_t s, int64_t kh) -> std::pair<const AttentionKeyPart*, int64_t> {
+    return s < p0.rows ? std::pair{&p0, ((p0.first + s) * Hk + kh) * d} : std::pair{&p1, ((s - p0.rows) * Hk + kh) * d};
+  };
+  std::vector<int32_t>& kpos = ctx.ibuf0;
+  kpos.resize(size_t(S));
+  std::copy_n(p0.pos->i.begin() + p0.first, p0.rows, kpos.begin());
+  std::copy_n(p1.pos->i.begin(), p1.rows, kpos.begin() + p0.rows);
   const int64_t sp = (S + kNr - 1) / kNr * kNr, dp = (d + kNr - 1) / kNr * kNr;
   const int64_t ktp = sp / kNr, vpp = dp / kNr;
   std::vector<float>& kt = ctx.buf0;
@@ -35,7 +45,8 @@ void attention(const OpCall& c, CpuContext& ctx) {
       for (int64_t cc = 0; cc < kNr; ++cc) {
         const int64_t s = p * kNr + cc;
         if (s < S) {
-          const float* kr = k.f.data() + (s * Hk + kh) * d;
+          const auto [part, at] = key_offset(s, kh);
+          const float* kr = part->k->f.data() + at;
           for (int64_t j = 0; j < d; ++j) kd[j * kNr + cc] = kr[j];
         } else {
           for (int64_t j = 0; j < d; ++j) kd[j * kNr + cc] = 0.0f;
@@ -50,7 +61,8 @@ void attention(const OpCall& c, CpuContext& ctx) {
           float* dst = vd + cc * kNr;
           int64_t j = 0;
           if (s < S) {
-            const float* vr = v.f.data() + (s * Hk + kh) * d + c0;
+            const auto [part, at] = key_offset(s, kh);
+            const float* vr = part->v->f.data() + at + c0;
             for (; j < cols; ++j) dst[j] = vr[j];
           }
           for (; j < kNr; ++j) dst[j] = 0.0f;
@@ -66,7 +78,7 @@ void attention(const OpCall& c, CpuContext& ctx) {
   a.vp = vp.data();
   a.kt_head_stride = sp * d;
   a.vp_head_stride = dp * sp;
-  a.kpos = kpos.i.data();
+  a.kpos = kpos.data();
   a.out = out.f.data();
   a.m = M;
   a.hq = Hq;

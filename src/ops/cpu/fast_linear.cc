@@ -83,7 +83,7 @@ void gemm_packed(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* a_
 namespace fast {
 
 void linear(const OpCall& c, CpuContext& ctx) {
-  if (c.w[0]->quant) return quant_linear(c, *ctx.pool, ctx.int8_dot ? QuantDot::kInt8 : QuantDot::kExact);
+  if (c.w[0]->quant) return quant_linear(c, *ctx.pool, ctx.quant_dot());
   const Tensor& x = *c.in[0];
   const WeightRef& w = *c.w[0];
   Tensor& out = *c.out[0];

@@ -52,7 +52,7 @@ std::vector<ExpertTask> make_tasks(const std::vector<int64_t>& count, int64_t pa
 
 void moe_experts(const OpCall& c, CpuContext& ctx) {
   if (c.w[0]->quant || c.w[1]->quant)
-    return quant_moe_experts(c, *ctx.pool, ctx.int8_dot ? QuantDot::kInt8 : QuantDot::kExact, ctx.isa->gelu_glu);
+    return quant_moe_experts(c, *ctx.pool, ctx.quant_dot(), ctx.isa->gelu_glu);
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];

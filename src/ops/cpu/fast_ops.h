@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "ops/cpu/isa_kernels.h"
 #include "ops/cpu/packed_weights.h"
+#include "ops/cpu/quant_kernels.h"
 #include "ops/cpu/soft_embedding_stats.h"
 #include "ops/op.h"
 
@@ -23,6 +24,8 @@ struct CpuContext {
   const IsaKernels* isa = nullptr;  // never null inside fast::
   bool bf16_dot = false;            // use kBF16Pairs for bf16 weights (isa has pack_a_pairs)
   bool int8_dot = false;            // GEMMs over quantized weights on int8 activations (int8_dot.h)
+  // How GEMMs over quantized weights multiply in this context's mode.
+  QuantDot quant_dot() const { return int8_dot ? QuantDot::kInt8 : bf16_dot ? QuantDot::kBf16 : QuantDot::kExact; }
   PackedWeightCache weights;
   // Per-call buffers reused across calls (the backend runs one op at a time).
   std::vector<float> a_pack, buf0, buf1, buf2;

@@ -142,6 +142,7 @@ struct Decoder {
         }
         return;
       }
+      case QuantScheme::kFP8: return;  // never here: int8_dot_supported
     }
   }
 };
@@ -169,7 +170,8 @@ Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
       for (int i = 0; i < 16; ++i) v.levels[i] = int16_t(i);
       v.values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
       break;
-    case QuantScheme::kInt8: break;
+    case QuantScheme::kInt8:
+    case QuantScheme::kFP8: break;  // (kFP8 never takes this path: int8_dot_supported)
   }
   return v;
 }
@@ -181,6 +183,7 @@ bool int8_dot_supported(const QuantizedWeight& w) {
     case QuantScheme::kAffine: return w.block % kI8Block == 0 && (w.bits == 4 || w.bits == 8);
     case QuantScheme::kNF4:
     case QuantScheme::kInt8: return w.block % kI8Block == 0;
+    case QuantScheme::kFP8: return false;  // E4M3 values are not integers: the exact path
   }
   return false;
 }

@@ -100,6 +100,26 @@ void int8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_
   }
 }
 
+// The E4M3FN value of each code (a 256-entry table) times the block's scale:
+// the reference's product, so the same values at every level.
+void fp8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
+  const QuantSlice& s = w.slice_for(row);
+  const int64_t lr = row - s.row_begin, groups = w.cols / w.block;
+  const uint8_t* q = s.codes + lr * w.cols;
+  const float* values = quant::e4m3_table();
+  int64_t c = col;
+  const int64_t end = col + n;
+  while (c < end) {
+    const int64_t g = c / w.block, gend = std::min((g + 1) * w.block, end), len = gend - c;
+    const float scale = load_f32(s.scales, lr * groups + g);
+    if (len % 16 == 0) isa.fp8(q + c, len, values, scale, out);
+    else
+      for (int64_t t = 0; t < len; ++t) out[t] = scale * values[q[c + t]];
+    out += len;
+    c = gend;
+  }
+}
+
 }  // namespace
 
 void dequantize_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
@@ -109,6 +129,7 @@ void dequantize_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t 
     case QuantScheme::kNVFP4: return nvfp4_row(isa, w, row, col, n, out);
     case QuantScheme::kAffine: return affine_row(isa, w, row, col, n, out);
     case QuantScheme::kInt8: return int8_row(isa, w, row, col, n, out);
+    case QuantScheme::kFP8: return fp8_row(isa, w, row, col, n, out);
   }
 }
 

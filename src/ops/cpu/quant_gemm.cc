@@ -42,6 +42,12 @@ void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int
   if (dot == QuantDot::kInt8 && w.quant && int8_dot_supported(*w.quant))
     return int8_dot_gemm(w, row0, n, x, M, out, ld_out, pool);
   const int64_t K = w.shape.back();
+  std::vector<float> rounded;
+  if (dot != QuantDot::kExact && w.quant && fp8_per_channel(*w.quant)) {
+    rounded.assign(x, x + M * K);
+    for (float& v : rounded) v = round_bf16(v);
+    x = rounded.data();
+  }
   const int64_t tiles = (n + kQuantNr - 1) / kQuantNr;
   if (n <= 0 || M <= 0) return;
   const QuantIsa& isa = quant_isa();

@@ -32,7 +32,11 @@ inline constexpr int64_t kQuantKc = 512;
 // to fp32 in tiles (fp32 activations and accumulation); kInt8 quantizes the
 // activations to int8 blocks and uses integer dot products (int8_dot.h;
 // CpuBackendOptions::int8_dot), for the weights int8_dot_supported() accepts.
-enum class QuantDot : uint8_t { kExact, kInt8 };
+// kBf16 (the bf16 dot mode), and kInt8 for the weights it does not take,
+// round the activations to bf16 for FP8 weights with a scale per channel
+// (fp8_per_channel), as the CUDA backend's tensor cores take them; the
+// product is then the exact one.
+enum class QuantDot : uint8_t { kExact, kInt8, kBf16 };
 
 // Op kernels with the contracts of ops/op.h.
 void quant_linear(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact);

@@ -80,6 +80,10 @@ void int8_portable(const int8_t* codes, int64_t n, float s, float* out) {
   for (int64_t k = 0; k < n; ++k) out[k] = s * float(codes[k]);
 }
 
+void fp8_portable(const uint8_t* codes, int64_t n, const float* lut, float s, float* out) {
+  for (int64_t k = 0; k < n; ++k) out[k] = s * lut[codes[k]];
+}
+
 // ---- AVX-512 --------------------------------------------------------------------
 
 #define DGEMMA_QUANT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
@@ -179,14 +183,23 @@ DGEMMA_QUANT_AVX512 void int8_avx512(const int8_t* codes, int64_t n, float s, fl
   }
 }
 
+// 16 codes: zero-extended to indices, the values gathered from the table.
+DGEMMA_QUANT_AVX512 void fp8_avx512(const uint8_t* codes, int64_t n, const float* lut, float s, float* out) {
+  const __m512 sv = _mm512_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(sv, _mm512_i32gather_ps(idx, lut, 4)));
+  }
+}
+
 #undef DGEMMA_QUANT_AVX512
 
 const QuantIsa kPortable = {"portable",           tile_dot_portable, nibbles_scaled_portable, nvfp4_blocks_portable,
-                            affine4_portable,     affine8_portable,  int8_portable};
+                            affine4_portable,     affine8_portable,  int8_portable,           fp8_portable};
 const QuantIsa kAvx2 = {"avx2",           tile_dot_avx2,    nibbles_scaled_portable, nvfp4_blocks_portable,
-                        affine4_portable, affine8_portable, int8_portable};
+                        affine4_portable, affine8_portable, int8_portable,           fp8_portable};
 const QuantIsa kAvx512 = {"avx512",       tile_dot_avx512, nibbles_scaled_avx512, nvfp4_blocks_avx512,
-                          affine4_avx512, affine8_avx512,  int8_avx512};
+                          affine4_avx512, affine8_avx512,  int8_avx512,           fp8_avx512};
 
 }  // namespace
 

@@ -39,6 +39,9 @@ struct QuantIsa {
   void (*affine8)(const uint8_t* codes, int64_t n, float s, float b, float* out);
   // int8: out = s · q.
   void (*int8)(const int8_t* codes, int64_t n, float s, float* out);
+  // FP8 E4M3: out = s · lut[code] (lut: the 256 E4M3 values), n a multiple
+  // of 16.
+  void (*fp8)(const uint8_t* codes, int64_t n, const float* lut, float s, float* out);
 };
 
 // The table for the running CPU, capped by DGEMMA_CPU_ISA (core/cpu_features.h).
