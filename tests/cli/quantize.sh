@@ -70,7 +70,7 @@ fi
 # FP8 E4M3 at load, per channel and per block: runs, and the plan counts a
 # byte per covered weight.
 for mode in fp8 fp8-block; do
-  if "$BIN" run -p "Hello" -n 8 --seed 2 --quantize $mode >"$TMP/rf.out" 2>"$TMP/rf.err" && [ -s "$TMP/rf.out" ]; then
+  if "$BIN" run -p "Hello" -n 4 --seed 2 --quantize $mode >"$TMP/rf.out" 2>"$TMP/rf.err" && [ -s "$TMP/rf.out" ]; then
     ok "run --quantize $mode on the default model"
   else
     bad "run --quantize $mode: $(cat "$TMP/rf.err")"

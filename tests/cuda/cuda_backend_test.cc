@@ -280,11 +280,27 @@ TEST_P(CudaOps, Rope) {
   }
 }
 
+// Whether one of the backend's recent launches (its log of the last 64),
+// those after launch number `after` only, ran `kernel`.
+bool launched_kernel(const CudaBackend& gpu, const std::string& kernel, uint64_t after = 0) {
+  for (const CudaLaunchRecord& r : gpu.recent_launches())
+    if (r.kernel == kernel && r.seq > after) return true;
+  return false;
+}
+uint64_t last_launch(const CudaBackend& gpu) {
+  const std::vector<CudaLaunchRecord> log = gpu.recent_launches();
+  return log.empty() ? 0 : log.back().seq;
+}
+
 // Cases 0-3 small (case 1 without any key; 2 and 3 grouped queries); 4 and
 // 5 several blocks of query rows and key tiles at head dims 512 and 100.
 // From case 2 on the keys come in two segments: a cache (whose first rows
 // skip_rows leaves out) and the new rows (ops/op.h attention_keys).
 TEST_P(CudaOps, Attention) {
+  // The same mode with attention as two cuBLAS products (cuda:cublas-attention).
+  CudaBackendOptions po = backend_->options();
+  po.cublas_attention = true;
+  CudaBackend products(po);
   const AttentionMask masks[] = {AttentionMask::kNone, AttentionMask::kCausalWindow, AttentionMask::kCommittedWindow};
   for (int s = 0; s < kCases + 2; ++s)
     for (AttentionMask mask : masks) {
@@ -323,7 +339,10 @@ TEST_P(CudaOps, Attention) {
                 " skip=" + std::to_string(skip) + " mask=" + std::to_string(int(mask)) +
                 " window=" + std::to_string(cs.call.attrs.window);
       expect_matches_cpu(gpu(), cs, 1);
+      expect_matches_cpu(products, cs, 1);
     }
+  EXPECT_TRUE(launched_kernel(*backend_, "attention.flash"));
+  EXPECT_TRUE(launched_kernel(products, "attention.softmax"));
 }
 
 TEST_P(CudaOps, RouterTopk) {
@@ -488,18 +507,6 @@ void add_quantized_experts(Case& cs, const QuantCase& q, Rng& r, int64_t M, int6
   add_quant_weight(cs, q, "experts.down_proj", {E, H, I}, r, H);
 }
 
-// Whether one of the backend's recent launches (its log of the last 64),
-// those after launch number `after` only, ran `kernel`.
-bool launched_kernel(const CudaBackend& gpu, const std::string& kernel, uint64_t after = 0) {
-  for (const CudaLaunchRecord& r : gpu.recent_launches())
-    if (r.kernel == kernel && r.seq > after) return true;
-  return false;
-}
-uint64_t last_launch(const CudaBackend& gpu) {
-  const std::vector<CudaLaunchRecord> log = gpu.recent_launches();
-  return log.empty() ? 0 : log.back().seq;
-}
-
 TEST_P(CudaOps, QuantizedWeights) {
   std::vector<QuantCase> cases(std::begin(kQuantCases), std::end(kQuantCases));
   cases.insert(cases.end(), std::begin(kFp8Cases), std::end(kFp8Cases));
@@ -655,7 +662,7 @@ TEST(CudaGuards, QuantizedWeightsStayPackedOnTheDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaOps,
                          ::testing::Values("cuda", "cuda:sync", "cuda:debug", "cuda:debug+chunked", "cuda:bf16-dot",
-                                           "cuda:debug,bf16-dot+chunked", "cuda:debug,cublas-attention+chunked"),
+                                           "cuda:debug,bf16-dot+chunked"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            std::string n = p.param;
                            for (char& c : n)

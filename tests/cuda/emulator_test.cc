@@ -284,6 +284,37 @@ TEST(CudaEmulatorDeathTest, OutOfBoundsWriteOfAKernelIsReportedBySanitizer) {
 }
 #endif
 
+// Guarded device memory (DGEMMA_CUDA_EMULATED_MEMORY=guarded, fake_runtime.cc):
+// a copy and a kernel use the buffer; host code that then reads the device
+// pointer dies with the allocation named, as it would crash (or read
+// garbage) on a GPU, where the plain emulated device would let it pass.
+void read_device_memory_on_the_host() {
+  int* d = device_alloc<int>(16);
+  const std::vector<int> h(16, 7);
+  if (cudaMemcpy(d, h.data(), 64, cudaMemcpyHostToDevice) != cudaSuccess) std::exit(3);
+  DGEMMA_LAUNCH(write_at, 1, 1, nullptr)(d, int64_t(2));
+  if (cudaGetLastError() != cudaSuccess || to_host(d, 16)[2] != 1) std::exit(4);
+  volatile int v = d[3];  // the bug: a device pointer read on the host
+  std::exit(v == 7 ? 5 : 6);
+}
+
+// The child re-runs this binary (threadsafe style) with the environment set
+// here: guarded memory, and a sanitizer that lets the emulator's handler see
+// the fault before its own report.
+TEST(CudaEmulatorDeathTest, HostDereferenceOfDeviceMemoryIsCaughtInGuardedMode) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string saved_asan = asan ? asan : "";
+  setenv("DGEMMA_CUDA_EMULATED_MEMORY", "guarded", 1);
+  setenv("ASAN_OPTIONS", (saved_asan + (saved_asan.empty() ? "" : ":") + "allow_user_segv_handler=1").c_str(), 1);
+  EXPECT_DEATH(read_device_memory_on_the_host(),
+               "host code read or wrote emulated device memory at 0x[0-9a-f]+, 12 bytes into a 64-byte allocation of "
+               "device 0");
+  unsetenv("DGEMMA_CUDA_EMULATED_MEMORY");
+  if (asan) setenv("ASAN_OPTIONS", saved_asan.c_str(), 1);
+  else unsetenv("ASAN_OPTIONS");
+}
+
 // ---- runtime ---------------------------------------------------------------
 
 TEST(CudaEmulator, CopiesAndFreesAreCheckedAgainstAllocations) {

@@ -29,7 +29,7 @@ void attention(const OpCall& c, CpuContext& ctx) {
   };
   std::vector<int32_t>& kpos = ctx.ibuf0;
   kpos.resize(size_t(S));
-  std::copy_n(p0.pos->i.begin() + p0.first, p0.rows, kpos.begin());
+  if (p0.rows > 0) std::copy_n(p0.pos->i.begin() + p0.first, p0.rows, kpos.begin());  // (no cache: no tensor)
   std::copy_n(p1.pos->i.begin(), p1.rows, kpos.begin() + p0.rows);
   const int64_t sp = (S + kNr - 1) / kNr * kNr, dp = (d + kNr - 1) / kNr * kNr;
   const int64_t ktp = sp / kNr, vpp = dp / kNr;

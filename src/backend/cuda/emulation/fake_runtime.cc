@@ -17,7 +17,22 @@
 // or reads device memory directly, sees stale data, as it could on a GPU. Error semantics follow the
 // runtime: a failed call sets the last error (cudaGetLastError returns and
 // clears it); a device fault is sticky and every later call returns it.
+//
+// DGEMMA_CUDA_EMULATED_MEMORY=guarded catches host code that dereferences a
+// device pointer, which works on the emulated device (its memory is host
+// memory) but is a segmentation fault, or garbage, on a GPU: device memory
+// then comes from one reserved region that the host cannot access (mmap,
+// PROT_NONE), opened only while the emulated device works on it (a kernel, a
+// cuBLAS call, a copy or memset). A host access outside those windows faults;
+// the handler names the allocation and the offset, then lets the fault take
+// its course (AddressSanitizer's report with the host stack, or the default
+// crash). Off by default: exact-size allocations from the C allocator let
+// AddressSanitizer check every kernel access byte for byte, which the region
+// cannot (the CTest entry cuda_tests_guarded_memory runs tests both ways).
 #include <cuda_runtime_api.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -68,6 +83,7 @@ constexpr int kMaxDevices = 16;
 struct Allocation {
   size_t bytes = 0;
   int device = 0;
+  size_t chunk = 0;  // guarded memory: the region's bytes it holds (whole pages), else 0
 };
 
 // All emulated devices share one host memory; allocations, streams and
@@ -80,6 +96,13 @@ struct Device {
   // A device fault breaks that device's context only (as each device has its
   // own primary context).
   cudaError_t sticky[kMaxDevices] = {};
+  // Guarded memory: the reserved region, its used prefix, the free chunks
+  // (by size) and the device work in progress (any thread; the region is
+  // open while it is above zero).
+  uintptr_t region = 0;
+  size_t region_bytes = 0, region_used = 0;
+  std::multimap<size_t, uintptr_t> free_chunks;
+  int open_windows = 0;
 };
 
 Device& device() {
@@ -168,6 +191,121 @@ bool deferred_streams() {
   return deferred;
 }
 
+// ---- guarded memory (DGEMMA_CUDA_EMULATED_MEMORY=guarded) ---------------------
+
+bool guarded_memory() {
+  static const bool guarded = [] {
+    const char* e = std::getenv("DGEMMA_CUDA_EMULATED_MEMORY");
+    if (!e || !*e || std::strcmp(e, "plain") == 0) return false;
+    if (std::strcmp(e, "guarded") == 0) return true;
+    std::fprintf(stderr, "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_MEMORY='%s' is neither plain nor guarded; using plain\n",
+                 e);
+    return false;
+  }();
+  return guarded;
+}
+
+size_t page_size() {
+  static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+constexpr size_t kGuardedRegionBytes = size_t(64) << 30;  // reserved address space, not memory
+
+void set_access_locked(Device& d, int prot) {
+  if (d.region_used) mprotect(reinterpret_cast<void*>(d.region), d.region_used, prot);
+}
+
+struct sigaction g_previous_segv;
+
+// Names the device allocation a faulting address falls in (async-signal-safe
+// calls only; the map is read without its lock, as the process is about to
+// die), then restores the previous handler and returns: the access faults
+// again and that handler reports it.
+void on_segv(int, siginfo_t* info, void*) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
+  Device& d = device();
+  if (at >= d.region && at < d.region + d.region_bytes && d.open_windows == 0) {
+    char msg[400];
+    int n = 0;
+    auto it = d.allocations.upper_bound(at);
+    if (it != d.allocations.begin() && at < std::prev(it)->first + std::prev(it)->second.bytes) {
+      --it;
+      n = std::snprintf(msg, sizeof msg,
+                        "dgemma CUDA emulator: host code read or wrote emulated device memory at %p, %zu bytes into a "
+                        "%zu-byte allocation of device %d: on a GPU this is a crash or garbage; copy it to the host "
+                        "first (cudaMemcpy, Tensor::ensure_host)\n",
+                        info->si_addr, size_t(at - it->first), it->second.bytes, it->second.device);
+    } else {
+      n = std::snprintf(msg, sizeof msg,
+                        "dgemma CUDA emulator: host code read or wrote emulated device memory at %p, outside any live "
+                        "allocation (freed or never allocated)\n",
+                        info->si_addr);
+    }
+    if (n > 0) (void)!write(2, msg, size_t(n < int(sizeof msg) ? n : int(sizeof msg) - 1));
+  }
+  sigaction(SIGSEGV, &g_previous_segv, nullptr);
+}
+
+// The region, reserved on first use, and the handler; false when the address
+// space cannot be reserved.
+bool reserve_region_locked(Device& d) {
+  if (d.region) return true;
+  void* map = mmap(nullptr, kGuardedRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) return false;
+  d.region = reinterpret_cast<uintptr_t>(map);
+  d.region_bytes = kGuardedRegionBytes;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &g_previous_segv);
+  return true;
+}
+
+// A chunk of whole pages: the smallest free one that fits (its rest goes back
+// to the free list), else the next part of the region; 0 when it is full.
+uintptr_t take_chunk_locked(Device& d, size_t bytes) {
+  auto it = d.free_chunks.lower_bound(bytes);
+  if (it != d.free_chunks.end()) {
+    const size_t size = it->first;
+    const uintptr_t at = it->second;
+    d.free_chunks.erase(it);
+    if (size > bytes) d.free_chunks.emplace(size - bytes, at + bytes);
+    return at;
+  }
+  if (d.region_used + bytes > d.region_bytes) return 0;
+  const uintptr_t at = d.region + d.region_used;
+  d.region_used += bytes;
+  // New pages take the region's current access (open inside a window).
+  if (d.open_windows > 0) mprotect(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE);
+  return at;
+}
+
+// The window in which the emulated device works on its memory (guarded
+// memory: opened for the first window of any thread, closed after the last).
+class DeviceAccess {
+ public:
+  DeviceAccess() : on_(guarded_memory()) {
+    if (!on_) return;
+    Device& d = device();
+    std::lock_guard lock(d.mu);
+    if (d.open_windows++ == 0) set_access_locked(d, PROT_READ | PROT_WRITE);
+  }
+  ~DeviceAccess() {
+    if (!on_) return;
+    Device& d = device();
+    std::lock_guard lock(d.mu);
+    if (--d.open_windows == 0) set_access_locked(d, PROT_NONE);
+  }
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+
+ private:
+  bool on_;
+};
+
 // Runs the queued work of `s` in order, on the stream's device. After a
 // fault broke that device's context only `always` work runs (as a GPU runs
 // nothing more), so the error surfaces at the wait.
@@ -178,7 +316,10 @@ void drain(cudaStream_t s) {
   while (!s->queue.empty()) {
     CUstream_st::Work w = std::move(s->queue.front());
     s->queue.pop_front();
-    if (w.always || broken() == cudaSuccess) w.run();
+    if (w.always || broken() == cudaSuccess) {
+      DeviceAccess access;
+      w.run();
+    }
   }
   t_device = saved;
 }
@@ -200,11 +341,20 @@ cudaError_t allocate(void** p, size_t bytes) {
   if (cudaError_t e = broken()) return fail(e);
   *p = nullptr;
   if (bytes == 0) return cudaSuccess;
+  Device& d = device();
+  if (guarded_memory()) {
+    std::lock_guard lock(d.mu);
+    const size_t page = page_size(), chunk = (bytes + page - 1) / page * page;
+    const uintptr_t at = reserve_region_locked(d) ? take_chunk_locked(d, chunk) : 0;
+    if (!at) return fail(cudaErrorMemoryAllocation);
+    d.allocations[at] = Allocation{bytes, t_device, chunk};
+    *p = reinterpret_cast<void*>(at);
+    return cudaSuccess;
+  }
   void* mem = nullptr;
   if (posix_memalign(&mem, kAlignment, bytes) != 0) return fail(cudaErrorMemoryAllocation);
-  Device& d = device();
   std::lock_guard lock(d.mu);
-  d.allocations[reinterpret_cast<uintptr_t>(mem)] = Allocation{bytes, t_device};
+  d.allocations[reinterpret_cast<uintptr_t>(mem)] = Allocation{bytes, t_device, 0};
   *p = mem;
   return cudaSuccess;
 }
@@ -216,7 +366,12 @@ cudaError_t release(void* p) {
     std::lock_guard lock(d.mu);
     auto it = d.allocations.find(reinterpret_cast<uintptr_t>(p));
     if (it == d.allocations.end()) return fail(cudaErrorInvalidValue);
+    const size_t chunk = it->second.chunk;
     d.allocations.erase(it);
+    if (chunk) {  // back to the free list (its pages keep their contents: a GPU's freed memory does too)
+      d.free_chunks.emplace(chunk, reinterpret_cast<uintptr_t>(p));
+      return cudaSuccess;
+    }
   }
   std::free(p);
   return cudaSuccess;
@@ -243,6 +398,7 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
     }
   }
   if (!s || !deferred_streams()) {
+    DeviceAccess access;
     std::memmove(dst, src, n);
     return cudaSuccess;
   }
@@ -250,6 +406,7 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
     // To pageable host memory: returns once the copy completed.
     drain(s);
     if (cudaError_t e = broken()) return fail(e);
+    DeviceAccess access;
     std::memmove(dst, src, n);
     return cudaSuccess;
   }
@@ -311,7 +468,10 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
 }
 
 void enqueue_work(cudaStream_t stream, std::function<void()> work) {
-  if (!stream || !deferred_streams()) return work();
+  if (!stream || !deferred_streams()) {
+    DeviceAccess access;
+    return work();
+  }
   stream->queue.push_back({std::move(work), false});
 }
 
