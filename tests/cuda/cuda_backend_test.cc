@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <numeric>
 #include <random>
@@ -28,6 +29,7 @@
 #include "dgemma/error.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/op.h"
+#include "quantize/quantized_weight.h"
 #include "quantize/quantizers.h"
 
 #if DGEMMA_HAVE_CUDA
@@ -629,6 +631,68 @@ TEST(CudaInt8Dot, BitIdenticalToTheCpuInt8Dot) {
 
 // Weights the integer path cannot tile (rows of K % 32 != 0 columns, like the
 // golden models' shapes) keep the exact products, as on the CPU.
+// The tensor-core FP8 path widens every E4M3 code to bf16 exactly (zeros,
+// subnormals, both signs, the largest values, NaN): a linear over a weight
+// holding each of the 256 codes once, with one scale per row, against the
+// CPU on one-hot activations, where every output is one weight value times
+// 1 (plus zeros), so the two must agree bit for bit. The two NaN codes sit
+// alone in the last row (a NaN weight makes its whole output column NaN).
+TEST(CudaFp8, EveryCodeWidensExactlyOnTheTensorCores) {
+  REQUIRE_CUDA_DEVICE();
+  const int64_t N = 17, K = 16;
+  auto qw = std::make_shared<QuantizedWeight>();
+  qw->scheme = QuantScheme::kFP8;
+  qw->shape = {N, K};
+  qw->dtype = DType::kBF16;
+  qw->rows = N;
+  qw->cols = K;
+  qw->block = int(K);
+  qw->bits = 8;
+  qw->scale_dtype = DType::kF32;
+  std::vector<uint8_t> codes(size_t(N * K)), scales(size_t(N) * 4);
+  for (size_t i = 0; i < 256; ++i) codes[i] = (i & 0x7f) == 0x7f ? 0 : uint8_t(i);
+  codes[256] = 0x7f;
+  codes[257] = 0xff;
+  for (int64_t n = 0; n < N; ++n) {
+    const float sc = 0.5f + 0.37f * float(n);
+    std::memcpy(scales.data() + n * 4, &sc, 4);
+  }
+  qw->owned.push_back(codes);
+  qw->owned.push_back(scales);
+  QuantSlice slice;
+  slice.rows = N;
+  slice.codes = qw->owned[0].data();
+  slice.scales = qw->owned[1].data();
+  qw->slices.push_back(slice);
+  ASSERT_TRUE(fp8_per_channel(*qw));
+  Case cs;
+  cs.call.kind = OpKind::kLinear;
+  std::vector<float> eye(size_t(K * K), 0.0f);
+  for (int64_t k = 0; k < K; ++k) eye[size_t(k * K + k)] = 1.0f;
+  cs.in.push_back(Tensor::f32({K, K}));
+  cs.in.back().f = eye;
+  cs.call.in.push_back(&cs.in.back());
+  WeightRef w;
+  w.name = "W";
+  w.dtype = qw->dtype;
+  w.shape = qw->shape;
+  w.data = qw->slices.front().codes;
+  w.quant = qw;
+  cs.weights.push_back(std::move(w));
+  cs.call.w.push_back(&cs.weights.back());
+  CpuBackendOptions so;
+  so.threads = 1;
+  so.isa = CpuIsa::kScalar;
+  CpuBackend cpu(so);
+  CudaBackend gpu(parse_cuda_spec("cuda:bf16-dot"));
+  const Tensor ref = run_one(cpu, cs), got = run_one(gpu, cs);
+  EXPECT_TRUE(launched_kernel(gpu, "linear.fp8_gemm"));
+  expect_bitwise(ref, got, "fp8 codes 0..255");
+  for (int64_t m = 0; m < K; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      EXPECT_EQ(std::isnan(got.f[size_t(m * N + n)]), n == N - 1) << "output " << m << ", " << n;
+}
+
 TEST(CudaInt8Dot, UntiledWeightsKeepTheExactPath) {
   REQUIRE_CUDA_DEVICE();
   CudaBackend gpu(parse_cuda_spec("cuda:int8-dot"));

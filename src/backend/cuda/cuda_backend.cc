@@ -591,7 +591,8 @@ struct CudaBackend::Impl {
   // tensor-core product on bf16 activations, the codes widened in the tile;
   // the weight's device codes and per-row scales.
   bool fp8_path(const WeightRef& W) const;
-  std::pair<const uint8_t*, const float*> fp8_operands(const WeightRef& W);
+  void fp8_gemm(const char* kernel, const uint16_t* a, int64_t K, const int32_t* starts, int64_t E, int64_t max_rows,
+                const WeightRef& W, int64_t N, float* y);
   struct I8Acts {
     const int8_t* q = nullptr;
     const float *d = nullptr, *ds = nullptr;
@@ -633,8 +634,8 @@ struct CudaBackend::Impl {
   }
   void rope(const OpCall& c);
   void attention(const OpCall& c);
-  void attention_products(const OpCall& c, const k::FlashArgs& keys, const float* d_q, const int32_t* d_qpos,
-                          float* out);
+  void attention_products(const OpCall& c, const k::FlashKeys (&segments)[2], const float* d_q,
+                          const int32_t* d_qpos, float* out);
   // An asynchronous device-to-device copy of `bytes`, logged and counted.
   void copy_device(void* dst, const void* src, int64_t bytes);
   void router_topk(const OpCall& c);
@@ -1266,10 +1267,7 @@ void CudaBackend::Impl::linear(const OpCall& c) {
         const I8Acts a = quantize_i8(d_x, M, K, "linear.quantize_i8");
         i8_gemm("linear.i8_gemm", a, K, nullptr, 1, M, W, w, N, out);
       } else if (fp8_path(W)) {
-        const auto [codes, scales] = fp8_operands(W);
-        const uint16_t* xb = to_bf16(d_x, M * K, "workspace (x in bf16)");
-        launched("linear.fp8_gemm", k::launch_grouped_gemm_fp8(stream, xb, K, nullptr, 1, M, codes, scales, N, out),
-                 {xb, codes, scales, out});
+        fp8_gemm("linear.fp8_gemm", to_bf16(d_x, M * K, "workspace (x in bf16)"), K, nullptr, 1, M, W, N, out);
       } else if (wt == k::WType::kF32) {
         g.A = w;
         gemm(g);
@@ -1304,12 +1302,16 @@ bool CudaBackend::Impl::fp8_path(const WeightRef& W) const {
   return opt.bf16_dot && W.quant && fp8_per_channel(*W.quant) && W.quant->slices.size() == 1;
 }
 
-// Codes then scales: the first two buffers of a one-slice weight
-// (plan_quant_upload), uploaded with it.
-std::pair<const uint8_t*, const float*> CudaBackend::Impl::fp8_operands(const WeightRef& W) {
+// The product over W's codes and scales: the first two buffers of a
+// one-slice weight (plan_quant_upload), uploaded with it.
+void CudaBackend::Impl::fp8_gemm(const char* kernel, const uint16_t* a, int64_t K, const int32_t* starts, int64_t E,
+                                 int64_t max_rows, const WeightRef& W, int64_t N, float* y) {
   quant_weight(W);
   const CachedQuant& c = quant_weights.at(W.quant.get());
-  return {static_cast<const uint8_t*>(c.buffers.at(0)), static_cast<const float*>(c.buffers.at(1))};
+  const auto* codes = static_cast<const uint8_t*>(c.buffers.at(0));
+  const auto* scales = static_cast<const float*>(c.buffers.at(1));
+  launched(kernel, k::launch_grouped_gemm_fp8(stream, a, K, starts, E, max_rows, codes, scales, N, y),
+           {a, starts, codes, scales, y});
 }
 
 // Device workspaces of this op: q [M, K] int8, then d, ds and Σq per block.
@@ -1402,7 +1404,7 @@ void CudaBackend::Impl::attention(const OpCall& c) {
       launched("attention.flash", k::launch_flash_attention(stream, a),
                {d_q, d_qpos, a.keys[0].k, a.keys[0].v, a.keys[0].pos, a.keys[1].k, a.keys[1].v, a.keys[1].pos, out});
     } else {
-      attention_products(c, a, d_q, d_qpos, out);
+      attention_products(c, a.keys, d_q, d_qpos, out);
     }
   }
   download(0, out);
@@ -1418,21 +1420,21 @@ void CudaBackend::Impl::attention(const OpCall& c) {
 // q_hᵀ (d×rows, ld Hq·d). Then out_h [rows, d] (row stride Hq·d) = p_h ·
 // v_g, i.e. out_hᵀ (d×rows) = v_gᵀ (d×S, ld Hk·d) · p_hᵀ (S×rows, ld S).
 // The scores are head-major [Hq, rows, S].
-void CudaBackend::Impl::attention_products(const OpCall& c, const k::FlashArgs& keys, const float* d_q,
+void CudaBackend::Impl::attention_products(const OpCall& c, const k::FlashKeys (&segments)[2], const float* d_q,
                                            const int32_t* d_qpos, float* out) {
   const Tensor& q = *c.in[0];
   const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), Hk = c.in[1]->dim(1);
-  const int64_t S = keys.keys[0].rows + keys.keys[1].rows, row = Hk * d;
-  const float *d_k = keys.keys[1].k, *d_v = keys.keys[1].v;
-  const int32_t* d_kpos = keys.keys[1].pos;
-  if (keys.keys[0].rows > 0) {  // gather the segments: cache rows, then the new ones
+  const int64_t S = segments[0].rows + segments[1].rows, row = Hk * d;
+  const float *d_k = segments[1].k, *d_v = segments[1].v;
+  const int32_t* d_kpos = segments[1].pos;
+  if (segments[0].rows > 0) {  // gather the segments: cache rows, then the new ones
     auto* k_all = static_cast<float*>(alloc(S * row * 4, "workspace (gathered keys)", true));
     auto* v_all = static_cast<float*>(alloc(S * row * 4, "workspace (gathered values)", true));
     auto* p_all = static_cast<int32_t*>(alloc(S * 4, "workspace (gathered key positions)", true));
     for (int i = 0; i < 2; ++i) {
-      const k::FlashKeys& seg = keys.keys[i];
+      const k::FlashKeys& seg = segments[i];
       if (seg.rows == 0) continue;
-      const int64_t at = i == 0 ? 0 : keys.keys[0].rows;
+      const int64_t at = i == 0 ? 0 : segments[0].rows;
       copy_device(k_all + at * row, seg.k, seg.rows * row * 4);
       copy_device(v_all + at * row, seg.v, seg.rows * row * 4);
       copy_device(p_all + at, seg.pos, seg.rows * 4);
@@ -1584,25 +1586,19 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
     if (I > 0) {
       auto* g = static_cast<float*>(alloc(MK * 2 * I * 4, "workspace (gate and up)", true));
       auto* act = static_cast<uint16_t*>(alloc(MK * I * 2, "workspace (expert activations, bf16)", true));
-      if (fp8) {
-        const auto [gu_codes, gu_scales] = fp8_operands(gu);
-        const auto [dn_codes, dn_scales] = fp8_operands(down);
-        launched("moe_experts.gate_up_fp8",
-                 k::launch_grouped_gemm_fp8(stream, xe, H, d_starts, E, M, gu_codes, gu_scales, 2 * I, g),
-                 {xe, d_starts, gu_codes, gu_scales, g});
-        launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
-        launched("moe_experts.down_fp8",
-                 k::launch_grouped_gemm_fp8(stream, act, I, d_starts, E, M, dn_codes, dn_scales, H, y),
-                 {act, d_starts, dn_codes, dn_scales, y});
-      } else {
-        const auto* w_gu = static_cast<const uint16_t*>(d_gu);
-        const auto* w_down = static_cast<const uint16_t*>(d_down);
+      const auto* w_gu = static_cast<const uint16_t*>(d_gu);
+      const auto* w_down = static_cast<const uint16_t*>(d_down);
+      if (fp8)
+        fp8_gemm("moe_experts.gate_up_fp8", xe, H, d_starts, E, M, gu, 2 * I, g);
+      else
         launched("moe_experts.gate_up_bf16",
                  k::launch_grouped_gemm_bf16(stream, xe, H, d_starts, E, M, w_gu, 2 * I, g), {xe, d_starts, w_gu, g});
-        launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
+      launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
+      if (fp8)
+        fp8_gemm("moe_experts.down_fp8", act, I, d_starts, E, M, down, H, y);
+      else
         launched("moe_experts.down_bf16", k::launch_grouped_gemm_bf16(stream, act, I, d_starts, E, M, w_down, H, y),
                  {act, d_starts, w_down, y});
-      }
     } else {
       zero(y, MK * H * 4);
     }

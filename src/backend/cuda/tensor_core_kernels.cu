@@ -78,6 +78,16 @@ struct Chunk {
   uint4 v;
 };
 
+// 8 bf16 values (low halves of h), in order, as one chunk.
+__device__ __forceinline__ Chunk pack_chunk(const uint32_t (&h)[8]) {
+  Chunk c;
+  c.v.x = h[0] | h[1] << 16;
+  c.v.y = h[2] | h[3] << 16;
+  c.v.z = h[4] | h[5] << 16;
+  c.v.w = h[6] | h[7] << 16;
+  return c;
+}
+
 // 8 consecutive bf16 values of row `row` (< rows) from column k0, zeros past
 // the row's end (or for rows >= rows); 16-byte loads when `vec`.
 __device__ __forceinline__ Chunk load_chunk(const uint16_t* base, int64_t row, int64_t rows, int64_t K, int64_t k0,
@@ -90,13 +100,9 @@ __device__ __forceinline__ Chunk load_chunk(const uint16_t* base, int64_t row, i
     c.v = *reinterpret_cast<const uint4*>(p);
     return c;
   }
-  uint16_t h[8];
-  for (int i = 0; i < 8; ++i) h[i] = k0 + i < K ? p[i] : uint16_t(0);
-  c.v.x = uint32_t(h[0]) | uint32_t(h[1]) << 16;
-  c.v.y = uint32_t(h[2]) | uint32_t(h[3]) << 16;
-  c.v.z = uint32_t(h[4]) | uint32_t(h[5]) << 16;
-  c.v.w = uint32_t(h[6]) | uint32_t(h[7]) << 16;
-  return c;
+  uint32_t h[8];
+  for (int i = 0; i < 8; ++i) h[i] = k0 + i < K ? p[i] : 0u;
+  return pack_chunk(h);
 }
 
 // An E4M3FN byte as bf16 bits: every E4M3 number is a bf16 number (3
@@ -112,25 +118,21 @@ __device__ __forceinline__ uint32_t e4m3_bf16_bits(uint32_t b) {
 // the row's end (or for rows >= rows); 8-byte loads when `vec`.
 __device__ __forceinline__ Chunk load_chunk_fp8(const uint8_t* base, int64_t row, int64_t rows, int64_t K, int64_t k0,
                                                 bool vec) {
-  Chunk c;
-  c.v = make_uint4(0u, 0u, 0u, 0u);
-  if (row >= rows || k0 >= K) return c;
-  const uint8_t* p = base + row * K + k0;
-  uint32_t b[8];
-  if (vec && k0 + 8 <= K) {
-    const uint2 v = *reinterpret_cast<const uint2*>(p);
-    for (int i = 0; i < 4; ++i) {
-      b[i] = v.x >> (8 * i) & 0xFFu;
-      b[4 + i] = v.y >> (8 * i) & 0xFFu;
+  uint32_t h[8] = {};  // code 0 is +0, also bf16 0
+  if (row < rows && k0 < K) {
+    const uint8_t* p = base + row * K + k0;
+    if (vec && k0 + 8 <= K) {
+      const uint2 v = *reinterpret_cast<const uint2*>(p);
+      for (int i = 0; i < 4; ++i) {
+        h[i] = v.x >> (8 * i) & 0xFFu;
+        h[4 + i] = v.y >> (8 * i) & 0xFFu;
+      }
+    } else {
+      for (int i = 0; i < 8; ++i) h[i] = k0 + i < K ? p[i] : 0u;
     }
-  } else {
-    for (int i = 0; i < 8; ++i) b[i] = k0 + i < K ? p[i] : 0u;
   }
-  c.v.x = e4m3_bf16_bits(b[0]) | e4m3_bf16_bits(b[1]) << 16;
-  c.v.y = e4m3_bf16_bits(b[2]) | e4m3_bf16_bits(b[3]) << 16;
-  c.v.z = e4m3_bf16_bits(b[4]) | e4m3_bf16_bits(b[5]) << 16;
-  c.v.w = e4m3_bf16_bits(b[6]) | e4m3_bf16_bits(b[7]) << 16;
-  return c;
+  for (uint32_t& v : h) v = e4m3_bf16_bits(v);
+  return pack_chunk(h);
 }
 
 __device__ __forceinline__ void store_chunk(uint16_t* dst, const Chunk& c) {
