@@ -468,6 +468,19 @@ const QuantCase kFp8Cases[] = {
     {"fp8 block 32", QuantScheme::kFP8, 32, 8, false, DType::kF32},
 };
 
+// Binds a quantized weight as the call's next weight.
+const WeightRef* bind_quant_weight(Case& cs, const std::string& name, std::shared_ptr<const QuantizedWeight> qw) {
+  WeightRef w;
+  w.name = name;
+  w.dtype = qw->dtype;
+  w.shape = qw->shape;
+  w.data = qw->slices.front().codes;
+  w.quant = std::move(qw);
+  cs.weights.push_back(std::move(w));
+  cs.call.w.push_back(&cs.weights.back());
+  return &cs.weights.back();
+}
+
 const WeightRef* add_quant_weight(Case& cs, const QuantCase& q, const std::string& name, std::vector<int64_t> shape,
                                   Rng& r, int64_t slice_rows = 0) {
   int64_t n = 1;
@@ -479,17 +492,7 @@ const WeightRef* add_quant_weight(Case& cs, const QuantCase& q, const std::strin
   p.bits = q.bits;
   p.double_quant = q.double_quant;
   p.slice_rows = p.scale_rows = q.scheme == QuantScheme::kNVFP4 ? slice_rows : 0;
-  std::shared_ptr<const QuantizedWeight> qw =
-      quant::quantize_weight(q.scheme, {DType::kF32, v.data(), n}, shape, q.logical, p);
-  WeightRef w;
-  w.name = name;
-  w.dtype = qw->dtype;
-  w.shape = qw->shape;
-  w.data = qw->slices.front().codes;
-  w.quant = qw;
-  cs.weights.push_back(std::move(w));
-  cs.call.w.push_back(&cs.weights.back());
-  return &cs.weights.back();
+  return bind_quant_weight(cs, name, quant::quantize_weight(q.scheme, {DType::kF32, v.data(), n}, shape, q.logical, p));
 }
 
 // A moe_experts case over quantized experts: x [M, H] in [-1, 1], each
@@ -672,14 +675,7 @@ TEST(CudaFp8, EveryCodeWidensExactlyOnTheTensorCores) {
   cs.in.push_back(Tensor::f32({K, K}));
   cs.in.back().f = eye;
   cs.call.in.push_back(&cs.in.back());
-  WeightRef w;
-  w.name = "W";
-  w.dtype = qw->dtype;
-  w.shape = qw->shape;
-  w.data = qw->slices.front().codes;
-  w.quant = qw;
-  cs.weights.push_back(std::move(w));
-  cs.call.w.push_back(&cs.weights.back());
+  bind_quant_weight(cs, "W", qw);
   CpuBackendOptions so;
   so.threads = 1;
   so.isa = CpuIsa::kScalar;
