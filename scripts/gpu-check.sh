@@ -21,8 +21,8 @@
 #      doctor with --backend cuda (1 step, the default 12-token prompt), in
 #      fp32, in bf16-dot, in int8-dot on NF4 weights and in bf16-dot on FP8
 #      weights, and the same per-op table, then `dgemma bench step --context
-#      512 --steps 3` with --backend cuda in fp32 (flash attention, then
-#      cuda:cublas-attention), bf16-dot, bf16-dot with --quantize fp8, and
+#      512 --steps 3` with --backend cuda in fp32 (flash attention and CUDA
+#      graphs, then cuda:eager, then cuda:cublas-attention), bf16-dot, bf16-dot with --quantize fp8, and
 #      int8-dot with --quantize nf4 (steps
 #      as generate() runs them, device time per op; batch 1 and 4, and the
 #      host/device traffic per step) and, for comparison, --backend cpu -t 16
@@ -164,7 +164,7 @@ if "batch" in d:
 for path, t in d.get("device_traffic_per_step", {}).items():
     print(f"  device traffic per step ({path}): {t['h2d_bytes']} B up, {t['d2h_bytes']} B down "
           f"({t['h2d_bytes_per_position']:.1f} / {t['d2h_bytes_per_position']:.1f} per position), "
-          f"{t['synchronizations']} waits, {t['kernel_launches']} launches")
+          f"{t['synchronizations']} waits, {t['kernel_launches']} launches in {t.get('graph_launches', 0)} graphs")
 e = d.get("estimate")
 if e:
     canvas_ms = 1e3 * (e['step_first_s'] + 15 * e['step_sc_s'] + e['commit_s'])
@@ -305,13 +305,15 @@ else
   # FP8 weights with a scale per channel on the bf16 tensor cores, against
   # the CPU's dot mode.
   slice_doctor fp8 --quantize fp8 --precision bf16-dot
-  # cuda-cublasattn: attention as two cuBLAS products (the flash kernel's A/B).
-  benches="cuda cuda-cublasattn cuda-dot cuda-fp8 cuda-int8 cpu"
-  [ "${DGEMMA_GPU_SKIP_CPU_BENCH:-0}" = 1 ] && benches="cuda cuda-cublasattn cuda-dot cuda-fp8 cuda-int8"
+  # cuda-cublasattn: attention as two cuBLAS products (the flash kernel's A/B);
+  # cuda-eager: every kernel launched directly (the CUDA graphs' A/B).
+  benches="cuda cuda-eager cuda-cublasattn cuda-dot cuda-fp8 cuda-int8 cpu"
+  [ "${DGEMMA_GPU_SKIP_CPU_BENCH:-0}" = 1 ] && benches="cuda cuda-eager cuda-cublasattn cuda-dot cuda-fp8 cuda-int8"
   for backend in $benches; do
     name=bench_step_slice_$backend
     flags=(--backend ${backend%-*})
     [ $backend = cuda-cublasattn ] && flags=(--backend cuda:cublas-attention)
+    [ $backend = cuda-eager ] && flags=(--backend cuda:eager)
     [ $backend = cuda-fp8 ] && flags+=(--quantize fp8 --precision bf16-dot)
     [ $backend = cpu ] && flags+=(-t 16)
     [ $backend = cuda-dot ] && flags+=(--precision bf16-dot)

@@ -411,7 +411,7 @@ int run_step(const Args& args) {
   // by the CUDA backend itself (issue 15, item 8), per way of running it.
   struct Traffic {
     std::string path;
-    int64_t h2d = 0, d2h = 0, syncs = 0, launches = 0;
+    int64_t h2d = 0, d2h = 0, syncs = 0, launches = 0, graphs = 0;
   };
   std::vector<Traffic> traffic;
 #if DGEMMA_HAVE_CUDA
@@ -420,7 +420,7 @@ int run_step(const Args& args) {
       gpu->reset_traffic();
       step();
       const CudaTraffic t = gpu->traffic();
-      traffic.push_back({path, t.h2d_bytes, t.d2h_bytes, t.synchronizations, t.kernel_launches});
+      traffic.push_back({path, t.h2d_bytes, t.d2h_bytes, t.synchronizations, t.kernel_launches, t.graph_launches});
     };
     // Through the host API: the logits come down and go back up.
     count("host_logits", [&] { model->decode(canvas.data(), first.data(), logits.data()); });
@@ -521,6 +521,7 @@ int run_step(const Args& args) {
       e.set("d2h_bytes", t.d2h);
       e.set("synchronizations", t.syncs);
       e.set("kernel_launches", t.launches);
+      e.set("graph_launches", t.graphs);
       e.set("h2d_bytes_per_position", double(t.h2d) / double(L));
       e.set("d2h_bytes_per_position", double(t.d2h) / double(L));
       all.set(t.path, e);
@@ -591,9 +592,9 @@ int run_step(const Args& args) {
               tokens_per_s(t_first, t_sc, t_commit, 48));
   for (const Traffic& t : traffic)
     std::printf("device traffic of one self-conditioned step (%s): %lld bytes up, %lld bytes down (%.1f / %.1f per "
-                "canvas position), %lld waits, %lld launches\n",
+                "canvas position), %lld waits, %lld launches in %lld graphs\n",
                 t.path.c_str(), (long long)t.h2d, (long long)t.d2h, double(t.h2d) / double(L), double(t.d2h) / double(L),
-                (long long)t.syncs, (long long)t.launches);
+                (long long)t.syncs, (long long)t.launches, (long long)t.graphs);
   std::printf("self-conditioned step by op:\n");
   for (int k = 0; k < kNumOpKinds; ++k) {
     const OpKind kind = OpKind(k);

@@ -142,11 +142,17 @@ struct QuantizedWeight {
   mutable DenseCopy dense_f32_, dense_bf16_;
 };
 
-// FP8 with one scale per output channel (row): the weights the bf16 dot mode
-// multiplies as bf16 values (E4M3 numbers are bf16 numbers) with the scale
-// applied to each output (CUDA: the tensor cores; CPU: activations rounded to
-// bf16, ops/cpu/quant_kernels.h QuantDot).
+// FP8 with one scale per output channel (row).
 inline bool fp8_per_channel(const QuantizedWeight& w) { return w.scheme == QuantScheme::kFP8 && w.block == w.cols; }
+// The FP8 weights the bf16 dot mode multiplies as bf16 values (E4M3 numbers
+// are bf16 numbers), the scales applied to the sums (CUDA: the tensor cores;
+// CPU: activations rounded to bf16, ops/cpu/quant_kernels.h QuantDot): a
+// scale per output channel, applied to each output, or per block of a
+// multiple of 32 columns (the tensor-core kernel's depth), applied to each
+// block's partial sum.
+inline bool fp8_dot_weights(const QuantizedWeight& w) {
+  return fp8_per_channel(w) || (w.scheme == QuantScheme::kFP8 && w.block % 32 == 0 && w.cols % w.block == 0);
+}
 
 // Scalar reference dequantization of logical elements [col, col + n) of row
 // `row` into fp32 `out` (module comment; formats.md §2.4, §3.3, §4.2). The

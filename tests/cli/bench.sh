@@ -110,6 +110,8 @@ assert abs(ops - d["step_sc_device_s"]) <= 1e-9 + 1e-6 * ops, (ops, d["step_sc_d
 assert "moe_experts" in d["step_sc_by_op"] and "sample" in d["step_sc_by_op"], d["step_sc_by_op"].keys()
 t = d["device_traffic_per_step"]["on_device_sampler"]
 assert t["h2d_bytes"] == 16 * 16 and t["synchronizations"] == 1, t
+# The step runs as one CUDA graph (the default graph mode), all its kernels in it.
+assert t["graph_launches"] == 1 and t["kernel_launches"] > 100, t
 PY
     then
       ok "bench step --backend cuda --precision $prec: decode_sample steps, device time by op"

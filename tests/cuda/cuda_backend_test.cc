@@ -134,11 +134,12 @@ void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4,
   ro.int8_dot = cuda && cuda->options().int8_dot;
   CpuBackend cpu(ro);
   // The dot mode's products: bf16 weights, and FP8 ones with a scale per
-  // channel (bf16 activations on both sides when the CPU has the mode).
+  // channel or per block of 32k columns (bf16 activations on both sides when
+  // the CPU has the mode).
   const bool dot_product =
       dot_mode(gpu) && (cs.call.kind == OpKind::kLinear || cs.call.kind == OpKind::kMoeExperts) &&
       std::any_of(cs.call.w.begin(), cs.call.w.end(), [](const WeightRef* w) {
-        return w->quant ? fp8_per_channel(*w->quant) : w->dtype == DType::kBF16;
+        return w->quant ? fp8_dot_weights(*w->quant) : w->dtype == DType::kBF16;
       });
   if (dot_product) rtol = std::max(rtol, cpu.bf16_dot() ? 2e-3 : 3e-2);
   cpu.run(rc);
@@ -461,11 +462,14 @@ const QuantCase kQuantCases[] = {
     {"int8", QuantScheme::kInt8, 64, 8, false, DType::kF32},
 };
 // FP8 E4M3 (quantize at load): a scale per output channel (block 0: the
-// row), and per 32 columns. Not integers: the integer mode leaves them on
-// the exact path, so only the exact ops test them.
+// row), per 32 and per 64 columns (the dot mode's tensor cores), and per 16
+// (the exact path in every mode). Not integers: the integer mode leaves them
+// on the exact path, so only the exact ops test them.
 const QuantCase kFp8Cases[] = {
     {"fp8 per channel", QuantScheme::kFP8, 0, 8, false, DType::kBF16},
     {"fp8 block 32", QuantScheme::kFP8, 32, 8, false, DType::kF32},
+    {"fp8 block 64", QuantScheme::kFP8, 64, 8, false, DType::kF32},
+    {"fp8 block 16", QuantScheme::kFP8, 16, 8, false, DType::kF32},
 };
 
 // Binds a quantized weight as the call's next weight.
@@ -552,10 +556,10 @@ TEST_P(CudaOps, QuantizedWeights) {
       cs.what = std::string("moe_experts ") + q.label;
       expect_matches_cpu(gpu(), cs, 1);
     }
-    // The dot mode multiplies FP8 weights with a scale per channel on the
-    // tensor cores (the codes widened to bf16 in the tile); other layouts
-    // and modes keep the exact path.
-    const bool fp8_tc = dot_mode(gpu()) && q.scheme == QuantScheme::kFP8 && q.block == 0;
+    // The dot mode multiplies FP8 weights with a scale per channel or per
+    // block of 32k columns on the tensor cores (the codes widened to bf16 in
+    // the tile); blocks of 16 and the other modes keep the exact path.
+    const bool fp8_tc = dot_mode(gpu()) && q.scheme == QuantScheme::kFP8 && q.block % 32 == 0;
     EXPECT_EQ(launched_kernel(*backend_, "linear.fp8_gemm", before), fp8_tc) << "linear over " << q.label;
     EXPECT_EQ(launched_kernel(*backend_, "moe_experts.down_fp8", before), fp8_tc) << "experts over " << q.label;
   }

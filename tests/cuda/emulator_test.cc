@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -551,6 +552,196 @@ TEST(CudaEmulator, DeferredStreamsRunWorkWhenTheHostWaits) {
 }
 
 // Exit status 0 when the read past the allocation became a sticky illegal address.
+// ---- stream capture, graphs and pinned memory (issue 15, item 9) ------------
+
+cudaGraph_t capture_one(cudaStream_t s, int* d, int v) {
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  DGEMMA_LAUNCH(set_value, 1, 16, s)(d, v);
+  cudaGraph_t g = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  return g;
+}
+
+TEST(CudaEmulator, CapturedWorkRunsWhenItsGraphIsLaunchedAndUpdatesTakeNewArguments) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  int* d = device_alloc<int>(16);
+  int* d2 = device_alloc<int>(16);
+  ASSERT_EQ(cudaMemset(d, 0, 16 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d2, 0, 16 * sizeof(int)), cudaSuccess);
+
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaErrorIllegalState);
+  cudaGetLastError();
+  DGEMMA_LAUNCH(set_value, 1, 16, s)(d, 7);
+  cudaGraph_t g = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  EXPECT_EQ(to_host(d, 16)[0], 0) << "captured work ran during the capture";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  EXPECT_EQ(to_host(d, 16)[0], 0) << "instantiating ran the graph";
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(to_host(d, 16), std::vector<int>(16, 7));
+  ASSERT_EQ(cudaMemset(d, 0, 16 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // replayed
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(to_host(d, 16)[15], 7);
+
+  // The same kernel on other arguments: the update takes them.
+  cudaGraph_t g2 = capture_one(s, d2, 9);
+  cudaGraphExecUpdateResultInfo info{};
+  ASSERT_EQ(cudaGraphExecUpdate(exec, g2, &info), cudaSuccess);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, 16 * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(to_host(d2, 16)[3], 9);
+  EXPECT_EQ(to_host(d, 16)[3], 0) << "the update kept the old arguments";
+
+  // Another node count, or another kernel: refused, the exec unchanged.
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  DGEMMA_LAUNCH(set_value, 1, 16, s)(d, 1);
+  DGEMMA_LAUNCH(set_value, 1, 16, s)(d, 2);
+  cudaGraph_t two = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &two), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecUpdate(exec, two, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorTopologyChanged);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  DGEMMA_LAUNCH(write_at, 1, 1, s)(d, int64_t(0));
+  cudaGraph_t other = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &other), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecUpdate(exec, other, &info), cudaErrorGraphExecUpdateFailure);
+  EXPECT_EQ(info.result, cudaGraphExecUpdateErrorNodeTypeChanged);
+  cudaGetLastError();
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(to_host(d, 16)[0], 0);
+
+  for (cudaGraph_t x : {g, g2, two, other}) EXPECT_EQ(cudaGraphDestroy(x), cudaSuccess);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  cudaFree(d);
+  cudaFree(d2);
+  cudaStreamDestroy(s);
+}
+
+// Each call that breaks a capture on a GPU is refused and invalidates it;
+// other streams go on (the relaxed mode), and a copy from pinned memory is
+// read when the graph runs, not at the capture.
+TEST(CudaEmulator, WhatBreaksACaptureIsRefusedAndInvalidatesIt) {
+  cudaStream_t s = nullptr, other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  int* d = device_alloc<int>(16);
+  int* spare = device_alloc<int>(16);
+  int pageable[16] = {};
+  int* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 16 * sizeof(int), cudaHostAllocDefault), cudaSuccess);
+  cudaEvent_t ev = nullptr;
+  ASSERT_EQ(cudaEventCreate(&ev), cudaSuccess);
+  // A 2x2 product of d's first 4 floats' bits (the values do not matter).
+  cublasHandle_t blas = nullptr;
+  ASSERT_EQ(cuda_emu::cublas_create(&blas), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cuda_emu::cublas_set_stream(blas, s), CUBLAS_STATUS_SUCCESS);
+  float* mat = device_alloc<float>(4);
+  float* workspace = device_alloc<float>(64);
+  auto product = [&] {
+    const float one = 1.0f, zero = 0.0f;
+    return cuda_emu::cublas_gemm_ex(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, mat, CUDA_R_32F, 2, mat, CUDA_R_32F,
+                                    2, &zero, mat, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  const std::vector<std::pair<const char*, std::function<cudaError_t()>>> breakers = {
+      {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(s); }},
+      {"copy from pageable memory",
+       [&] { return cudaMemcpyAsync(d, pageable, sizeof pageable, cudaMemcpyHostToDevice, s); }},
+      {"copy to pageable memory",
+       [&] { return cudaMemcpyAsync(pageable, d, sizeof pageable, cudaMemcpyDeviceToHost, s); }},
+      {"cudaFree", [&] { return cudaFree(spare); }},
+      {"cudaDeviceSynchronize", [&] { return cudaDeviceSynchronize(); }},
+      {"cudaMemcpy", [&] { return cudaMemcpy(pageable, d, sizeof pageable, cudaMemcpyDeviceToHost); }},
+      {"cudaEventRecord", [&] { return cudaEventRecord(ev, s); }},
+      {"cuBLAS without a workspace",
+       [&] {
+         return product() == CUBLAS_STATUS_EXECUTION_FAILED ? cudaGetLastError() : cudaErrorUnknown;
+       }},
+  };
+  for (const auto& [what, call] : breakers) {
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess) << what;
+    DGEMMA_LAUNCH(set_value, 1, 16, s)(d, 3);
+    EXPECT_EQ(call(), cudaErrorStreamCaptureUnsupported) << what;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated) << what;
+    cudaGraph_t g = reinterpret_cast<cudaGraph_t>(1);
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated) << what;
+    EXPECT_EQ(g, nullptr) << what;
+    cudaGetLastError();
+  }
+  EXPECT_EQ(to_host(spare, 1).size(), 1u) << "the refused cudaFree freed the block";
+
+  // Allowed: other streams' waits and allocation; pinned copies; cuBLAS with
+  // a workspace of its own.
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  int* fresh = device_alloc<int>(16);
+  ASSERT_EQ(cuda_emu::cublas_set_workspace(blas, workspace, 64 * sizeof(float)), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(product(), CUBLAS_STATUS_SUCCESS);
+  for (int k = 0; k < 16; ++k) pinned[k] = 1;
+  ASSERT_EQ(cudaMemcpyAsync(d, pinned, 16 * sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+  cudaGraph_t g = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  for (int k = 0; k < 16; ++k) pinned[k] = 2;  // before the launch: the graph's copy reads this
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(to_host(d, 16), std::vector<int>(16, 2));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  cudaEventDestroy(ev);
+  for (int* p : {d, spare, fresh}) cudaFree(p);
+  for (float* p : {mat, workspace}) cudaFree(p);
+  cuda_emu::cublas_destroy(blas);
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(other);
+}
+
+// Deferred streams: a copy from pinned memory reads it when the stream gets
+// there, and a copy to pinned memory lands then, without waiting (as on a
+// GPU; from and to pageable memory the copy is taken at the call and waited
+// for: DeferredStreamsRunWorkWhenTheHostWaits).
+TEST(CudaEmulator, PinnedCopiesRunInStreamOrder) {
+  const char* mode = std::getenv("DGEMMA_CUDA_EMULATED_STREAMS");
+  if (!mode || std::string(mode) != "deferred") {
+    EXPECT_TRUE(rerun_with("DGEMMA_CUDA_EMULATED_STREAMS", "deferred")) << "the deferred-mode child failed";
+    return;
+  }
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  int* d = device_alloc<int>(16);
+  int* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 16 * sizeof(int)), cudaSuccess);
+  for (int k = 0; k < 16; ++k) pinned[k] = 4;
+  ASSERT_EQ(cudaMemcpyAsync(d, pinned, 16 * sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+  for (int k = 0; k < 16; ++k) pinned[k] = 5;  // too early on a GPU: the copy reads this
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(to_host(d, 16), std::vector<int>(16, 5));
+  DGEMMA_LAUNCH(set_value, 1, 16, s)(d, 6);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, d, 16 * sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
+  EXPECT_EQ(pinned[0], 5) << "a copy to pinned memory waited for the stream";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(pinned[0], 6);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaErrorInvalidValue) << "a double free of pinned memory";
+  cudaGetLastError();
+  cudaFree(d);
+  cudaStreamDestroy(s);
+}
+
 int gemm_reading_past_an_allocation() {
   cublasHandle_t h = nullptr;
   cuda_emu::cublas_create(&h);

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -27,6 +28,7 @@
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/quant_upload.h"
+#include "backend/cuda/stream_graphs.h"
 #include "dgemma/error.h"
 #include "ops/cpu/int8_dot.h"
 #include "quantize/quantized_weight.h"
@@ -42,6 +44,7 @@ namespace k = dgemma::cuda;
 std::atomic<bool> g_cuda_initialized{false};
 
 constexpr size_t kLaunchLogSize = 64;
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kFreedHistory = 256;
 // Debug mode pads every op buffer with this many canary bytes, starting right
 // at the logical end so that even an off-by-one store lands in it.
@@ -153,6 +156,7 @@ struct CublasApi {
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
   // Spelled out: C++ also sees an inline overload (legacy compute types).
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                             const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
@@ -175,6 +179,7 @@ const CublasApi& cublas_api() {
     a.destroy = &cuda_emu::cublas_destroy;
     a.set_stream = &cuda_emu::cublas_set_stream;
     a.set_math_mode = &cuda_emu::cublas_set_math_mode;
+    a.set_workspace = &cuda_emu::cublas_set_workspace;
     a.gemm_ex = &cuda_emu::cublas_gemm_ex;
     a.gemm_strided_batched_ex = &cuda_emu::cublas_gemm_strided_batched_ex;
     a.status_name = &cuda_emu::cublas_status_name;
@@ -202,6 +207,7 @@ const CublasApi& cublas_api() {
     sym(a.destroy, "cublasDestroy_v2");
     sym(a.set_stream, "cublasSetStream_v2");
     sym(a.set_math_mode, "cublasSetMathMode");
+    sym(a.set_workspace, "cublasSetWorkspace_v2");
     sym(a.gemm_ex, "cublasGemmEx");
     sym(a.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx");
     sym(a.status_name, "cublasGetStatusName");
@@ -311,13 +317,15 @@ CudaBackendOptions parse_cuda_spec(const std::string& spec) {
       o.bf16_dot = o.int8_dot = true;
     } else if (tok == "cublas-attention") {
       o.cublas_attention = true;
+    } else if (tok == "eager") {
+      o.eager = true;
     } else if (tok == "debug") {
       o.debug = o.sync = o.checker = true;
     } else if (!tok.empty() && tok.size() <= 4 && tok.find_first_not_of("0123456789") == std::string::npos) {
       o.device = std::stoi(tok);
     } else {
       throw Error("backend '" + spec + "': unknown CUDA option '" + tok +
-                  "' (expected sync, debug, checker, bf16-dot, int8-dot, cublas-attention or a device number, e.g. "
+                  "' (expected sync, debug, checker, eager, bf16-dot, int8-dot, cublas-attention or a device number, e.g. "
                   "cuda:1,sync)");
     }
     tok.clear();
@@ -400,19 +408,69 @@ struct CudaArena {
     return int32_t(sites.size() - 1);
   }
 
-  // One wait for the stream, counted. With `routing`, the status of
-  // unchecked routings comes along (20 bytes) and an invalid one recorded
-  // there is returned in *bad (else "").
+  // Graph mode (CudaBackend::Impl::graphs_on): the ops between two waits are
+  // captured into one graph (stream_graphs.h), device memory comes from the
+  // block cache instead of the pool, and host inputs are staged in pinned
+  // memory.
+  bool graphs = false;
+  k::StreamGraphs captured;
+  k::DeviceBlockCache blocks;
+  k::PinnedStaging staging;
+  cudaEvent_t done = nullptr;  // recorded and waited for by wait()
+  // Launches the captured work, if any: before every call that is not
+  // stream work (a wait, an allocation, a copy to pageable memory).
+  cudaError_t end_capture() {
+    const int64_t launches = captured.launches(), made = captured.instantiations();
+    const cudaError_t e = captured.end_and_launch(stream);
+    traffic.graph_launches += captured.launches() - launches;
+    traffic.graph_instantiations += captured.instantiations() - made;
+    return e;
+  }
+
+  // Copies dev[0, bytes) to host memory that the caller reads only after the
+  // next wait(). Graph mode: into pinned staging (inside the capture, if
+  // any), copied out to `host` by the wait; else straight to `host`
+  // (pageable: the call returns once the copy is done).
+  struct CopyOut {
+    const void* pinned;
+    void* host;
+    size_t bytes;
+  };
+  std::vector<CopyOut> copy_outs;
+  cudaError_t copy_to_host(void* host, const void* dev, size_t bytes) {
+    traffic.d2h_bytes += int64_t(bytes);
+    if (!graphs) return cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream);
+    void* slot = staging.reserve(bytes);
+    if (!slot) {
+      cudaError_t e = end_capture();
+      if (e == cudaSuccess) e = staging.grow(bytes);
+      if (e != cudaSuccess) return e;
+      slot = staging.reserve(bytes);
+    }
+    captured.note("cudaMemcpyAsync (download)", nullptr, 0, bytes);
+    const cudaError_t e = cudaMemcpyAsync(slot, dev, bytes, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) copy_outs.push_back({slot, host, bytes});
+    return e;
+  }
+
+  // One wait for the stream (an event recorded after its work, waited for
+  // with a blocking sync, so that the host thread sleeps meanwhile), counted;
+  // then the staged outputs reach their host memory. With `routing`, the
+  // status of unchecked routings comes along (20 bytes) and an invalid one
+  // recorded there is returned in *bad (else "").
   cudaError_t wait(bool routing, std::string* bad) {
     int32_t st[5] = {0, 0, 0, 0, 0};
     const bool read = routing && sticky;
-    cudaError_t e = cudaSuccess;
-    if (read) {
-      e = cudaMemcpyAsync(st, sticky, sizeof st, cudaMemcpyDeviceToHost, stream);
-      traffic.d2h_bytes += int64_t(sizeof st);
-    }
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    cudaError_t e = read ? copy_to_host(st, sticky, sizeof st) : cudaSuccess;
+    if (e == cudaSuccess) e = end_capture();
+    if (e == cudaSuccess && !done) e = cudaEventCreateWithFlags(&done, cudaEventBlockingSync | cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(done, stream);
+    if (e == cudaSuccess) e = cudaEventSynchronize(done);
     ++traffic.synchronizations;
+    if (e == cudaSuccess)
+      for (const CopyOut& c : copy_outs) std::memcpy(c.host, c.pinned, c.bytes);
+    copy_outs.clear();
+    if (e == cudaSuccess) staging.recycle();
     if (e == cudaSuccess && read) *bad = take_routing_error(st);
     return e;
   }
@@ -420,7 +478,10 @@ struct CudaArena {
   ~CudaArena() {
     if (!stream && !pool) return;
     DeviceScope on(device);
+    captured.abandon(stream);
     if (stream) cudaStreamSynchronize(stream);
+    if (done) cudaEventDestroy(done);
+    blocks.release_kept();
     if (sticky) cudaFree(sticky);
     if (pool) cudaMemPoolDestroy(pool);
     if (stream) cudaStreamDestroy(stream);
@@ -428,6 +489,7 @@ struct CudaArena {
   }
   void release(void* p) {
     resident.erase(reinterpret_cast<uintptr_t>(p));
+    if (blocks.give(p)) return;  // reused in stream order
     DeviceScope on(device);
     if (pool) cudaFreeAsync(p, stream);
     else cudaFree(p);
@@ -452,9 +514,11 @@ class CudaDeviceData final : public DeviceData {
     if (bytes_ == 0) return;
     void* dst = t.dtype == DType::kF32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
     DeviceScope on(arena_->device);
-    const cudaError_t e = cudaMemcpyAsync(dst, p_, size_t(bytes_), cudaMemcpyDeviceToHost, arena_->stream);
-    arena_->traffic.d2h_bytes += bytes_;
-    if (e != cudaSuccess) fail_copy(e, t.shape_string());
+    const cudaError_t e = arena_->copy_to_host(dst, p_, size_t(bytes_));
+    if (e != cudaSuccess) {
+      arena_->copy_outs.clear();  // the tensors of the batch may go away with the exception
+      fail_copy(e, t.shape_string());
+    }
   }
   // One wait for the queued copies; the routing status comes along.
   void finish_copies() const override {
@@ -527,6 +591,9 @@ struct CudaBackend::Impl {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;     // pedantic fp32 math
   cublasHandle_t blas_tc = nullptr;  // default math: bf16 inputs on the tensor cores
+  // Both handles' workspace (they share the stream): cuBLAS would otherwise
+  // allocate its default one inside a graph capture (CUDA 12.2+).
+  void* blas_workspace = nullptr;
   cudaMemPool_t pool = nullptr;  // stream-ordered allocator (fast per-op buffers)
 
   std::unordered_map<const void*, CachedWeight> weights;
@@ -572,6 +639,17 @@ struct CudaBackend::Impl {
   std::string describe(uintptr_t a) const;
 
   void* device_alloc(int64_t bytes);
+  // Graph mode: on where ops never wait for the device (not checker, sync,
+  // debug or a test fault) unless `eager`; no capture while profiling.
+  bool graphs_on() const {
+    return !opt.eager && !opt.checker && !opt.sync && !opt.debug && opt.test_fault == CudaBackendOptions::TestFault::kNone;
+  }
+  // Ends the capture in progress (launching it) before `what`, which is not
+  // stream work.
+  void outside_capture(const char* what) { check(arena->end_capture(), what); }
+  // host[0, bytes) where a copy of the stream can read it until the next
+  // wait: pinned staging in graph mode, else host itself.
+  const void* staged(const void* host, int64_t bytes);
   void* alloc(int64_t bytes, const std::string& what, bool fresh_fill);
   void* upload(const Tensor& t, const std::string& what);
   void* input(const Tensor& t, const std::string& what);
@@ -650,7 +728,8 @@ CudaBackend::Impl::~Impl() {
   // Best effort: after a sticky error every call fails, and a destructor must
   // not throw. The process exit reclaims the device memory in any case.
   cudaSetDevice(opt.device);
-  if (broken.empty()) cudaStreamSynchronize(stream);
+  // Captured work is launched: tensors may outlive the backend and read it.
+  if (broken.empty() && arena->end_capture() == cudaSuccess) cudaStreamSynchronize(stream);
   for (auto& [host, w] : weights) cudaFree(w.dev);
   for (auto& [q, c] : quant_weights)
     for (void* p : c.buffers) cudaFree(p);
@@ -659,6 +738,7 @@ CudaBackend::Impl::~Impl() {
   for (cudaEvent_t e : spare_events) cudaEventDestroy(e);
   if (blas) cublas_api().destroy(blas);
   if (blas_tc) cublas_api().destroy(blas_tc);
+  if (blas_workspace) cudaFree(blas_workspace);
   cudaGetLastError();
 }
 
@@ -701,6 +781,11 @@ void CudaBackend::Impl::ensure_ready() {
   if (!blas_tc) check_blas(api.create(&blas_tc), "cublasCreate");
   check_blas(api.set_stream(blas_tc, stream), "cublasSetStream");
   check_blas(api.set_math_mode(blas_tc, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  // After cublasSetStream, which resets it: 32 MiB, what cuBLAS documents
+  // for Hopper.
+  if (!blas_workspace) check(cudaMalloc(&blas_workspace, kCublasWorkspaceBytes), "cudaMalloc (cuBLAS workspace)");
+  for (cublasHandle_t h : {blas, blas_tc})
+    check_blas(api.set_workspace(h, blas_workspace, kCublasWorkspaceBytes), "cublasSetWorkspace");
   int pools = 0;
   check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, opt.device), "cudaDeviceGetAttribute");
   if (pools && !pool) {
@@ -715,6 +800,7 @@ void CudaBackend::Impl::ensure_ready() {
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
   }
   arena->pool = pool;
+  arena->graphs = graphs_on();
   if (!arena->sticky) {
     void* p = nullptr;
     check(cudaMalloc(&p, 5 * sizeof(int32_t)), "cudaMalloc (routing status)");
@@ -819,9 +905,27 @@ std::string CudaBackend::Impl::describe(uintptr_t a) const {
   return "address " + hex(reinterpret_cast<void*>(a)) + " is not a known allocation of this CUDA backend";
 }
 
-// Stream-ordered from the pool when the device has pools, else plain.
+// Graph mode: from the block cache (no CUDA call inside a capture); a new
+// block ends the capture first, and an exhausted device gives the kept blocks
+// back. Else stream-ordered from the pool when the device has pools, else
+// plain.
 void* CudaBackend::Impl::device_alloc(int64_t bytes) {
   void* p = nullptr;
+  if (arena->graphs) {
+    if ((p = arena->blocks.take(size_t(bytes)))) return p;
+    outside_capture("cudaMalloc (new device block)");
+    const size_t size = k::DeviceBlockCache::rounded(size_t(bytes));
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaErrorMemoryAllocation && arena->blocks.kept_bytes() > 0) {
+      cudaGetLastError();
+      sync_stream("cudaStreamSynchronize (before returning kept device blocks)");
+      arena->blocks.release_kept();
+      e = cudaMalloc(&p, size);
+    }
+    check(e, "cudaMalloc");
+    arena->blocks.adopt(p, size_t(bytes));
+    return p;
+  }
   if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
   else check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
   return p;
@@ -851,6 +955,7 @@ void CudaBackend::Impl::release_op_buffers() {
     }
     // Stream-ordered: safe even if a kernel of this op is still running (an
     // exception in the middle of an op). Errors are moot here.
+    if (arena->blocks.give(b.p)) continue;
     if (pool) cudaFreeAsync(b.p, stream);
     else cudaFree(b.p);
   }
@@ -866,9 +971,19 @@ void* CudaBackend::Impl::upload(const Tensor& t, const std::string& what) {
     fail(what + " storage holds fewer elements than its shape " + t.shape_string());
   void* p = alloc(n * 4, what, false);
   if (n > 0)
-    check(cudaMemcpyAsync(p, host_bytes(t), size_t(n) * 4, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)");
+    check(cudaMemcpyAsync(p, staged(host_bytes(t), n * 4), size_t(n) * 4, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync (upload)");
   arena->traffic.h2d_bytes += n * 4;
   return p;
+}
+
+const void* CudaBackend::Impl::staged(const void* host, int64_t bytes) {
+  arena->captured.note("cudaMemcpyAsync (upload)", nullptr, 0, uint64_t(bytes));
+  if (!arena->graphs) return host;
+  if (const void* p = arena->staging.stage(host, size_t(bytes))) return p;
+  outside_capture("cudaHostAlloc (pinned staging)");
+  check(arena->staging.grow(size_t(bytes)), "cudaHostAlloc (pinned staging)");
+  return arena->staging.stage(host, size_t(bytes));
 }
 
 // An op's input on the device: its device data when this backend holds it
@@ -892,9 +1007,10 @@ void* CudaBackend::Impl::input(const Tensor& t, const std::string& what) {
   const auto* h = static_cast<const unsigned char*>(host_bytes(t));
   data->from_host = true;
   data->snapshot.assign(h, h + bytes);
-  // From the snapshot, which lives as long as the device copy: the async copy
-  // may still be reading when the caller changes its host data.
-  check(cudaMemcpyAsync(p, data->snapshot.data(), size_t(bytes), cudaMemcpyHostToDevice, stream),
+  // From the snapshot, which lives as long as the device copy (or its pinned
+  // stage): the async copy may still be reading when the caller changes its
+  // host data.
+  check(cudaMemcpyAsync(p, staged(data->snapshot.data(), bytes), size_t(bytes), cudaMemcpyHostToDevice, stream),
         "cudaMemcpyAsync (upload)");
   arena->traffic.h2d_bytes += bytes;
   t.device = std::move(data);
@@ -936,8 +1052,7 @@ void CudaBackend::Impl::download(size_t k, const void* dev) {
   }
   if (n == 0) return;
   void* dst = f32 ? static_cast<void*>(t.f.data()) : static_cast<void*>(t.i.data());
-  check(cudaMemcpyAsync(dst, dev, size_t(n) * 4, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (download)");
-  arena->traffic.d2h_bytes += n * 4;
+  check(arena->copy_to_host(dst, dev, size_t(n) * 4), "cudaMemcpyAsync (download)");
   copied_out = true;
 }
 
@@ -988,6 +1103,7 @@ const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
   }
   CachedWeight c{nullptr, bytes, w.dtype, fp};
   if (bytes > 0) {
+    outside_capture("cudaMalloc (weight)");
     check(cudaMalloc(&c.dev, size_t(bytes)), "cudaMalloc (weight)");
     // On the op stream and waited for: a plain cudaMemcpy from pageable memory
     // may return before its DMA lands, and this non-blocking stream is not
@@ -1010,6 +1126,7 @@ void* CudaBackend::Impl::upload_weight_bytes(const void* host, int64_t bytes, co
                                               CachedQuant& into) {
   if (bytes <= 0) return nullptr;
   void* dev = nullptr;
+  outside_capture("cudaMalloc (quantized weight)");
   check(cudaMalloc(&dev, size_t(bytes)), "cudaMalloc (quantized weight)");
   into.buffers.push_back(dev);  // freed with the entry, also when the copy fails
   check(cudaMemcpyAsync(dev, host, size_t(bytes), cudaMemcpyHostToDevice, stream),
@@ -1066,6 +1183,7 @@ void CudaBackend::Impl::record_launch(const char* kernel, std::initializer_list<
   }
   r.args.assign(args.begin(), args.end());
   r.shapes = detail.empty() ? shapes : shapes + "; " + detail;
+  arena->captured.note(kernel, shape ? shape->grid : nullptr, shape ? shape->block : 0, 0);
   log.push_back(std::move(r));
   if (log.size() > kLaunchLogSize) log.pop_front();
   ++arena->traffic.kernel_launches;
@@ -1299,7 +1417,7 @@ bool CudaBackend::Impl::int8_path(const WeightRef& W) const {
 }
 
 bool CudaBackend::Impl::fp8_path(const WeightRef& W) const {
-  return opt.bf16_dot && W.quant && fp8_per_channel(*W.quant) && W.quant->slices.size() == 1;
+  return opt.bf16_dot && W.quant && fp8_dot_weights(*W.quant) && W.quant->slices.size() == 1;
 }
 
 // The product over W's codes and scales: the first two buffers of a
@@ -1310,7 +1428,7 @@ void CudaBackend::Impl::fp8_gemm(const char* kernel, const uint16_t* a, int64_t 
   const CachedQuant& c = quant_weights.at(W.quant.get());
   const auto* codes = static_cast<const uint8_t*>(c.buffers.at(0));
   const auto* scales = static_cast<const float*>(c.buffers.at(1));
-  launched(kernel, k::launch_grouped_gemm_fp8(stream, a, K, starts, E, max_rows, codes, scales, N, y),
+  launched(kernel, k::launch_grouped_gemm_fp8(stream, a, K, starts, E, max_rows, codes, scales, W.quant->block, N, y),
            {a, starts, codes, scales, y});
 }
 
@@ -1347,6 +1465,7 @@ void CudaBackend::Impl::rope(const OpCall& c) {
     for (int i = 0; i < pairs; ++i)
       inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
     void* p = nullptr;
+    outside_capture("cudaMalloc (inverse frequencies)");
     check(cudaMalloc(&p, size_t(pairs) * 4), "cudaMalloc (inverse frequencies)");
     live[reinterpret_cast<uintptr_t>(p)] = Alloc{int64_t(pairs) * 4, int64_t(pairs) * 4, "weight (inverse RoPE frequencies)", ""};
     d_freq = static_cast<float*>(p);
@@ -1713,15 +1832,22 @@ void CudaBackend::Impl::run(const OpCall& c) {
   if (!broken.empty())
     fail("the CUDA context is unusable after an earlier fault (" + broken + "); restart the process");
   ensure_ready();
+  if (arena->graphs && !profiling) check(arena->captured.begin(stream), "cudaStreamBeginCapture");
   struct Release {
     Impl* self;
-    ~Release() { self->release_op_buffers(); }
+    ~Release() {
+      // An op that throws: its outputs may go away with the exception, so
+      // their staged copies are not copied out at the next wait.
+      if (std::uncaught_exceptions() > 0) self->arena->copy_outs.clear();
+      self->release_op_buffers();
+    }
   } release{this};
   if (opt.test_fault == CudaBackendOptions::TestFault::kSkipKernels) {
     for (size_t k = 0; k < c.out.size(); ++k) download(k, alloc_output(k));
   } else {
     cudaEvent_t begin = nullptr;
     if (profiling) {
+      outside_capture("cudaEventRecord (profile)");
       begin = event();
       check(cudaEventRecord(begin, stream), "cudaEventRecord");
     }
@@ -1777,6 +1903,7 @@ std::vector<CudaOpTime> CudaBackend::Impl::take_profile() {
   std::vector<CudaOpTime> out;
   if (timed.empty()) return out;
   DeviceScope on(opt.device);
+  outside_capture("cudaEventSynchronize (profile)");
   check(cudaEventSynchronize(timed.back().end), "cudaEventSynchronize (profile)");
   ++arena->traffic.synchronizations;
   for (const TimedOp& t : timed) {

@@ -73,6 +73,14 @@ struct CudaBackendOptions {
   // instead of the flash kernel that reads the KV cache where it lies (the
   // default for head dims up to 512). For comparisons and benchmarks.
   bool cublas_attention = false;
+  // Graphs (the default where ops do not wait: not sync, debug, checker or
+  // while profiling): the ops between two host waits are captured into one
+  // CUDA graph and launched at the wait; the next run of the same launches (a
+  // step of the same shape) updates that graph with its arguments instead of
+  // instantiating one (stream_graphs.h). Device buffers come from a block
+  // cache and host inputs are staged in pinned memory. `eager` (spec option
+  // "eager", like vLLM's --enforce-eager) launches every kernel directly.
+  bool eager = false;
   // Test hooks for the fault guards (tests/cuda): kWritePastOutput launches a
   // deliberately bad kernel that writes one element past output 0 after the
   // op; kSkipKernels launches nothing, so outputs keep their initial contents
@@ -86,7 +94,7 @@ struct CudaBackendOptions {
   int64_t scratch_elems = int64_t(64) << 20;
 };
 
-// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:bf16-dot", "cuda:int8-dot",
+// Parses "cuda", "cuda:sync", "cuda:debug", "cuda:checker", "cuda:eager", "cuda:bf16-dot", "cuda:int8-dot",
 // "cuda:cublas-attention", "cuda:1", "cuda:1,sync,debug"
 // (options after the colon, separated by ',' or ':'; a number is the device).
 CudaBackendOptions parse_cuda_spec(const std::string& spec);
@@ -98,7 +106,9 @@ struct CudaTraffic {
   int64_t h2d_bytes = 0;
   int64_t d2h_bytes = 0;
   int64_t synchronizations = 0;  // host waits for the stream
-  int64_t kernel_launches = 0;   // kernels and cuBLAS calls
+  int64_t kernel_launches = 0;   // kernels and cuBLAS calls (inside graphs too)
+  int64_t graph_launches = 0;    // CUDA graphs launched (graph mode: one per run of ops between waits)
+  int64_t graph_instantiations = 0;  // of them, instantiated anew (the others updated an earlier one)
   int64_t weight_h2d_bytes = 0;
 };
 

@@ -150,13 +150,15 @@ LaunchShape launch_soft_probs_bf16(cudaStream_t stream, const float* logits, int
 // (wmma 16x16x16 tiles; 64x64 output tiles, k in steps of 32).
 LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
                                      int64_t E, int64_t max_rows, const uint16_t* w, int64_t N, float* y);
-// The same product over FP8 weights with one scale per output row
-// (quantized_weight.h fp8_per_channel): codes [E, N, K] E4M3FN bytes widened
-// to bf16 in the tile (exact), y = scales[e·N + n] · (a · codesᵀ). Without
-// starts (E = 1), one group of max_rows rows: a linear.
+// The same product over FP8 weights (quantized_weight.h fp8_dot_weights):
+// codes [E, N, K] E4M3FN bytes widened to bf16 in the tile (exact), scales
+// [E·N, K / scale_block] fp32, one per output row and block of scale_block
+// columns (K: one per row; else a multiple of 32 dividing K):
+// y = Σ_b scales[e·N + n, b] · (a · codesᵀ over block b). Without starts
+// (E = 1), one group of max_rows rows: a linear.
 LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
-                                    int64_t E, int64_t max_rows, const uint8_t* codes, const float* scales, int64_t N,
-                                    float* y);
+                                    int64_t E, int64_t max_rows, const uint8_t* codes, const float* scales,
+                                    int64_t scale_block, int64_t N, float* y);
 
 // ---- the integer path (int8_dot_kernels.cu; CudaBackendOptions::int8_dot) ----
 // The CPU's int8-dot GEMM (ops/cpu/int8_dot.h) on the integer tensor cores,

@@ -6,9 +6,9 @@
 // order of the fp32 sums. The dense products run in cuBLAS (bf16 inputs,
 // CUBLAS_COMPUTE_32F); this file holds the conversions and the grouped expert
 // product, which cuBLAS cannot run without the per-expert row counts on the
-// host. FP8 weights with a scale per output channel take the same kernel,
-// their codes widened to bf16 in the tile (exact) and the scale applied to
-// each output.
+// host. FP8 weights take the same kernel, their codes widened to bf16 in the
+// tile (exact) and their scales applied to each output (a scale per channel)
+// or to each block's partial sums (a scale per block of 32k columns).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -139,13 +139,21 @@ __device__ __forceinline__ void store_chunk(uint16_t* dst, const Chunk& c) {
   *reinterpret_cast<uint4*>(dst) = c.v;
 }
 
-// The weight operand: bf16 values (kFp8 false), or FP8 E4M3 codes with one
-// fp32 scale per output row (fp8_per_channel weights), widened to bf16 in
-// the tile and scaled in the epilogue: y = scale_n · Σ a·e4m3. Without
-// `starts`, one group of max_rows rows (a linear).
-template <bool kFp8>
+// The weight operand: bf16 values (kBf16Weights), or FP8 E4M3 codes with an
+// fp32 scale per output row (scale_block = K) or per row and block of
+// scale_block columns (kFp8BlockScales), widened to bf16 in the tile. A scale
+// per row multiplies each output in the epilogue: y = scale_n · Σ a·e4m3.
+// With block scales, at the end of each block the tile's partial sums go
+// through shared memory and each thread adds the outputs it owns, scaled, in
+// registers: y = Σ_b scale_{n,b} · Σ_{k in b} a·e4m3 (a variant of its own:
+// those registers would cost the other ones occupancy). Without `starts`, one
+// group of max_rows rows (a linear).
+enum : int { kBf16Weights, kFp8RowScales, kFp8BlockScales };
+template <int kWeights>
 __global__ void grouped_gemm_tc_kernel(const uint16_t* a, int64_t K, const int32_t* starts, int64_t max_rows,
-                                       const void* w, const float* w_scales, int64_t N, float* y) {
+                                       const void* w, const float* w_scales, int64_t scale_block, int64_t N,
+                                       float* y) {
+  constexpr bool kFp8 = kWeights != kBf16Weights, kBlockScales = kWeights == kFp8BlockScales;
   const int64_t e = blockIdx.z;
   const int64_t first = (starts ? int64_t(starts[e]) : 0) + int64_t(blockIdx.y) * kRows;
   const int64_t end = starts ? int64_t(starts[e + 1]) : max_rows;
@@ -166,6 +174,17 @@ __global__ void grouped_gemm_tc_kernel(const uint16_t* a, int64_t K, const int32
 
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kRows / 16];
   for (int i = 0; i < kRows / 16; ++i) wmma::fill_fragment(acc[i], 0.0f);
+  // Block scales: the scaled sums of the outputs this thread owns, rows
+  // tid / kCols + j · kRowStep of column tid % kCols (one scale per block).
+  constexpr int kRowStep = kGemmThreads / kCols, kOwned = kRows / kRowStep;
+  static_assert(kGemmThreads % kCols == 0 && kRows % kRowStep == 0, "outputs split evenly over the threads");
+  const int own_c = tid % kCols, own_r = tid / kCols;
+  float owned[kOwned] = {};  // K = 0: zeros
+  const float* own_scales = w_scales + (e * N + n0 + own_c) * (kBlockScales ? K / scale_block : 1);
+  auto store_acc = [&] {
+    for (int i = 0; i < kRows / 16; ++i)
+      wmma::store_matrix_sync(cs + i * 16 * (kCols + 4) + warp * 16, acc[i], kCols + 4, wmma::mem_row_major);
+  };
 
   Chunk ra[kChunksA], rw[kChunksW];
   auto fetch = [&](int64_t k0) {
@@ -200,9 +219,29 @@ __global__ void grouped_gemm_tc_kernel(const uint16_t* a, int64_t K, const int32
       }
     }
     __syncthreads();
+    if (kBlockScales && (k0 + kDepth) % scale_block == 0) {  // a scale block ends
+      const int64_t b = k0 / scale_block;
+      store_acc();
+      __syncthreads();
+      const float scale = own_c < cols ? own_scales[b] : 0.0f;
+      DGEMMA_UNROLL
+      for (int j = 0; j < kOwned; ++j) {
+        const float p = cs[(own_r + j * kRowStep) * (kCols + 4) + own_c] * scale;
+        owned[j] = b == 0 ? p : owned[j] + p;
+      }
+      for (int i = 0; i < kRows / 16; ++i) wmma::fill_fragment(acc[i], 0.0f);
+      __syncthreads();  // cs is read before the next block's store
+    }
   }
-  for (int i = 0; i < kRows / 16; ++i)
-    wmma::store_matrix_sync(cs + i * 16 * (kCols + 4) + warp * 16, acc[i], kCols + 4, wmma::mem_row_major);
+  if (kBlockScales) {
+    DGEMMA_UNROLL
+    for (int j = 0; j < kOwned; ++j) {
+      const int r = own_r + j * kRowStep;
+      if (r < rows && own_c < cols) y[(first + r) * N + n0 + own_c] = owned[j];
+    }
+    return;
+  }
+  store_acc();
   __syncthreads();
   for (int q = tid; q < kRows * kCols; q += kGemmThreads) {
     const int r = q / kCols, c = q % kCols;
@@ -246,19 +285,24 @@ LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int
   LaunchShape s;
   const int64_t gx = (N + kCols - 1) / kCols, gy = (max_rows + kRows - 1) / kRows;
   if (plan_grouped(s, gx, gy, E, kGemmThreads))
-    DGEMMA_LAUNCH(grouped_gemm_tc_kernel<false>, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
-        a, K, starts, max_rows, w, nullptr, N, y);
+    DGEMMA_LAUNCH(grouped_gemm_tc_kernel<kBf16Weights>, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
+        a, K, starts, max_rows, w, nullptr, K, N, y);
   return s;
 }
 
 LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
-                                    int64_t E, int64_t max_rows, const uint8_t* codes, const float* scales, int64_t N,
-                                    float* y) {
+                                    int64_t E, int64_t max_rows, const uint8_t* codes, const float* scales,
+                                    int64_t scale_block, int64_t N, float* y) {
   LaunchShape s;
   const int64_t gx = (N + kCols - 1) / kCols, gy = (max_rows + kRows - 1) / kRows;
-  if (plan_grouped(s, gx, gy, E, kGemmThreads))
-    DGEMMA_LAUNCH(grouped_gemm_tc_kernel<true>, dim3(unsigned(gx), unsigned(gy), unsigned(E)), kGemmThreads, stream)(
-        a, K, starts, max_rows, codes, scales, N, y);
+  if (!plan_grouped(s, gx, gy, E, kGemmThreads)) return s;
+  const dim3 grid{unsigned(gx), unsigned(gy), unsigned(E)};
+  if (scale_block == K)
+    DGEMMA_LAUNCH(grouped_gemm_tc_kernel<kFp8RowScales>, grid, kGemmThreads, stream)(a, K, starts, max_rows, codes,
+                                                                                     scales, K, N, y);
+  else
+    DGEMMA_LAUNCH(grouped_gemm_tc_kernel<kFp8BlockScales>, grid, kGemmThreads, stream)(a, K, starts, max_rows, codes,
+                                                                                       scales, scale_block, N, y);
   return s;
 }
 

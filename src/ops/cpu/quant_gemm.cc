@@ -43,7 +43,7 @@ void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int
     return int8_dot_gemm(w, row0, n, x, M, out, ld_out, pool);
   const int64_t K = w.shape.back();
   std::vector<float> rounded;
-  if (dot != QuantDot::kExact && w.quant && fp8_per_channel(*w.quant)) {
+  if (dot != QuantDot::kExact && w.quant && fp8_dot_weights(*w.quant)) {
     rounded.assign(x, x + M * K);
     for (float& v : rounded) v = round_bf16(v);
     x = rounded.data();

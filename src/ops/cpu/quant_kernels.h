@@ -33,9 +33,9 @@ inline constexpr int64_t kQuantKc = 512;
 // activations to int8 blocks and uses integer dot products (int8_dot.h;
 // CpuBackendOptions::int8_dot), for the weights int8_dot_supported() accepts.
 // kBf16 (the bf16 dot mode), and kInt8 for the weights it does not take,
-// round the activations to bf16 for FP8 weights with a scale per channel
-// (fp8_per_channel), as the CUDA backend's tensor cores take them; the
-// product is then the exact one.
+// round the activations to bf16 for the FP8 weights the CUDA backend's tensor
+// cores take (fp8_dot_weights: a scale per channel or per block of 32k
+// columns); the product is then the exact one.
 enum class QuantDot : uint8_t { kExact, kInt8, kBf16 };
 
 // Op kernels with the contracts of ops/op.h.

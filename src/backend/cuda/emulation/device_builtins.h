@@ -183,7 +183,7 @@ class HostLaunch {
     enqueue_work(stream_, [name = name_, grid = grid_, block = block_, kernel = kernel_, args...] {
       const std::function<void()> body = [&] { kernel(args...); };
       launch_ends(name, run_grid(name, grid, block, body));
-    });
+    }, name_);
   }
 
  private:

@@ -17,6 +17,7 @@ struct cublasContext {
   cudaStream_t stream = nullptr;
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
   int device = 0;  // current when it was created
+  void* workspace = nullptr;
 };
 
 namespace dgemma::cuda_emu {
@@ -43,6 +44,14 @@ cublasStatus_t cublas_destroy(cublasHandle_t handle) {
 cublasStatus_t cublas_set_stream(cublasHandle_t handle, cudaStream_t stream) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   handle->stream = stream;
+  handle->workspace = nullptr;  // back to the default workspace
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublas_set_workspace(cublasHandle_t handle, void* workspace, size_t bytes) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (workspace && (bytes == 0 || !device_range_ok(workspace, bytes))) return CUBLAS_STATUS_INVALID_VALUE;
+  handle->workspace = workspace;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -87,6 +96,13 @@ cublasStatus_t gemm(const char* name, cublasHandle_t handle, cublasOperation_t t
     return CUBLAS_STATUS_SUCCESS;
   }
   if (!launch_begins(name, dim3(1), dim3(1), handle->stream)) return CUBLAS_STATUS_EXECUTION_FAILED;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (handle->stream && cudaStreamIsCapturing(handle->stream, &capture) == cudaSuccess &&
+      capture == cudaStreamCaptureStatusActive && !handle->workspace) {
+    refuse_in_capture(handle->stream, std::string(name) + " captured without a workspace of its own (cuBLAS allocates "
+                                                          "its default one in the graph: cublasSetWorkspace)");
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
   // alpha and beta are read at the call (host pointers, as cuBLAS's default
   // pointer mode); the product runs in stream order (deferred streams).
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
@@ -123,7 +139,7 @@ cublasStatus_t gemm(const char* name, cublasHandle_t handle, cublasOperation_t t
         for (int64_t i = 0; i < m; ++i) cj[i] = be == 0.0f ? al * acc[size_t(i)] : al * acc[size_t(i)] + be * cj[i];
       }
     }
-  });
+  }, name);
   return CUBLAS_STATUS_SUCCESS;
 }
 

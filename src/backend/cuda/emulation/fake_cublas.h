@@ -10,6 +10,12 @@ cublasStatus_t cublas_create(cublasHandle_t* handle);
 cublasStatus_t cublas_destroy(cublasHandle_t handle);
 cublasStatus_t cublas_set_stream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublas_set_math_mode(cublasHandle_t handle, cublasMath_t mode);
+// The handle's workspace: a device range of its own (cublasSetWorkspace;
+// cublas_set_stream resets it, as cuBLAS does). A product captured into a
+// graph without one invalidates the capture: cuBLAS would allocate its
+// default workspace with cudaMallocAsync there (CUDA 12.2 and later), a
+// memory node of the graph.
+cublasStatus_t cublas_set_workspace(cublasHandle_t handle, void* workspace, size_t bytes);
 // Column-major C = alpha·op(A)·op(B) + beta·C with fp32 matrices, or bf16 A
 // and B, and fp32 compute only (CUBLAS_STATUS_NOT_SUPPORTED otherwise). Checks the leading
 // dimensions as cuBLAS documents them (CUBLAS_STATUS_INVALID_VALUE), and

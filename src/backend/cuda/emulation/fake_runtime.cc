@@ -18,6 +18,24 @@
 // runtime: a failed call sets the last error (cudaGetLastError returns and
 // clears it); a device fault is sticky and every later call returns it.
 //
+// Pinned host memory (cudaHostAlloc, cudaMallocHost) is host memory the
+// runtime remembers: in the deferred mode a copy from it is read when the
+// stream gets there, and a copy to it lands then, without a wait (so host code
+// that reuses a staging buffer too early, or reads one too soon, sees the
+// difference, as on a GPU).
+//
+// Stream capture (cudaStreamBeginCapture) turns the stream's work into the
+// nodes of a graph instead of running it; cudaGraphInstantiate,
+// cudaGraphExecUpdate (same nodes, same kernels; the arguments may change) and
+// cudaGraphLaunch replay it, in the stream's order. What breaks a capture on a
+// GPU (in the relaxed mode, which lets other streams and threads go on) fails
+// with cudaErrorStreamCaptureUnsupported and invalidates the capture: a wait
+// for the capturing stream, a copy between it and pageable host memory, and a
+// call that synchronizes the whole device while one of its streams captures
+// (cudaFree, cudaFreeHost, cudaDeviceSynchronize, synchronous copies and
+// memsets). Work the emulator does not capture (event records, stream-ordered
+// allocation, child graphs) fails the same way, on the capturing stream only.
+//
 // DGEMMA_CUDA_EMULATED_MEMORY=guarded catches host code that dereferences a
 // device pointer, which works on the emulated device (its memory is host
 // memory) but is a segmentation fault, or garbage, on a GPU: device memory
@@ -50,9 +68,25 @@
 
 #include "backend/cuda/emulation/launch_status.h"
 
+// A captured graph: its nodes in stream order (a capture on one stream is a
+// chain), each named for cudaGraphExecUpdate's check.
+struct CUgraph_st {
+  struct Node {
+    std::string what;
+    std::function<void()> run;
+  };
+  std::vector<Node> nodes;
+};
+struct CUgraphExec_st {
+  int device = 0;
+  std::vector<CUgraph_st::Node> nodes;
+};
+
 struct CUstream_st {
   unsigned flags = 0;
   int device = 0;  // the device current when it was created
+  CUgraph_st* capture = nullptr;  // the graph being captured, if any
+  bool capture_invalidated = false;
   // Deferred mode: the work not yet run, in order; `always` work (frees)
   // also runs after a fault broke the context.
   struct Work {
@@ -93,6 +127,7 @@ struct Device {
   std::map<uintptr_t, Allocation> allocations;  // by start address
   std::set<CUstream_st*> streams;
   std::set<CUmemPoolHandle_st*> pools;
+  std::map<uintptr_t, size_t> pinned;  // pinned host allocations, by start address
   // A device fault breaks that device's context only (as each device has its
   // own primary context).
   cudaError_t sticky[kMaxDevices] = {};
@@ -175,6 +210,39 @@ bool stream_ok(cudaStream_t s) {
 // Work goes to a stream of the current device (else the runtime reports an
 // invalid handle: a backend that forgot cudaSetDevice).
 bool stream_on_current_device(cudaStream_t s) { return stream_ok(s) && (!s || s->device == t_device); }
+
+// Whether [p, p + bytes) lies inside one pinned host allocation.
+bool pinned_range(const void* p, size_t bytes) {
+  Device& d = device();
+  std::lock_guard lock(d.mu);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = d.pinned.upper_bound(a);
+  if (it == d.pinned.begin()) return false;
+  --it;
+  return a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+
+void invalidate_capture(cudaStream_t s, const std::string& why) {
+  if (!s->capture_invalidated)
+    std::fprintf(stderr, "dgemma CUDA emulator: device %d: stream capture invalidated: %s\n", s->device, why.c_str());
+  s->capture_invalidated = true;
+}
+
+// `call` synchronizes the whole device: while a stream of the current device
+// captures, it fails with cudaErrorStreamCaptureUnsupported and invalidates
+// the capture (see the top of this file); cudaSuccess otherwise.
+cudaError_t outside_capture_only(const char* call) {
+  std::vector<cudaStream_t> capturing;
+  {
+    Device& d = device();
+    std::lock_guard lock(d.mu);
+    for (CUstream_st* s : d.streams)
+      if (s->capture && s->device == t_device) capturing.push_back(s);
+  }
+  if (capturing.empty()) return cudaSuccess;
+  for (cudaStream_t s : capturing) invalidate_capture(s, std::string(call) + " while the stream captures");
+  return fail(cudaErrorStreamCaptureUnsupported);
+}
 
 // DGEMMA_CUDA_EMULATED_STREAMS: "immediate" (default) or "deferred".
 bool deferred_streams() {
@@ -378,7 +446,7 @@ cudaError_t release(void* p) {
 }
 
 // Device-side ranges of a copy must be allocated; host-side ones are the
-// caller's memory (as with pageable host memory on a GPU).
+// caller's memory (pageable, or pinned: see the top of this file).
 cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = nullptr) {
   if (cudaError_t e = broken()) return fail(e);
   if (n == 0) return cudaSuccess;
@@ -397,12 +465,22 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
       return fail(cudaErrorInvalidValue);
     }
   }
-  if (!s || !deferred_streams()) {
+  const bool host_dst_pinned = !dst_dev && pinned_range(dst, n);
+  const bool host_src_pinned = !src_dev && pinned_range(src, n);
+  if (!s) {
+    if (cudaError_t e = outside_capture_only("a synchronous cudaMemcpy")) return e;
+  } else if (s->capture) {
+    if ((!dst_dev && !host_dst_pinned) || (!src_dev && !host_src_pinned)) {
+      invalidate_capture(s, "cudaMemcpyAsync to or from pageable host memory (a graph's copy needs pinned memory)");
+      return fail(cudaErrorStreamCaptureUnsupported);
+    }
+  }
+  if (!s || (!deferred_streams() && !s->capture)) {
     DeviceAccess access;
     std::memmove(dst, src, n);
     return cudaSuccess;
   }
-  if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) {
+  if ((!dst_dev && !host_dst_pinned) && !s->capture) {
     // To pageable host memory: returns once the copy completed.
     drain(s);
     if (cudaError_t e = broken()) return fail(e);
@@ -410,21 +488,24 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
     std::memmove(dst, src, n);
     return cudaSuccess;
   }
-  // From pageable host memory the data is taken now; device memory is
-  // written in stream order (and must still be allocated then).
+  // From pageable host memory the data is taken now (the driver stages it);
+  // from pinned memory it is read when the stream gets there. Device memory
+  // is written in stream order (and must still be allocated then).
   std::shared_ptr<std::vector<unsigned char>> staged;
-  if (kind == cudaMemcpyHostToDevice) {
+  if (!src_dev && !host_src_pinned) {
     const auto* h = static_cast<const unsigned char*>(src);
     staged = std::make_shared<std::vector<unsigned char>>(h, h + n);
   }
-  s->queue.push_back({[dst, src, n, staged] {
-                        if (!device_range_ok(dst, n) || (!staged && !device_range_ok(src, n))) {
-                          illegal_address("cudaMemcpyAsync: a device range of a queued copy is no longer allocated");
-                          return;
-                        }
-                        std::memmove(dst, staged ? staged->data() : src, n);
-                      },
-                      false});
+  enqueue_work(
+      s,
+      [dst, src, n, staged, dst_dev, src_dev] {
+        if ((dst_dev && !device_range_ok(dst, n)) || (src_dev && !device_range_ok(src, n))) {
+          illegal_address("cudaMemcpyAsync: a device range of a queued copy is no longer allocated");
+          return;
+        }
+        std::memmove(dst, staged ? staged->data() : src, n);
+      },
+      "cudaMemcpyAsync");
   return cudaSuccess;
 }
 
@@ -433,10 +514,15 @@ cudaError_t fill(void* p, int value, size_t n, cudaStream_t s) {
   if (!stream_on_current_device(s)) return fail(cudaErrorInvalidResourceHandle);
   if (n == 0) return cudaSuccess;
   if (!device_range_ok(p, n)) return fail(cudaErrorInvalidValue);
-  enqueue_work(s, [p, value, n] {
-    if (!device_range_ok(p, n)) return illegal_address("cudaMemsetAsync: the queued range is no longer allocated");
-    std::memset(p, value, n);
-  });
+  if (!s)
+    if (cudaError_t e = outside_capture_only("a synchronous cudaMemset")) return e;
+  enqueue_work(
+      s,
+      [p, value, n] {
+        if (!device_range_ok(p, n)) return illegal_address("cudaMemsetAsync: the queued range is no longer allocated");
+        std::memset(p, value, n);
+      },
+      "cudaMemsetAsync");
   return cudaSuccess;
 }
 
@@ -467,7 +553,11 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
   return true;
 }
 
-void enqueue_work(cudaStream_t stream, std::function<void()> work) {
+void enqueue_work(cudaStream_t stream, std::function<void()> work, const char* what) {
+  if (stream && stream->capture) {
+    stream->capture->nodes.push_back({what, std::move(work)});
+    return;
+  }
   if (!stream || !deferred_streams()) {
     DeviceAccess access;
     return work();
@@ -488,6 +578,11 @@ bool device_range_ok(const void* p, size_t bytes) {
 }
 
 void illegal_address(const std::string& what) { break_context(cudaErrorIllegalAddress, what); }
+
+void refuse_in_capture(cudaStream_t stream, const std::string& why) {
+  if (stream && stream_ok(stream) && stream->capture) invalidate_capture(stream, why);
+  fail(cudaErrorStreamCaptureUnsupported);
+}
 
 int current_device() { return t_device; }
 
@@ -554,6 +649,10 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
     default: return "cudaErrorUnknown";
   }
 }
@@ -571,6 +670,12 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalState: return "the resource is not in a valid state to perform the requested operation";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorGraphExecUpdateFailure:
+      return "the graph update was not performed because it included changes which violated constraints specific "
+             "to instantiated graph update";
     default: return "unknown error";
   }
 }
@@ -588,6 +693,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (s && emu::stream_ok(s) && s->capture) return emu::fail(cudaErrorStreamCaptureUnsupported);
   if (emu::stream_ok(s)) emu::drain(s);
   emu::Device& d = emu::device();
   {
@@ -600,12 +706,17 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);  // any device's stream
+  if (s && s->capture) {
+    emu::invalidate_capture(s, "cudaStreamSynchronize on the capturing stream");
+    return emu::fail(cudaErrorStreamCaptureUnsupported);
+  }
   emu::drain(s);
   if (cudaError_t e = emu::broken()) return emu::fail(e);
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t e = emu::outside_capture_only("cudaDeviceSynchronize")) return e;
   emu::drain_device();
   if (cudaError_t e = emu::broken()) return emu::fail(e);
   return cudaSuccess;
@@ -615,6 +726,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) { return emu::allocate(p, bytes);
 
 // Synchronous: the device's queued work runs first (it may still use p).
 cudaError_t cudaFree(void* p) {
+  if (cudaError_t e = emu::outside_capture_only("cudaFree")) return e;
   emu::drain_device();
   return emu::release(p);
 }
@@ -650,11 +762,19 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
 cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, cudaStream_t s) {
   if (!pool) return emu::fail(cudaErrorInvalidValue);
   if (!emu::stream_on_current_device(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (s && s->capture) {
+    emu::invalidate_capture(s, "cudaMallocFromPoolAsync on the capturing stream (memory nodes are not emulated)");
+    return emu::fail(cudaErrorStreamCaptureUnsupported);
+  }
   return emu::allocate(p, bytes);
 }
 
 cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
   if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (s && s->capture) {
+    emu::invalidate_capture(s, "cudaFreeAsync on the capturing stream (memory nodes are not emulated)");
+    return emu::fail(cudaErrorStreamCaptureUnsupported);
+  }
   if (!s || !emu::deferred_streams()) return emu::release(p);
   s->queue.push_back({[p] { emu::release(p); }, true});  // stream-ordered, also after a fault
   return cudaSuccess;
@@ -672,6 +792,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) { return emu::fill(p, value, n, s); }
 
 cudaError_t cudaMemset(void* p, int value, size_t n) { return emu::fill(p, value, n, nullptr); }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
+  if (flags & ~unsigned(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess))
+    return emu::fail(cudaErrorInvalidValue);
+  return cudaEventCreate(e);
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
   if (!e) return emu::fail(cudaErrorInvalidValue);
@@ -693,6 +819,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   // An event of one device recorded on another device's stream is invalid.
   if (!emu::stream_on_current_device(s) || e->device != emu::t_device)
     return emu::fail(cudaErrorInvalidResourceHandle);
+  if (s && s->capture) {  // an event node: not emulated
+    emu::invalidate_capture(s, "cudaEventRecord on the capturing stream (event nodes are not emulated)");
+    return emu::fail(cudaErrorStreamCaptureUnsupported);
+  }
   e->recorded = false;
   e->stream = s;
   emu::enqueue_work(s, [e] {
@@ -714,5 +844,127 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t begin, cudaEvent_t end) 
   if (cudaError_t err = emu::broken()) return emu::fail(err);
   if (!begin->recorded || !end->recorded) return emu::fail(cudaErrorNotReady);  // not recorded, or not reached yet
   *ms = std::chrono::duration<float, std::milli>(end->at - begin->at).count();
+  return cudaSuccess;
+}
+
+// ---- pinned host memory -------------------------------------------------------
+
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int flags) {
+  if (!p) return emu::fail(cudaErrorInvalidValue);
+  (void)flags;
+  *p = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  void* mem = nullptr;
+  if (posix_memalign(&mem, emu::kAlignment, bytes) != 0) return emu::fail(cudaErrorMemoryAllocation);
+  emu::Device& d = emu::device();
+  std::lock_guard lock(d.mu);
+  d.pinned[reinterpret_cast<uintptr_t>(mem)] = bytes;
+  *p = mem;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaHostAlloc(p, bytes, cudaHostAllocDefault); }
+
+// Synchronous, as on a GPU: queued copies may still read or write it.
+cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  if (cudaError_t e = emu::outside_capture_only("cudaFreeHost")) return e;
+  emu::drain_device();
+  emu::Device& d = emu::device();
+  {
+    std::lock_guard lock(d.mu);
+    if (!d.pinned.erase(reinterpret_cast<uintptr_t>(p))) return emu::fail(cudaErrorInvalidValue);
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+
+// ---- stream capture and graphs ----------------------------------------------------
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  (void)mode;  // every mode is checked as strictly (see the top of this file)
+  if (!s || !emu::stream_on_current_device(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = emu::broken()) return emu::fail(e);
+  if (s->capture) return emu::fail(cudaErrorIllegalState);
+  s->capture = new CUgraph_st;
+  s->capture_invalidated = false;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  if (!graph) return emu::fail(cudaErrorInvalidValue);
+  *graph = nullptr;
+  if (!s || !emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (!s->capture) return emu::fail(cudaErrorIllegalState);
+  CUgraph_st* g = s->capture;
+  s->capture = nullptr;
+  if (s->capture_invalidated) {
+    s->capture_invalidated = false;
+    delete g;
+    return emu::fail(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = g;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+  if (!status) return emu::fail(cudaErrorInvalidValue);
+  if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  *status = !s || !s->capture            ? cudaStreamCaptureStatusNone
+            : s->capture_invalidated ? cudaStreamCaptureStatusInvalidated
+                                     : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  if (!exec || !graph || flags != 0) return emu::fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{emu::t_device, graph->nodes};
+  return cudaSuccess;
+}
+
+// The emulator's update rule: the same number of nodes, each of the same
+// name (kernel, cuBLAS routine, copy or memset); their arguments are taken
+// from `graph`.
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+  if (!exec || !graph) return emu::fail(cudaErrorInvalidValue);
+  cudaGraphExecUpdateResult result = cudaGraphExecUpdateSuccess;
+  if (graph->nodes.size() != exec->nodes.size()) {
+    result = cudaGraphExecUpdateErrorTopologyChanged;
+  } else {
+    for (size_t i = 0; i < graph->nodes.size(); ++i)
+      if (graph->nodes[i].what != exec->nodes[i].what) result = cudaGraphExecUpdateErrorNodeTypeChanged;
+  }
+  if (info) {
+    info->result = result;
+    info->errorNode = nullptr;
+    info->errorFromNode = nullptr;
+  }
+  if (result != cudaGraphExecUpdateSuccess) return emu::fail(cudaErrorGraphExecUpdateFailure);
+  exec->nodes = graph->nodes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  if (!exec) return emu::fail(cudaErrorInvalidValue);
+  if (cudaError_t e = emu::broken()) return emu::fail(e);
+  if (!emu::stream_on_current_device(s) || exec->device != emu::t_device)
+    return emu::fail(cudaErrorInvalidResourceHandle);
+  if (s && s->capture) {  // a child graph node: not emulated
+    emu::invalidate_capture(s, "cudaGraphLaunch into the capturing stream (child graphs are not emulated)");
+    return emu::fail(cudaErrorStreamCaptureUnsupported);
+  }
+  for (const CUgraph_st::Node& n : exec->nodes) emu::enqueue_work(s, n.run, n.what.c_str());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (!graph) return emu::fail(cudaErrorInvalidValue);
+  delete graph;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (!exec) return emu::fail(cudaErrorInvalidValue);
+  delete exec;
   return cudaSuccess;
 }

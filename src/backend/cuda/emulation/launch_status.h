@@ -18,7 +18,10 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
 // Runs `work` now, or queues it on `stream` in the deferred mode
 // (DGEMMA_CUDA_EMULATED_STREAMS=deferred, fake_runtime.cc), to run when the
 // host waits for the stream. Work of the legacy default stream runs now.
-void enqueue_work(cudaStream_t stream, std::function<void()> work);
+// While `stream` is capturing (cudaStreamBeginCapture) the work becomes a node
+// of the graph, named `what` (the kernel; a graph update keeps the nodes'
+// names), and runs when the graph is launched.
+void enqueue_work(cudaStream_t stream, std::function<void()> work, const char* what = "work");
 
 // After it ran: a non-empty `fault` breaks the context (sticky
 // cudaErrorLaunchFailure, reported by the next call, as an asynchronous
@@ -28,6 +31,10 @@ void launch_ends(const char* kernel, const std::string& fault);
 // Whether [p, p + bytes) lies inside one live allocation of the current
 // device.
 bool device_range_ok(const void* p, size_t bytes);
+
+// Work that would break the capture on `stream` on a GPU: invalidates it
+// (cudaStreamEndCapture then fails) and prints `why`.
+void refuse_in_capture(cudaStream_t stream, const std::string& why);
 
 // The calling thread's current device (cudaSetDevice).
 int current_device();
