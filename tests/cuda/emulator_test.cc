@@ -140,6 +140,15 @@ bool rerun_with(const char* var, const char* value) {
   return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
 
+// Whether this process runs deferred streams; else runs the current test again
+// in a child that does (its result counts as this test's) and returns false.
+bool deferred_streams_or_rerun() {
+  const char* mode = std::getenv("DGEMMA_CUDA_EMULATED_STREAMS");
+  if (mode && std::string(mode) == "deferred") return true;
+  EXPECT_TRUE(rerun_with("DGEMMA_CUDA_EMULATED_STREAMS", "deferred")) << "the deferred-mode child failed";
+  return false;
+}
+
 // ---- kernels ---------------------------------------------------------------
 
 TEST(CudaEmulator, SyncthreadsPublishesSharedMemoryPerBlock) {
@@ -517,11 +526,7 @@ TEST(CudaEmulator, EventsTimeTheWorkBetweenThem) {
 // DGEMMA_CUDA_EMULATED_STREAMS=deferred: a stream's work waits for the host
 // to wait for it, so reads that skip the wait see stale data.
 TEST(CudaEmulator, DeferredStreamsRunWorkWhenTheHostWaits) {
-  const char* mode = std::getenv("DGEMMA_CUDA_EMULATED_STREAMS");
-  if (!mode || std::string(mode) != "deferred") {
-    EXPECT_TRUE(rerun_with("DGEMMA_CUDA_EMULATED_STREAMS", "deferred")) << "the deferred-mode child failed";
-    return;
-  }
+  if (!deferred_streams_or_rerun()) return;
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   int* d = device_alloc<int>(32);
@@ -715,11 +720,7 @@ TEST(CudaEmulator, WhatBreaksACaptureIsRefusedAndInvalidatesIt) {
 // GPU; from and to pageable memory the copy is taken at the call and waited
 // for: DeferredStreamsRunWorkWhenTheHostWaits).
 TEST(CudaEmulator, PinnedCopiesRunInStreamOrder) {
-  const char* mode = std::getenv("DGEMMA_CUDA_EMULATED_STREAMS");
-  if (!mode || std::string(mode) != "deferred") {
-    EXPECT_TRUE(rerun_with("DGEMMA_CUDA_EMULATED_STREAMS", "deferred")) << "the deferred-mode child failed";
-    return;
-  }
+  if (!deferred_streams_or_rerun()) return;
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   int* d = device_alloc<int>(16);
