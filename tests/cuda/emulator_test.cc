@@ -110,6 +110,39 @@ __global__ void wmma_tile(const __nv_bfloat16* a, const __nv_bfloat16* b, float*
 
 __global__ void set_value(int* p, int v) { p[threadIdx.x] = v; }
 
+// out[b·n + t] = the value thread t+1 (mod n) wrote into dynamic shared
+// memory, and flags[b] = whether a float of it read NaN before the writes (the
+// buffer's undefined contents).
+__global__ void rotate_through_dynamic_shared(int* out, int* flags) {
+  DGEMMA_DYNAMIC_SHARED(int, buf);
+  const unsigned t = threadIdx.x, n = blockDim.x;
+  if (t == 0) flags[blockIdx.x] = std::isnan(__int_as_float(buf[n]));
+  __syncthreads();
+  buf[t] = int(blockIdx.x * 1000 + t);
+  __syncthreads();
+  out[blockIdx.x * n + t] = buf[(t + 1) % n];
+}
+
+// counts[v % bins] += 1 for every v, and the largest v, from every thread of
+// every block at once.
+__global__ void histogram(const int* values, int n, int bins, int* counts, int* largest, float* sum) {
+  for (int k = int(blockIdx.x * blockDim.x + threadIdx.x); k < n; k += int(gridDim.x * blockDim.x)) {
+    atomicAdd(&counts[values[k] % bins], 1);
+    atomicMax(largest, values[k]);
+    atomicAdd(sum, 0.5f);
+  }
+}
+
+// One thread of the grid claims `owner` (compare-and-swap from -1); every
+// thread counts whether it won, lowers `least` to its index and leaves its
+// index in `last`.
+__global__ void claim(int* owner, int* winners, int* least, int* last) {
+  const int me = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (atomicCAS(owner, -1, me) == -1) atomicAdd(winners, 1);
+  atomicMin(least, me);
+  atomicExch(last, me);
+}
+
 // ---- helpers ----------------------------------------------------------------
 
 template <class T>
@@ -557,6 +590,70 @@ TEST(CudaEmulator, DeferredStreamsRunWorkWhenTheHostWaits) {
 }
 
 // Exit status 0 when the read past the allocation became a sticky illegal address.
+TEST(CudaEmulator, DynamicSharedMemoryIsPerBlockAndItsLimitNeedsTheOptIn) {
+  const unsigned n = 64;
+  int* out = device_alloc<int>(3 * n);
+  int* flags = device_alloc<int>(3);
+  // 2 × n ints of room: the kernel reads buf[n] before any write.
+  DGEMMA_LAUNCH_SMEM(rotate_through_dynamic_shared, 3, n, 2 * n * sizeof(int), nullptr)(out, flags);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> got = to_host(out, 3 * n);
+  for (unsigned b = 0; b < 3; ++b)
+    for (unsigned t = 0; t < n; ++t) ASSERT_EQ(got[b * n + t], int(b * 1000 + (t + 1) % n)) << b << " " << t;
+  EXPECT_EQ(to_host(flags, 3), std::vector<int>(3, 1)) << "each block starts with undefined (NaN) contents";
+
+  // Over 48 KiB only after the opt-in, and never over 227 KiB.
+  const size_t big = 100 << 10;
+  DGEMMA_LAUNCH_SMEM(rotate_through_dynamic_shared, 1, n, big, nullptr)(out, flags);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  const void* fn = reinterpret_cast<const void*>(&rotate_through_dynamic_shared);
+  ASSERT_EQ(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(big)), cudaSuccess);
+  DGEMMA_LAUNCH_SMEM(rotate_through_dynamic_shared, 1, n, big, nullptr)(out, flags);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(to_host(out, 1)[0], 1);
+  EXPECT_EQ(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 << 10), cudaErrorInvalidValue);
+  cudaGetLastError();
+  cudaFree(out);
+  cudaFree(flags);
+}
+
+TEST(CudaEmulator, AtomicsFromEveryThreadOfEveryBlockAddUp) {
+  const int n = 1000, bins = 7;
+  std::vector<int> values(n);
+  for (int k = 0; k < n; ++k) values[size_t(k)] = (k * 37) % 501;
+  int* d_values = device_alloc<int>(n);
+  int* counts = device_alloc<int>(bins + 1);  // the bins, then the largest value
+  float* sum = device_alloc<float>(1);
+  ASSERT_EQ(cudaMemcpy(d_values, values.data(), n * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(counts, 0, (bins + 1) * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(sum, 0, sizeof(float)), cudaSuccess);
+  DGEMMA_LAUNCH(histogram, 3, 128, nullptr)(d_values, n, bins, counts, counts + bins, sum);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<int> want(bins + 1, 0);
+  for (int v : values) {
+    ++want[size_t(v % bins)];
+    want[bins] = std::max(want[bins], v);
+  }
+  EXPECT_EQ(to_host(counts, bins + 1), want);
+  EXPECT_EQ(to_host(sum, 1)[0], 0.5f * n);
+
+  int* cells = device_alloc<int>(4);  // owner, winners, least, last
+  const int init[4] = {-1, 0, 1 << 30, -1};
+  ASSERT_EQ(cudaMemcpy(cells, init, sizeof init, cudaMemcpyHostToDevice), cudaSuccess);
+  DGEMMA_LAUNCH(claim, 2, 64, nullptr)(cells, cells + 1, cells + 2, cells + 3);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<int> c = to_host(cells, 4);
+  EXPECT_GE(c[0], 0);
+  EXPECT_LT(c[0], 128);
+  EXPECT_EQ(c[1], 1) << "more than one thread won the compare-and-swap";
+  EXPECT_EQ(c[2], 0);
+  EXPECT_GE(c[3], 0);
+  cudaFree(d_values);
+  cudaFree(counts);
+  cudaFree(sum);
+  cudaFree(cells);
+}
+
 // ---- stream capture, graphs and pinned memory (issue 15, item 9) ------------
 
 cudaGraph_t capture_one(cudaStream_t s, int* d, int v) {

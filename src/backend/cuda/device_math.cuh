@@ -16,6 +16,18 @@
 #ifndef DGEMMA_LAUNCH
 #define DGEMMA_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
 #endif
+// The same with dynamic shared memory, which the kernel takes with
+// DGEMMA_DYNAMIC_SHARED(T, name) (T* name: the block's buffer). Over 48 KiB
+// the kernel must first be allowed it with cudaFuncSetAttribute(kernel,
+// cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (the emulated device
+// checks it).
+#ifndef DGEMMA_LAUNCH_SMEM
+#define DGEMMA_LAUNCH_SMEM(kernel, grid, block, dynamic_shared_bytes, stream) \
+  kernel<<<(grid), (block), (dynamic_shared_bytes), (stream)>>>
+#define DGEMMA_DYNAMIC_SHARED(T, name)                   \
+  extern __shared__ __align__(256) unsigned char dgemma_dynamic_shared_[]; \
+  T* name = reinterpret_cast<T*>(dgemma_dynamic_shared_)
+#endif
 
 // Full unrolling of a loop with a constant trip count, so that the arrays it
 // indexes stay in registers (nvcc only; the emulation's compiler needs none).

@@ -40,6 +40,31 @@
 
 inline void __syncthreads() { ::dgemma::cuda_emu::sync_block(); }
 
+// Dynamic shared memory (device_math.cuh DGEMMA_DYNAMIC_SHARED): the
+// launch's per-block buffer (grid_runner.h dynamic_shared).
+#define DGEMMA_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::dgemma::cuda_emu::dynamic_shared())
+
+// Atomics. The threads of a block run one at a time (switching only at
+// barriers and shuffles) and blocks one after the other, so a plain
+// read-modify-write is atomic here; each returns the old value, as on a GPU.
+template <class T>
+inline T emu_atomic(T* p, T v, T (*op)(T, T)) {
+  const T old = *p;
+  *p = op(old, v);
+  return old;
+}
+inline int atomicAdd(int* p, int v) { return emu_atomic<int>(p, v, [](int a, int b) { return int(unsigned(a) + unsigned(b)); }); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return emu_atomic<unsigned>(p, v, [](unsigned a, unsigned b) { return a + b; }); }
+inline float atomicAdd(float* p, float v) { return emu_atomic<float>(p, v, [](float a, float b) { return a + b; }); }
+inline int atomicMax(int* p, int v) { return emu_atomic<int>(p, v, [](int a, int b) { return a > b ? a : b; }); }
+inline int atomicMin(int* p, int v) { return emu_atomic<int>(p, v, [](int a, int b) { return a < b ? a : b; }); }
+inline int atomicExch(int* p, int v) { return emu_atomic<int>(p, v, [](int, int b) { return b; }); }
+inline int atomicCAS(int* p, int compare, int v) {
+  const int old = *p;
+  if (old == compare) *p = v;
+  return old;
+}
+
 template <class T>
 inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
@@ -172,17 +197,17 @@ namespace dgemma::cuda_emu {
 template <class Kernel>
 class HostLaunch {
  public:
-  HostLaunch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, Kernel* kernel)
-      : name_(name), grid_(grid), block_(block), stream_(stream), kernel_(kernel) {}
+  HostLaunch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, Kernel* kernel, size_t dynamic_shared = 0)
+      : name_(name), grid_(grid), block_(block), stream_(stream), kernel_(kernel), dynamic_shared_(dynamic_shared) {}
   // The configuration is checked at the launch; the grid runs then, or when
   // the host waits for the stream (deferred streams), with copies of the
   // arguments, as a launch takes them.
   template <class... Args>
   void operator()(Args... args) const {
-    if (!launch_begins(name_, grid_, block_, stream_)) return;
-    enqueue_work(stream_, [name = name_, grid = grid_, block = block_, kernel = kernel_, args...] {
+    if (!launch_begins(name_, grid_, block_, stream_, dynamic_shared_, reinterpret_cast<const void*>(kernel_))) return;
+    enqueue_work(stream_, [name = name_, grid = grid_, block = block_, kernel = kernel_, smem = dynamic_shared_, args...] {
       const std::function<void()> body = [&] { kernel(args...); };
-      launch_ends(name, run_grid(name, grid, block, body));
+      launch_ends(name, run_grid(name, grid, block, body, smem));
     }, name_);
   }
 
@@ -191,9 +216,12 @@ class HostLaunch {
   dim3 grid_, block_;
   cudaStream_t stream_;
   Kernel* kernel_;
+  size_t dynamic_shared_;
 };
 
 }  // namespace dgemma::cuda_emu
 
 #define DGEMMA_LAUNCH(kernel, grid, block, stream) \
   ::dgemma::cuda_emu::HostLaunch(#kernel, dim3(grid), dim3(block), (stream), &(kernel))
+#define DGEMMA_LAUNCH_SMEM(kernel, grid, block, dynamic_shared_bytes, stream) \
+  ::dgemma::cuda_emu::HostLaunch(#kernel, dim3(grid), dim3(block), (stream), &(kernel), (dynamic_shared_bytes))

@@ -52,6 +52,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -528,7 +529,14 @@ cudaError_t fill(void* p, int value, size_t n, cudaStream_t s) {
 
 }  // namespace
 
-bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream) {
+// cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize):
+// the opt-in per kernel.
+constexpr size_t kDefaultDynamicShared = 48 << 10, kMaxDynamicShared = 227 << 10;
+std::mutex g_func_mu;
+std::map<const void*, size_t> g_max_dynamic_shared;
+
+bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream, size_t dynamic_shared_bytes,
+                   const void* func) {
   if (cudaError_t e = broken()) {
     fail(e);
     return false;
@@ -543,6 +551,22 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
   const bool ok = grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= 0x7fffffffu && grid.y <= 65535 &&
                   grid.z <= 65535 && threads >= 1 && threads <= 1024 && block.x <= 1024 && block.y <= 1024 &&
                   block.z <= 64;
+  if (dynamic_shared_bytes > kDefaultDynamicShared) {
+    size_t allowed = kDefaultDynamicShared;
+    {
+      std::lock_guard lock(g_func_mu);
+      auto it = g_max_dynamic_shared.find(func);
+      if (func && it != g_max_dynamic_shared.end()) allowed = it->second;
+    }
+    if (dynamic_shared_bytes > allowed) {
+      fail(cudaErrorInvalidValue);
+      std::fprintf(stderr,
+                   "dgemma CUDA emulator: kernel %s: %zu bytes of dynamic shared memory, over the %zu it may take "
+                   "(cudaFuncSetAttribute with cudaFuncAttributeMaxDynamicSharedMemorySize raises it to %zu)\n",
+                   kernel, dynamic_shared_bytes, allowed, kMaxDynamicShared);
+      return false;
+    }
+  }
   if (!ok) {
     fail(cudaErrorInvalidConfiguration);
     std::fprintf(stderr,
@@ -966,5 +990,16 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   if (!exec) return emu::fail(cudaErrorInvalidValue);
   delete exec;
+  return cudaSuccess;
+}
+
+// ---- kernel attributes ------------------------------------------------------------
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (!func) return emu::fail(cudaErrorInvalidDeviceFunction);
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return emu::fail(cudaErrorInvalidValue);  // not emulated
+  if (value < 0 || size_t(value) > emu::kMaxDynamicShared) return emu::fail(cudaErrorInvalidValue);
+  std::lock_guard lock(emu::g_func_mu);
+  emu::g_max_dynamic_shared[func] = std::max(size_t(value), emu::kDefaultDynamicShared);
   return cudaSuccess;
 }

@@ -133,6 +133,12 @@ struct Runner {
   std::vector<uint64_t> partial_slots;
   const std::function<void()>* body = nullptr;
   EmuThread* current = nullptr;
+  std::vector<unsigned char> dynamic_shared;  // 256 bytes of slack for the alignment
+  size_t dynamic_shared_bytes = 0;
+  unsigned char* dynamic_shared_base() {
+    const auto at = reinterpret_cast<uintptr_t>(dynamic_shared.data());
+    return dynamic_shared.data() + ((256 - at % 256) % 256);
+  }
   std::string fault;       // of the running launch
   std::string last_fault;  // of the last failed launch
 #if defined(__x86_64__)
@@ -324,6 +330,7 @@ bool release_barriers(std::vector<EmuThread>& threads, std::string* why) {
 
 std::string run_block(Runner& r, const uint3& block_idx, dim3 grid, dim3 block) {
   const unsigned n = block.x * block.y * block.z;
+  if (r.dynamic_shared_bytes) std::memset(r.dynamic_shared_base(), 0xFF, r.dynamic_shared_bytes);
   while (r.stacks.size() < n) r.stacks.push_back(std::make_unique<Stack>());
   r.threads.assign(n, EmuThread{});
   r.slots[0].assign(n, 0);
@@ -365,7 +372,13 @@ std::string run_block(Runner& r, const uint3& block_idx, dim3 grid, dim3 block) 
 
 const ThreadContext* current_context() { return t_context; }
 
-std::string run_grid(const char* kernel, dim3 grid, dim3 block, const std::function<void()>& body) {
+void* dynamic_shared() {
+  Runner& r = t_runner;
+  return r.dynamic_shared_bytes ? r.dynamic_shared_base() : nullptr;
+}
+
+std::string run_grid(const char* kernel, dim3 grid, dim3 block, const std::function<void()>& body,
+                     size_t dynamic_shared_bytes) {
   Runner& r = t_runner;
   if (r.body) return std::string("kernel ") + kernel + " launched from inside a kernel (not supported by the emulator)";
   const unsigned n = block.x * block.y * block.z;
@@ -373,12 +386,15 @@ std::string run_grid(const char* kernel, dim3 grid, dim3 block, const std::funct
     return std::string("kernel ") + kernel + ": block of " + std::to_string(n) + " threads";
   r.body = &body;
   r.fault.clear();
+  r.dynamic_shared_bytes = dynamic_shared_bytes;
+  if (dynamic_shared_bytes + 256 > r.dynamic_shared.size()) r.dynamic_shared.resize(dynamic_shared_bytes + 256);
   std::string fault;
   for (unsigned z = 0; z < grid.z && fault.empty(); ++z)
     for (unsigned y = 0; y < grid.y && fault.empty(); ++y)
       for (unsigned x = 0; x < grid.x && fault.empty(); ++x) fault = run_block(r, uint3{x, y, z}, grid, block);
   r.body = nullptr;
   r.threads.clear();
+  r.dynamic_shared_bytes = 0;
   if (!fault.empty()) {
     fault = std::string("kernel ") + kernel + " (grid " + dim_text(uint3{grid.x, grid.y, grid.z}) + ", block " +
             dim_text(uint3{block.x, block.y, block.z}) + "): " + fault;

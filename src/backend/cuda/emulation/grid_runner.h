@@ -37,10 +37,19 @@ struct ThreadContext {
 // The running emulated thread's context (null outside a kernel).
 const ThreadContext* current_context();
 
-// Runs `body` once per thread of every block of the grid. Returns "" on
-// success, else the description of the fault (also recorded for
-// last_fault()). Grid and block limits are checked by the caller.
-std::string run_grid(const char* kernel, dim3 grid, dim3 block, const std::function<void()>& body);
+// Runs `body` once per thread of every block of the grid, each block with
+// `dynamic_shared_bytes` of dynamic shared memory (dynamic_shared()). Returns
+// "" on success, else the description of the fault (also recorded for
+// last_fault()). Grid, block and shared memory limits are checked by the
+// caller.
+std::string run_grid(const char* kernel, dim3 grid, dim3 block, const std::function<void()>& body,
+                     size_t dynamic_shared_bytes = 0);
+
+// The running block's dynamic shared memory (`extern __shared__` on a GPU;
+// DGEMMA_DYNAMIC_SHARED): 256-byte aligned, filled with 0xFF bytes when each
+// block starts (its contents are undefined on a GPU: a read before a write
+// gives NaN), null when the launch asked for none.
+void* dynamic_shared();
 
 // Barriers and the warp exchange, called by the device builtins.
 void sync_block();

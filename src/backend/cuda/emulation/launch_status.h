@@ -11,9 +11,12 @@
 namespace dgemma::cuda_emu {
 
 // Before a kernel runs: false (and the runtime's last error set) when the
-// launch cannot start: bad grid or block, unknown stream, or a context
-// already broken by an earlier fault.
-bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream);
+// launch cannot start: bad grid or block, unknown stream, more dynamic shared
+// memory than the kernel may take (48 KiB, or up to 227 KiB once
+// cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize)
+// allowed it, as on sm_90), or a context already broken by an earlier fault.
+bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t stream, size_t dynamic_shared_bytes = 0,
+                   const void* func = nullptr);
 
 // Runs `work` now, or queues it on `stream` in the deferred mode
 // (DGEMMA_CUDA_EMULATED_STREAMS=deferred, fake_runtime.cc), to run when the
