@@ -108,6 +108,19 @@ __global__ void wmma_tile(const __nv_bfloat16* a, const __nv_bfloat16* b, float*
   nvcuda::wmma::store_matrix_sync(c, acc, 16, nvcuda::wmma::mem_row_major);
 }
 
+// c += a · b for one tile, through memory: the accumulator loaded from c,
+// multiplied into, stored back (a read-modify-write of the tile).
+__global__ void wmma_accumulate_in_memory(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c) {
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> fa;
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> fb;
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc;
+  nvcuda::wmma::load_matrix_sync(acc, c, 16, nvcuda::wmma::mem_row_major);
+  nvcuda::wmma::load_matrix_sync(fa, a, 16);
+  nvcuda::wmma::load_matrix_sync(fb, b, 16);
+  nvcuda::wmma::mma_sync(acc, fa, fb, acc);
+  nvcuda::wmma::store_matrix_sync(c, acc, 16, nvcuda::wmma::mem_row_major);
+}
+
 __global__ void set_value(int* p, int v) { p[threadIdx.x] = v; }
 
 // out[b·n + t] = the value thread t+1 (mod n) wrote into dynamic shared
@@ -517,6 +530,13 @@ TEST(CudaEmulator, WmmaMultipliesTiles) {
         want += __bfloat162float(ha[size_t(i * 16 + k)]) * __bfloat162float(hb[size_t(j * 16 + k)]);
       EXPECT_EQ(got[size_t(i * 16 + j)], want) << i << " " << j;
     }
+  // Through memory: the tile gains the product once (every lane of the warp
+  // loads before any stores), not once per lane.
+  DGEMMA_LAUNCH(wmma_accumulate_in_memory, 1, 32, nullptr)(static_cast<const __nv_bfloat16*>(a),
+                                                           static_cast<const __nv_bfloat16*>(b), c);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<float> twice = to_host(c, 256);
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(twice[size_t(i)], 2.0f * got[size_t(i)] - 1.0f) << i;
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);

@@ -403,6 +403,37 @@ TEST(CpuFastKernels, AttentionPropagatesNanFromVisibleKeys) {
   check_attention({6, 50, 4, 2, 16, AttentionMask::kNone, 0, true}, rng, "nan key none", true);
 }
 
+// The dot mode's attention (AttnArgs::round_bf16, the CUDA tensor-core
+// attention's rounding points): Q, K and V are rounded to bf16, so inputs
+// already rounded give the same bits; and the probabilities are rounded for
+// P·V while the sums take them unrounded, so on bf16 inputs the result
+// differs from the exact mode's, by at most one bf16 step of each
+// probability (2^-8 relative: at most 2^-8 of the largest |v|).
+TEST(CpuFastKernels, AttentionBf16DotRoundsQKVAndProbabilities) {
+  CpuBackend dot(level_options(CpuIsa::kAvx512Bf16, 2, true)), exact(level_options(CpuIsa::kAvx512Bf16, 2, false));
+  if (!dot.bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512_BF16: the CPU has no dot mode";
+  Rng rng(9);
+  const int64_t M = 5, S = 300, Hq = 4, Hk = 2, d = 48;  // S over one key block (128)
+  Tensor q = rand_f32({M, Hq, d}, rng, 0.5f), k = rand_f32({S, Hk, d}, rng, 0.5f), v = rand_f32({S, Hk, d}, rng);
+  Tensor qpos = Tensor::i32({M}), kpos = Tensor::i32({S});
+  for (int64_t s = 0; s < S; ++s) kpos.i[size_t(s)] = int32_t(s);
+  for (int64_t m = 0; m < M; ++m) qpos.i[size_t(m)] = int32_t(S - M + m);
+  OpAttrs a;
+  a.mask = AttentionMask::kCausalWindow;
+  Tensor rq = q, rk = k, rv = v;
+  for (Tensor* t : {&rq, &rk, &rv})
+    for (float& x : t->f) x = round_bf16(x);
+  Tensor got, got_rounded, exact_rounded;
+  run_on(dot, make_call(OpKind::kAttention, {&q, &k, &v, &qpos, &kpos}, {}, {&got}, a));
+  run_on(dot, make_call(OpKind::kAttention, {&rq, &rk, &rv, &qpos, &kpos}, {}, {&got_rounded}, a));
+  run_on(exact, make_call(OpKind::kAttention, {&rq, &rk, &rv, &qpos, &kpos}, {}, {&exact_rounded}, a));
+  EXPECT_TRUE(same_bits(got.f, got_rounded.f)) << "Q, K or V not rounded to bf16 in the dot mode";
+  EXPECT_FALSE(same_bits(got_rounded.f, exact_rounded.f)) << "the probabilities were not rounded";
+  float vmax = 0.0f;
+  for (float x : rv.f) vmax = std::max(vmax, std::fabs(x));
+  expect_close(exact_rounded.f, got_rounded.f, std::ldexp(double(vmax), -8), 0.0, "dot mode against exact");
+}
+
 // ---- router and experts ------------------------------------------------------------
 
 TEST(CpuFastKernels, RouterTopkMatchesReference) {

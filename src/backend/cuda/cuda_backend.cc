@@ -1520,7 +1520,12 @@ void CudaBackend::Impl::attention(const OpCall& c) {
       a.mask = int(c.attrs.mask);
       a.window = c.attrs.window;
       a.first_canvas_pos = c.attrs.first_canvas_pos;
-      launched("attention.flash", k::launch_flash_attention(stream, a),
+      // The dot mode: on the bf16 tensor cores where the head dim allows,
+      // with the CPU dot mode's roundings either way.
+      a.round_bf16 = opt.bf16_dot;
+      const bool tc = opt.bf16_dot && k::tc_attention_supported(d);
+      launched(tc ? "attention.tensor_cores" : "attention.flash",
+               tc ? k::launch_tc_attention(stream, a) : k::launch_flash_attention(stream, a),
                {d_q, d_qpos, a.keys[0].k, a.keys[0].v, a.keys[0].pos, a.keys[1].k, a.keys[1].v, a.keys[1].pos, out});
     } else {
       attention_products(c, a.keys, d_q, d_qpos, out);
@@ -1565,6 +1570,16 @@ void CudaBackend::Impl::attention_products(const OpCall& c, const k::FlashKeys (
   const int64_t G = Hq / Hk;
   const int64_t rows_per = std::max<int64_t>(1, std::min(M, opt.scratch_elems / std::max<int64_t>(1, Hq * S)));
   auto* scores = static_cast<float*>(alloc(rows_per * Hq * S * 4, "workspace (scores)", true));
+  // The dot mode: bf16 products (Q, K, V and the probabilities rounded, fp32
+  // sums), as the CPU's dot mode rounds them.
+  const bool bf16 = opt.bf16_dot;
+  const void *qa = d_q, *ka = d_k, *va = d_v, *pa = scores;
+  if (bf16) {
+    qa = to_bf16(d_q, M * Hq * d, "workspace (q in bf16)");
+    ka = to_bf16(d_k, S * row, "workspace (keys in bf16)");
+    va = to_bf16(d_v, S * row, "workspace (values in bf16)");
+  }
+  const int64_t esize = bf16 ? 2 : 4;
   for (int64_t m0 = 0; m0 < M; m0 += rows_per) {
     const int64_t rows = std::min(rows_per, M - m0);
     const std::string detail = "rows " + std::to_string(m0) + ".." + std::to_string(m0 + rows);
@@ -1574,37 +1589,40 @@ void CudaBackend::Impl::attention_products(const OpCall& c, const k::FlashKeys (
       g.m = S;
       g.n = rows;
       g.k = d;
-      g.A = d_k;
+      g.A = ka;
       g.lda = Hk * d;
       g.stride_a = d;
-      g.B = d_q + m0 * Hq * d + j * d;
+      g.B = static_cast<const char*>(qa) + (m0 * Hq * d + j * d) * esize;
       g.ldb = Hq * d;
       g.stride_b = G * d;
       g.C = scores + j * rows * S;
       g.ldc = S;
       g.stride_c = G * rows * S;
       g.batch = Hk;
+      g.bf16 = bf16;
       gemm(g);
     }
     launched("attention.softmax",
              k::launch_attention_softmax(stream, scores, d_qpos, d_kpos, m0, rows, Hq, S, int(c.attrs.mask),
                                          c.attrs.window, c.attrs.first_canvas_pos),
              {scores, d_qpos, d_kpos}, detail);
+    if (bf16) pa = to_bf16(scores, rows * Hq * S, "workspace (probabilities in bf16)");
     for (int64_t j = 0; j < G; ++j) {
       Gemm g;
       g.m = d;
       g.n = rows;
       g.k = S;
-      g.A = d_v;
+      g.A = va;
       g.lda = Hk * d;
       g.stride_a = d;
-      g.B = scores + j * rows * S;
+      g.B = static_cast<const char*>(pa) + j * rows * S * esize;
       g.ldb = S;
       g.stride_b = G * rows * S;
       g.C = out + m0 * Hq * d + j * d;
       g.ldc = Hq * d;
       g.stride_c = G * d;
       g.batch = Hk;
+      g.bf16 = bf16;
       gemm(g);
     }
   }

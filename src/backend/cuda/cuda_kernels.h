@@ -208,8 +208,19 @@ struct FlashArgs {
   int64_t M = 0, Hq = 0, Hk = 0, d = 0;
   int mask = kMaskNone;
   int64_t window = 0, first_canvas_pos = 0;
+  // The dot mode's roundings (launch_tc_attention below; the fp32 kernel
+  // honours them too, for head dims the tensor-core kernel does not take):
+  // Q, K, V and the probabilities in P·V rounded to bf16.
+  bool round_bf16 = false;
 };
 LaunchShape launch_flash_attention(cudaStream_t stream, const FlashArgs& args);
+// The same attention on the bf16 tensor cores (tc_attention_kernels.cu), the
+// dot mode's: Q, K, V and the probabilities rounded to bf16, fp32 scores,
+// softmax and sums, as the CPU's dot mode (ops/cpu AttnArgs::round_bf16).
+// For head dims tc_attention_supported() takes (multiples of 16 up to
+// kFlashMaxHeadDim); nothing is launched for others.
+bool tc_attention_supported(int64_t d);
+LaunchShape launch_tc_attention(cudaStream_t stream, const FlashArgs& args);
 
 LaunchShape launch_gelu_glu(cudaStream_t stream, const float* gate, const float* up, int64_t n, float* out);
 LaunchShape launch_add(cudaStream_t stream, const float* a, const float* b, int64_t n, float* out);

@@ -108,7 +108,8 @@ __global__ void flash_attention_kernel(FlashArgs a) {
     const int64_t n = S - s0 < BK ? S - s0 : BK;
     for (int64_t e = threadIdx.x; e < n * d; e += blockDim.x) {
       const int64_t kc = e / d, j = e % d;
-      tile[kc * LD + j] = key_row(a, false, s0 + kc, kh)[j];
+      const float v = key_row(a, false, s0 + kc, kh)[j];
+      tile[kc * LD + j] = a.round_bf16 ? round_bf16(v) : v;
     }
     if (threadIdx.x < n) {
       const int64_t s = s0 + threadIdx.x;
@@ -121,7 +122,10 @@ __global__ void flash_attention_kernel(FlashArgs a) {
       if (pick(live, r) && c < n && visible(a.mask, a.window, a.first_canvas_pos, pick(qp, r), tile_pos[c])) {
         const float *kr = tile + c * LD, *qr = pick(qrow, r);
         float acc = 0.0f;
-        for (int64_t j = 0; j < d; ++j) acc += qr[j] * kr[j];
+        if (a.round_bf16)
+          for (int64_t j = 0; j < d; ++j) acc += round_bf16(qr[j]) * kr[j];
+        else
+          for (int64_t j = 0; j < d; ++j) acc += qr[j] * kr[j];
         s = acc;
       }
       float tile_max = s;
@@ -139,7 +143,8 @@ __global__ void flash_attention_kernel(FlashArgs a) {
     __syncthreads();  // every warp is done with the K rows; probs are written
     for (int64_t e = threadIdx.x; e < n * d; e += blockDim.x) {
       const int64_t kc = e / d, j = e % d;
-      tile[kc * LD + j] = key_row(a, true, s0 + kc, kh)[j];
+      const float v = key_row(a, true, s0 + kc, kh)[j];
+      tile[kc * LD + j] = a.round_bf16 ? round_bf16(v) : v;
     }
     __syncthreads();
     DGEMMA_UNROLL for (int r = 0; r < R; ++r) {
@@ -152,7 +157,7 @@ __global__ void flash_attention_kernel(FlashArgs a) {
           // reference skips such keys).
           for (int64_t kc = 0; kc < n; ++kc) {
             const float p = probs[warp][r][kc];
-            if (p != 0.0f) acc += p * tile[kc * LD + j];
+            if (p != 0.0f) acc += (a.round_bf16 ? round_bf16(p) : p) * tile[kc * LD + j];
           }
           o[r][u] = acc;
         }

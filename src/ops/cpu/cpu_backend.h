@@ -29,7 +29,10 @@ struct CpuBackendOptions {
   // (round to nearest even) before each such product, as a bf16 model run
   // does. Off: activations stay fp32 and bf16 weights are widened exactly,
   // so bf16 weights give the same result as those values stored as fp32.
-  // Has no effect without AVX512_BF16 or for fp32 weights.
+  // Attention then rounds Q, K, V and its probabilities to bf16 before their
+  // products (fp32 scores, softmax and sums), as the CUDA backend's
+  // tensor-core attention does (AttnArgs::round_bf16).
+  // Has no effect without AVX512_BF16 (and, on products, for fp32 weights).
   bool bf16_dot = false;
   // Linear and expert GEMMs over quantized weights (NF4, NVFP4, MLX affine,
   // int8) quantize their activations to int8 in blocks of 32 and use integer

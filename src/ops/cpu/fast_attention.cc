@@ -7,6 +7,7 @@
 #include <atomic>
 #include <utility>
 
+#include "core/dtype.h"
 #include "ops/cpu/fast_ops.h"
 
 namespace dgemma::cpu::fast {
@@ -38,6 +39,7 @@ void attention(const OpCall& c, CpuContext& ctx) {
   kt.resize(size_t(Hk * sp * d));
   vp.resize(size_t(Hk * dp * sp));
   ThreadPool& pool = *ctx.pool;
+  const bool rb = ctx.bf16_dot;  // the dot mode's roundings (AttnArgs::round_bf16)
   pool.parallel_for(Hk * ktp, 4, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t kh = i / ktp, p = i % ktp;
@@ -47,7 +49,7 @@ void attention(const OpCall& c, CpuContext& ctx) {
         if (s < S) {
           const auto [part, at] = key_offset(s, kh);
           const float* kr = part->k->f.data() + at;
-          for (int64_t j = 0; j < d; ++j) kd[j * kNr + cc] = kr[j];
+          for (int64_t j = 0; j < d; ++j) kd[j * kNr + cc] = rb ? round_bf16(kr[j]) : kr[j];
         } else {
           for (int64_t j = 0; j < d; ++j) kd[j * kNr + cc] = 0.0f;
         }
@@ -63,7 +65,7 @@ void attention(const OpCall& c, CpuContext& ctx) {
           if (s < S) {
             const auto [part, at] = key_offset(s, kh);
             const float* vr = part->v->f.data() + at + c0;
-            for (; j < cols; ++j) dst[j] = vr[j];
+            for (; j < cols; ++j) dst[j] = rb ? round_bf16(vr[j]) : vr[j];
           }
           for (; j < kNr; ++j) dst[j] = 0.0f;
         }
@@ -89,6 +91,7 @@ void attention(const OpCall& c, CpuContext& ctx) {
   a.mask = int(c.attrs.mask);
   a.window = c.attrs.window;
   a.first_canvas_pos = c.attrs.first_canvas_pos;
+  a.round_bf16 = rb;
   const int64_t rows = M * G, tiles = (rows + kAttnRows - 1) / kAttnRows, count = Hk * tiles;
   const IsaKernels& isa = *ctx.isa;
   std::atomic<int64_t> next{0};

@@ -89,6 +89,11 @@ struct AttnArgs {
   int64_t m = 0, hq = 0, hk = 0, d = 0, s = 0, group = 1;
   int mask = 0;  // AttentionMask as int
   int64_t window = 0, first_canvas_pos = 0;
+  // The dot mode (CpuBackendOptions::bf16_dot): Q, K and V rounded to bf16
+  // (K and V by the driver when it packs them), and each key block's
+  // probabilities rounded to bf16 for P·V while the row sums add the
+  // unrounded ones, as the CUDA backend's tensor-core attention takes them.
+  bool round_bf16 = false;
 };
 // Query rows per attention tile (a multiple of every mr): the K/V block read
 // from L2 is reused by this many rows; O tile = 24 × 512 × 4 B = 48 KB.

@@ -155,6 +155,7 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
     lrow[i] = 0.0f;
   }
   pack_a_impl(a.q, d, rows, R, d, qp);
+  if (a.round_bf16) scale_round_bf16_impl(qp, 1.0f, (R + kMr - 1) / kMr * kMr * d);
   for (int64_t i = 0; i < R * dp; ++i) o[i] = 0.0f;
   const float* kt = a.kt + kh * a.kt_head_stride;
   const float* vp = a.vp + kh * a.vp_head_stride;
@@ -199,6 +200,8 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
       mrow[i] = mnew;
     }
     // O += P (R × kbp) · V (kbp × dp).
+    if (a.round_bf16)
+      for (int64_t i = 0; i < R; ++i) scale_round_bf16_impl(sc + i * kAttnKeys, 1.0f, kbp);
     pack_a_impl(sc, kAttnKeys, nullptr, R, kbp, pp);
     for (int64_t pd = 0; pd < dp / kNr; ++pd)
       for (int64_t mb = 0; mb < R; mb += kMr)

@@ -150,13 +150,19 @@ inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const T* p, u
       f.x[r * F::cols + c] = std::is_same_v<Layout, row_major> ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
 }
 
-// Accumulators: the layout is the call's.
+// Accumulators: the layout is the call's. Every lane of the warp has loaded
+// the tile before any lane goes on (a warp barrier), so that loading a tile,
+// adding products and storing it back (a read-modify-write of the tile in
+// memory) works as on a GPU, where each lane touches its own elements only;
+// without it the whole-tile lanes, run one after the other, would each add
+// their products again.
 template <int M, int N, int K, class T>
 inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const T* p, unsigned ldm, layout_t layout) {
   detail::check_pointer(p, ldm, sizeof(T), "wmma::load_matrix_sync");
   for (int r = 0; r < M; ++r)
     for (int c = 0; c < N; ++c)
       f.x[r * N + c] = layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+  ::dgemma::cuda_emu::warp_exchange(0xffffffffu, 0, 0);
 }
 
 template <int M, int N, int K, class T>
