@@ -153,6 +153,15 @@ __device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_
   return false;
 }
 
+// Attention key s of the two segments (cache rows, then new rows; ops/op.h
+// attention_keys): its K (or V) row for KV head kh (constant indices only: an
+// indexed kernel parameter would be copied to local memory).
+__device__ __forceinline__ const float* key_row(const FlashArgs& a, bool values, int64_t s, int64_t kh) {
+  const bool cached = s < a.keys[0].rows;
+  const float* base = values ? (cached ? a.keys[0].v : a.keys[1].v) : (cached ? a.keys[0].k : a.keys[1].k);
+  return base + ((cached ? s : s - a.keys[0].rows) * a.Hk + kh) * a.d;
+}
+
 // gelu_pytorch_tanh, same expression as cpu::gelu_tanh.
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float k = 0.7978845608028654f;

@@ -45,14 +45,6 @@ struct FlashTile {
   static constexpr int pairs = kRowsPerWarp * keys / 32;  // (row, key) scores per lane
 };
 
-// Key s of the two segments: its K (or V) row for KV head kh (constant
-// indices only: an indexed kernel parameter would be copied to local memory).
-__device__ __forceinline__ const float* key_row(const FlashArgs& a, bool values, int64_t s, int64_t kh) {
-  const bool cached = s < a.keys[0].rows;
-  const float* base = values ? (cached ? a.keys[0].v : a.keys[1].v) : (cached ? a.keys[0].k : a.keys[1].k);
-  return base + ((cached ? s : s - a.keys[0].rows) * a.Hk + kh) * a.d;
-}
-
 // a[i] for a runtime i, without indexing the array (which would move it from
 // registers to local memory).
 template <class T, int N>

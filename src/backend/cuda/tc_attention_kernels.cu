@@ -59,13 +59,6 @@ struct TcLayout {
   }
 };
 
-// Key s of the two segments: its K (or V) row for KV head kh, and position.
-__device__ __forceinline__ const float* tc_key_row(const FlashArgs& a, bool values, int64_t s, int64_t kh) {
-  const bool cached = s < a.keys[0].rows;
-  const float* base = values ? (cached ? a.keys[0].v : a.keys[1].v) : (cached ? a.keys[0].k : a.keys[1].k);
-  return base + ((cached ? s : s - a.keys[0].rows) * a.Hk + kh) * a.d;
-}
-
 __device__ __forceinline__ __nv_bfloat16 to_bf16(float f) { return __ushort_as_bfloat16(bf16_bits(f)); }
 
 // Rows [0, n) of the tile from K (values false) or V, rounded to bf16; rows
@@ -79,7 +72,7 @@ __device__ bool load_keys(const FlashArgs& a, bool values, int64_t s0, int64_t n
   bool special = false;
   for (int64_t e = threadIdx.x; e < kTcKeys * d; e += kTcThreads) {
     const int64_t kc = e / d, j = e % d;
-    const float v = kc < n ? tc_key_row(a, values, s0 + kc, kh)[j] : 0.0f;
+    const float v = kc < n ? key_row(a, values, s0 + kc, kh)[j] : 0.0f;
     special = special || !isfinite(v);
     kv[kc * ld + j] = to_bf16(v);
   }
