@@ -162,6 +162,17 @@ __device__ __forceinline__ const float* key_row(const FlashArgs& a, bool values,
   return base + ((cached ? s : s - a.keys[0].rows) * a.Hk + kh) * a.d;
 }
 
+// The online softmax of both attention kernels: the factor that rescales a
+// row's sums when its running maximum grows from old_max to new_max (1 while
+// no key is visible yet), and a key's unnormalized probability (0 for a
+// masked key, whose score is -inf).
+__device__ __forceinline__ float online_rescale(float old_max, float new_max) {
+  return new_max == -INFINITY ? 1.0f : expf(old_max - new_max);
+}
+__device__ __forceinline__ float online_prob(float score, float max) {
+  return score == -INFINITY ? 0.0f : expf(score - max);
+}
+
 // gelu_pytorch_tanh, same expression as cpu::gelu_tanh.
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float k = 0.7978845608028654f;

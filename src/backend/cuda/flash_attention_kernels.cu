@@ -124,9 +124,8 @@ __global__ void flash_attention_kernel(FlashArgs a) {
       for (int off = BK / 2; off > 0; off >>= 1)
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off, BK));
       const float new_max = fmaxf(row_max[i], tile_max);
-      // Nothing visible yet: keep the (empty) sums as they are.
-      const float rescale = new_max == -INFINITY ? 1.0f : expf(row_max[i] - new_max);
-      const float p = s == -INFINITY ? 0.0f : expf(s - new_max);
+      const float rescale = online_rescale(row_max[i], new_max);
+      const float p = online_prob(s, new_max);
       row_max[i] = new_max;
       part_sum[i] = part_sum[i] * rescale + p;
       probs[warp][r][c] = p;

@@ -154,11 +154,10 @@ __global__ void tc_attention_kernel(FlashArgs a) {
       for (int off = kThreadsPerRow / 2; off > 0; off >>= 1)
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off, kThreadsPerRow));
       const float old_max = row_max[my_row], new_max = fmaxf(old_max, tile_max);
-      // Nothing visible yet: keep the (empty) sums as they are.
-      const float rescale = new_max == -INFINITY ? 1.0f : expf(old_max - new_max);
+      const float rescale = online_rescale(old_max, new_max);
       float sum = 0.0f;
       DGEMMA_UNROLL for (int i = 0; i < kKeysPerThread; ++i) {
-        const float p = s[i] == -INFINITY ? 0.0f : expf(s[i] - new_max);
+        const float p = online_prob(s[i], new_max);
         sum += p;
         ps[my_row * kLdP + my_sub + i * kThreadsPerRow] = to_bf16(p);
       }

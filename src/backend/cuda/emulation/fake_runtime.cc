@@ -229,6 +229,16 @@ void invalidate_capture(cudaStream_t s, const std::string& why) {
   s->capture_invalidated = true;
 }
 
+// Whether `s` captures, so that the call `why` names breaks its capture: then
+// the capture is invalidated and the last error set to
+// cudaErrorStreamCaptureUnsupported, which the caller returns.
+bool capture_refuses(cudaStream_t s, const std::string& why) {
+  if (!s || !s->capture) return false;
+  invalidate_capture(s, why);
+  fail(cudaErrorStreamCaptureUnsupported);
+  return true;
+}
+
 // `call` synchronizes the whole device: while a stream of the current device
 // captures, it fails with cudaErrorStreamCaptureUnsupported and invalidates
 // the capture (see the top of this file); cudaSuccess otherwise.
@@ -470,11 +480,9 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
   const bool host_src_pinned = !src_dev && pinned_range(src, n);
   if (!s) {
     if (cudaError_t e = outside_capture_only("a synchronous cudaMemcpy")) return e;
-  } else if (s->capture) {
-    if ((!dst_dev && !host_dst_pinned) || (!src_dev && !host_src_pinned)) {
-      invalidate_capture(s, "cudaMemcpyAsync to or from pageable host memory (a graph's copy needs pinned memory)");
-      return fail(cudaErrorStreamCaptureUnsupported);
-    }
+  } else if ((!dst_dev && !host_dst_pinned) || (!src_dev && !host_src_pinned)) {
+    if (capture_refuses(s, "cudaMemcpyAsync to or from pageable host memory (a graph's copy needs pinned memory)"))
+      return cudaErrorStreamCaptureUnsupported;
   }
   if (!s || (!deferred_streams() && !s->capture)) {
     DeviceAccess access;
@@ -604,8 +612,7 @@ bool device_range_ok(const void* p, size_t bytes) {
 void illegal_address(const std::string& what) { break_context(cudaErrorIllegalAddress, what); }
 
 void refuse_in_capture(cudaStream_t stream, const std::string& why) {
-  if (stream && stream_ok(stream) && stream->capture) invalidate_capture(stream, why);
-  fail(cudaErrorStreamCaptureUnsupported);
+  if (!(stream && stream_ok(stream) && capture_refuses(stream, why))) fail(cudaErrorStreamCaptureUnsupported);
 }
 
 int current_device() { return t_device; }
@@ -730,10 +737,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);  // any device's stream
-  if (s && s->capture) {
-    emu::invalidate_capture(s, "cudaStreamSynchronize on the capturing stream");
-    return emu::fail(cudaErrorStreamCaptureUnsupported);
-  }
+  if (emu::capture_refuses(s, "cudaStreamSynchronize on the capturing stream"))
+    return cudaErrorStreamCaptureUnsupported;
   emu::drain(s);
   if (cudaError_t e = emu::broken()) return emu::fail(e);
   return cudaSuccess;
@@ -786,19 +791,15 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
 cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, cudaStream_t s) {
   if (!pool) return emu::fail(cudaErrorInvalidValue);
   if (!emu::stream_on_current_device(s)) return emu::fail(cudaErrorInvalidResourceHandle);
-  if (s && s->capture) {
-    emu::invalidate_capture(s, "cudaMallocFromPoolAsync on the capturing stream (memory nodes are not emulated)");
-    return emu::fail(cudaErrorStreamCaptureUnsupported);
-  }
+  if (emu::capture_refuses(s, "cudaMallocFromPoolAsync on the capturing stream (memory nodes are not emulated)"))
+    return cudaErrorStreamCaptureUnsupported;
   return emu::allocate(p, bytes);
 }
 
 cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
   if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
-  if (s && s->capture) {
-    emu::invalidate_capture(s, "cudaFreeAsync on the capturing stream (memory nodes are not emulated)");
-    return emu::fail(cudaErrorStreamCaptureUnsupported);
-  }
+  if (emu::capture_refuses(s, "cudaFreeAsync on the capturing stream (memory nodes are not emulated)"))
+    return cudaErrorStreamCaptureUnsupported;
   if (!s || !emu::deferred_streams()) return emu::release(p);
   s->queue.push_back({[p] { emu::release(p); }, true});  // stream-ordered, also after a fault
   return cudaSuccess;
@@ -843,10 +844,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   // An event of one device recorded on another device's stream is invalid.
   if (!emu::stream_on_current_device(s) || e->device != emu::t_device)
     return emu::fail(cudaErrorInvalidResourceHandle);
-  if (s && s->capture) {  // an event node: not emulated
-    emu::invalidate_capture(s, "cudaEventRecord on the capturing stream (event nodes are not emulated)");
-    return emu::fail(cudaErrorStreamCaptureUnsupported);
-  }
+  if (emu::capture_refuses(s, "cudaEventRecord on the capturing stream (event nodes are not emulated)"))
+    return cudaErrorStreamCaptureUnsupported;
   e->recorded = false;
   e->stream = s;
   emu::enqueue_work(s, [e] {
@@ -973,10 +972,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   if (cudaError_t e = emu::broken()) return emu::fail(e);
   if (!emu::stream_on_current_device(s) || exec->device != emu::t_device)
     return emu::fail(cudaErrorInvalidResourceHandle);
-  if (s && s->capture) {  // a child graph node: not emulated
-    emu::invalidate_capture(s, "cudaGraphLaunch into the capturing stream (child graphs are not emulated)");
-    return emu::fail(cudaErrorStreamCaptureUnsupported);
-  }
+  if (emu::capture_refuses(s, "cudaGraphLaunch into the capturing stream (child graphs are not emulated)"))
+    return cudaErrorStreamCaptureUnsupported;
   for (const CUgraph_st::Node& n : exec->nodes) emu::enqueue_work(s, n.run, n.what.c_str());
   return cudaSuccess;
 }
