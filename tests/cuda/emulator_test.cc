@@ -802,7 +802,9 @@ TEST(CudaEmulator, WhatBreaksACaptureIsRefusedAndInvalidatesIt) {
     EXPECT_EQ(g, nullptr) << what;
     cudaGetLastError();
   }
-  EXPECT_EQ(to_host(spare, 1).size(), 1u) << "the refused cudaFree freed the block";
+  int probe = 0;  // a copy from a freed block fails
+  EXPECT_EQ(cudaMemcpy(&probe, spare, sizeof probe, cudaMemcpyDeviceToHost), cudaSuccess)
+      << "the refused cudaFree freed the block";
 
   // Allowed: other streams' waits and allocation; pinned copies; cuBLAS with
   // a workspace of its own.
