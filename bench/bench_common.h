@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "ops/cpu/cpu_backend.h"
-#include "ops/cpu/cpu_bench.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_bench.h"
 
 #if DGEMMA_HAVE_OPENBLAS
 #include <cblas.h>

@@ -1,4 +1,4 @@
-// CPU kernel speed at the shapes of the real 26B-A4B model (spec §1.1), each
+// CPU kernel speed at the shapes of the real 26B-A4B model (docs/model.md §1.1), each
 // with ratios against baselines measured in the same run (bench_common.h):
 //   Peak        register-only fp32 FMA and bf16 vdpbf16ps loops (the roofline)
 //   Linear      canvas GEMM M=256, K=2816, N ∈ {2816, 2112, 4096}
@@ -24,7 +24,7 @@
 #include <numeric>
 
 #include "bench_common.h"
-#include "ops/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_kernels.h"
 
 namespace dgemma::bench {
 namespace {
@@ -134,7 +134,7 @@ BENCHMARK(BM_ExpertGemm)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
-// All experts of one layer for a 256-token canvas (spec §1.5): 128 experts,
+// All experts of one layer for a 256-token canvas (docs/model.md §1.5): 128 experts,
 // top-8, H = 2816, I = 704. Baseline: the same grouped computation with one
 // OpenBLAS sgemm per expert and matrix (gathered rows, fp32 weights).
 void BM_MoeLayer(benchmark::State& st) {
@@ -223,7 +223,7 @@ BENCHMARK(BM_MoeLayer)
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
 
-// Decoder attention of one layer (spec §2.3/§2.4): 256 canvas queries over
+// Decoder attention of one layer (docs/model.md §2.3/§2.4): 256 canvas queries over
 // `cached` committed keys + the 256 canvas keys; baseline: the reference kernel.
 void BM_Attention(benchmark::State& st) {
   const bool full = st.range(0) == 1;

@@ -1,4 +1,4 @@
-// The GPU's ceilings at the model's real shapes (issue 15, item 10), measured
+// The GPU's ceilings at the model's real shapes (docs/cuda.md §7), measured
 // in one run so that `dgemma bench step --backend cuda` can be read against
 // them: HBM read and copy bandwidth, the launch cost of a kernel (plain and
 // replayed from a CUDA graph), and cuBLAS matrix products at the shapes of one

@@ -1,5 +1,5 @@
 // One denoising step and one canvas commit of DiffusionGemma on a 2-layer
-// slice of the real 26B-A4B model (bench_slice.h: hidden 2816, 16 heads, head
+// slice of the real 26B-A4B model (checkpoint/model_slice.h: hidden 2816, 16 heads, head
 // dims 256 and 512, 128 experts top-8, vocab 262144, canvas 256, random bf16
 // weights), after a 512-token prompt. The slice is written once to
 // $DGEMMA_BENCH_SLICE (default: <tmp>/dgemma_bench_slice_2l, 4.7 GB).
@@ -22,8 +22,9 @@
 #include <memory>
 
 #include "bench_common.h"
-#include "bench_slice.h"
+#include "checkpoint/model_slice.h"
 #include "model/diffusion_gemma.h"
+#include "cpu_model.h"
 
 namespace dgemma::bench {
 namespace {
@@ -37,9 +38,9 @@ DiffusionGemma& slice_model() {
         env && *env ? env : (std::filesystem::temp_directory_path() / "dgemma_bench_slice_2l").string();
     ensure_model_slice(dir, 2);
     ModelOptions o;
-    o.threads = 1;  // its own backend is replaced per benchmark
+    o.load_threads = 1;  // its own backend is replaced per benchmark
     o.verify_tied_copies = false;
-    auto model = DiffusionGemma::load(dir, o);
+    auto model = test::load_on_cpu(dir, o);
     std::vector<int32_t> prompt(static_cast<size_t>(kPrompt));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 2) % 262144);
     CpuBackend b(all_threads());

@@ -1,17 +1,17 @@
 // Throughput of the quantized linear (dequantize-in-tile GEMM,
-// ops/cpu/quant_kernels.h) per format against the bf16 path of the same CPU
+// backend/cpu/quant_kernels.h) per format against the bf16 path of the same CPU
 // backend (packed bf16 panels) in the same run, and against OpenBLAS sgemm
-// on the fp32 weight when libopenblas is present (ops/cpu/blas_baseline.h:
+// on the fp32 weight when libopenblas is present (backend/cpu/blas_baseline.h:
 // opened at run time, so the benchmark needs no link-time BLAS).
 //
 // Shapes: an expert projection (gate_up of one expert, [1408, 2816]) at
 // M = 16 tokens, and a canvas GEMM (dense MLP gate, [2112, 2816]) at M = 256
-// canvas positions (spec §1.1 sizes). Each quantized format runs twice: on the
+// canvas positions (docs/model.md §1.1 sizes). Each quantized format runs twice: on the
 // exact path (fp32 activations) and with `int8-dot` (int8 activations,
-// integer dot products; ops/cpu/int8_dot.h). Counters: GFLOP/s (2·M·N·K per
+// integer dot products; backend/cpu/int8_dot.h). Counters: GFLOP/s (2·M·N·K per
 // iteration) and the weight bytes streamed per second.
 //
-// moe_layer/*: the routed experts of one layer (moe_experts, spec §1.5) at the
+// moe_layer/*: the routed experts of one layer (moe_experts, docs/model.md §1.5) at the
 // density of a 256-token canvas — 64 tokens, top-8 over 32 experts of the
 // real size (H = 2816, I = 704), so about 16 tokens per expert, spread as a
 // random routing spreads them — in the bf16 modes and per quantized format.
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/cpu/blas_baseline.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/blas_baseline.h"
+#include "backend/cpu/cpu_backend.h"
 #include "quantize/quantizers.h"
 
 namespace dgemma {

@@ -1,4 +1,4 @@
-// Memory of quantized checkpoints at real layer shapes (issue 7 item 6).
+// Memory of quantized checkpoints at real layer shapes (what a quantized load must keep resident: docs/formats.md §8).
 //
 //   bench_quant_memory random CONFIG.json OUT_DIR
 //       writes a random BF16 checkpoint for CONFIG (streamed, any size):
@@ -23,11 +23,12 @@
 
 #include "dgemma/error.h"
 #include "io/safetensors.h"
-#include "model/config.h"
+#include "checkpoint/config.h"
 #include "model/diffusion_gemma.h"
-#include "model/tensor_names.h"
+#include "checkpoint/tensor_names.h"
 #include "quantize/quantized_weight.h"
 #include "quantize/stream_writer.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -92,7 +93,7 @@ int load(const std::string& dir, bool touch, bool decode) {
   const double base = peak_rss_mib();
   ModelOptions o;
   o.verify_tied_copies = false;
-  auto model = DiffusionGemma::load(dir, o);
+  auto model = test::load_on_cpu(dir, o);
   std::printf("weights file   %.1f MiB\n", double(file_bytes) / double(1 << 20));
   std::printf("before load    peak RSS %.1f MiB\n", base);
   std::printf("after load     peak RSS %.1f MiB (current %.1f MiB)\n", peak_rss_mib(), current_rss_mib());

@@ -1,6 +1,6 @@
-// Tokenizer speed (issue 5 targets: load <= 300 ms, encode >= 20 MB/s, one
+// Tokenizer speed (targets: load <= 300 ms, encode >= 20 MB/s, one
 // core). Reference numbers (transformers.js 4.3.2, 2 vCPU EPYC, from
-// shared/tokenizer/README.md): load 2.49 s; encode long-001 with a cold word
+// docs/reference-data.md §9): load 2.49 s; encode long-001 with a cold word
 // cache 0.36 MB/s, warm 3.0 MB/s; decode 5.9 MB/s.
 //
 //   taskset -c 0 bench_tokenizer_bench --benchmark_repetitions=10 --benchmark_report_aggregates_only

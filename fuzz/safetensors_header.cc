@@ -1,5 +1,5 @@
 // libFuzzer target: the input is a whole safetensors file image, fed to the
-// header validator (spec/formats.md §1.5). Any exception other than
+// header validator (docs/formats.md §1.5). Any exception other than
 // dgemma::Error, and any sanitizer report, is a bug.
 #include <cstddef>
 #include <cstdint>

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/json.h"
-#include "core/paths.h"
+#include "support/source_dir.h"
 #include "dgemma/error.h"
 #include "tokenizer/tokenizer.h"
 

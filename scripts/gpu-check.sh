@@ -318,7 +318,7 @@ else
     [ $backend = cpu ] && flags+=(-t 16)
     [ $backend = cuda-dot ] && flags+=(--precision bf16-dot)
     [ $backend = cuda-int8 ] && flags+=(--quantize nf4 --precision int8-dot)
-    [ $backend != cpu ] && flags+=(--batch 4)  # batch 1 and 4 (issue 15)
+    [ $backend != cpu ] && flags+=(--batch 4)  # batch 1 and 4 (the batch-of-4 throughput target, docs/cuda.md §7.2)
     timeout 180 "$build/dgemma" bench step -m "$slice" "${flags[@]}" --json --context 512 --steps 3 \
       >"$out/$name.json" 2>"$out/$name.err"
     rc=$?

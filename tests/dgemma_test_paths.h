@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/paths.h"
+#include "support/source_dir.h"
 
 inline std::string dgemma_test_data_dir() {
   if (const char* env = std::getenv("DGEMMA_TEST_DATA"); env && *env) return env;

@@ -18,7 +18,7 @@
 #include <optional>
 #include <thread>
 
-#include "../bench/bench_slice.h"
+#include "checkpoint/model_slice.h"
 #include "cli.h"
 #include "core/cpu_features.h"
 #include "core/json.h"
@@ -26,12 +26,9 @@
 #include "flags.h"
 #include "model/diffusion_gemma.h"
 #include "model_flags.h"
-#include "ops/cpu/cpu_backend.h"
-#include "ops/cpu/blas_baseline.h"
-#include "ops/cpu/cpu_bench.h"
-#if DGEMMA_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/blas_baseline.h"
+#include "backend/cpu/cpu_bench.h"
 
 namespace dgemma::cli {
 namespace {
@@ -265,11 +262,11 @@ int run_step(const Args& args) {
   // whole table), so that the profiled passes below are steady-state.
   model->decode(canvas.data(), nullptr, first.data());
   model->decode(canvas.data(), first.data(), logits.data());
-#if DGEMMA_HAVE_CUDA
-  auto* gpu = dynamic_cast<CudaBackend*>(&model->executor().backend());
-#else
-  void* gpu = nullptr;
-#endif
+  // A backend with device memory of its own (it counts its bus traffic):
+  // its steps run as generate() runs them, and its ops are timed on the
+  // device (Backend::set_profiling).
+  Backend& backend = model->executor().backend();
+  const bool on_device = backend.device_traffic().has_value();
   // On a device the steps are timed as generate() runs them: decode_sample,
   // where only O(canvas) values cross the bus and the processed logits stay
   // for the next step's self-conditioning (decode() through the host API,
@@ -277,7 +274,7 @@ int run_step(const Args& args) {
   std::vector<double> uniforms(static_cast<size_t>(L));
   for (size_t i = 0; i < uniforms.size(); ++i) uniforms[i] = double(i * 7 % 97) / 97.0;
   RowSamples sampled;
-  const bool device_steps = gpu != nullptr;
+  const bool device_steps = on_device;
   auto step_first = [&] {
     if (device_steps) model->decode_sample(canvas.data(), false, 1.0f, uniforms.data(), sampled);
     else model->decode(canvas.data(), nullptr, logits.data());
@@ -322,23 +319,21 @@ int run_step(const Args& args) {
       t_sc_host_api = std::min(t_sc_host_api, now_s() - t0);
     }
   }
-#if DGEMMA_HAVE_CUDA
   // The device's own time per op (events on its stream) for the profiles.
   auto device_profile = [&](cpu::OpProfile& prof, const std::function<void()>& pass) {
-    gpu->set_profiling(true);
+    backend.set_profiling(true);
     pass();
-    const std::vector<CudaOpTime> times = gpu->take_profile();
-    gpu->set_profiling(false);
+    const std::vector<OpDeviceTime> times = backend.take_profile();
+    backend.set_profiling(false);
     prof.clear_seconds();
-    for (const CudaOpTime& t : times) prof.add_seconds(t.kind, t.layer >= 0, t.seconds);
+    for (const OpDeviceTime& t : times) prof.add_seconds(t.kind, t.layer >= 0, t.seconds);
   };
-  if (gpu) {
+  if (on_device) {
     step_first();
     device_profile(prof_sc, step_sc);
     device_profile(prof_first, step_first);
   }
-#endif
-  // Batched self-conditioned steps (issue 15, item 7): N canvases in one
+  // Batched self-conditioned steps (as `serve` batches concurrent requests): N canvases in one
   // pass, each against its own copy of the cache; warmed up once (the
   // workspace grows to N canvases), best of --steps. On a device each
   // canvas runs its sampler pass in the batch and keeps its z there, as
@@ -372,14 +367,12 @@ int run_step(const Args& args) {
       model->decode_batch(items);
       t_batch = std::min(t_batch, now_s() - t0);
     }
-#if DGEMMA_HAVE_CUDA
-    if (gpu) {
-      gpu->set_profiling(true);
+    if (on_device) {
+      backend.set_profiling(true);
       model->decode_batch(items);
-      for (const CudaOpTime& t : gpu->take_profile()) t_batch_device += t.seconds;
-      gpu->set_profiling(false);
+      for (const OpDeviceTime& t : backend.take_profile()) t_batch_device += t.seconds;
+      backend.set_profiling(false);
     }
-#endif
   }
   // Commits are timed from the same cache each time: a copy is put back
   // (truncate_cache cannot undo a sliding layer's evictions).
@@ -400,36 +393,32 @@ int run_step(const Args& args) {
   model->encode(commit);
   t_commit = std::min(t_commit, now_s() - t0);
   restore();
-#if DGEMMA_HAVE_CUDA
-  if (gpu) {
+  if (on_device) {
     device_profile(prof_commit, [&] { model->encode(commit); });
     restore();
   }
-#endif
 
   // What one self-conditioned step moves between host and device, counted
-  // by the CUDA backend itself (issue 15, item 8), per way of running it.
+  // by the CUDA backend itself (Backend::device_traffic), per way of running it.
   struct Traffic {
     std::string path;
     int64_t h2d = 0, d2h = 0, syncs = 0, launches = 0, graphs = 0;
   };
   std::vector<Traffic> traffic;
-#if DGEMMA_HAVE_CUDA
-  if (auto* gpu = dynamic_cast<CudaBackend*>(&model->executor().backend())) {
+  if (on_device) {
     auto count = [&](const std::string& path, const std::function<void()>& step) {
-      gpu->reset_traffic();
+      backend.reset_traffic();
       step();
-      const CudaTraffic t = gpu->traffic();
+      const DeviceTraffic t = *backend.device_traffic();
       traffic.push_back({path, t.h2d_bytes, t.d2h_bytes, t.synchronizations, t.kernel_launches, t.graph_launches});
     };
     // Through the host API: the logits come down and go back up.
     count("host_logits", [&] { model->decode(canvas.data(), first.data(), logits.data()); });
     // As generate() runs a step: the sample op where the logits are, only
-    // O(canvas) values to the host, z kept for the next step (spec §3.3).
+    // O(canvas) values to the host, z kept for the next step (docs/model.md §3.3).
     step_first();
     count("on_device_sampler", step_sc);
   }
-#endif
 
   // The peak FLOP rate is measured for the CPU only (its register loops say
   // nothing about another backend).
@@ -617,7 +606,7 @@ int run_slice(const Args& args) {
   std::string out;
   int64_t layers = 2;
   FlagParser p("dgemma bench slice -o DIR [--layers N]",
-               "Writes a synthetic checkpoint with the real 26B-A4B dimensions (spec §1.1) cut to N layers\n"
+               "Writes a synthetic checkpoint with the real 26B-A4B dimensions (docs/model.md §1.1) cut to N layers\n"
                "(sliding ..., last one full) and random bf16 weights, for `dgemma bench step` (2 layers: 4.7 GB).");
   p.add_string("-o,--out", &out, "output folder", "DIR");
   p.add_int("--layers", &layers, "number of layers");
@@ -625,7 +614,7 @@ int run_slice(const Args& args) {
   if (out.empty()) throw Error("bench slice: give -o DIR");
   if (layers < 1 || layers > 30) throw Error("bench slice: --layers must be in [1, 30], got " + std::to_string(layers));
   const double t0 = now_s();
-  bench::ensure_model_slice(out, int(layers));
+  ensure_model_slice(out, int(layers));
   std::fprintf(stderr, "slice with %lld layers in %s (%.1f s)\n", (long long)layers, out.c_str(), now_s() - t0);
   return 0;
 }

@@ -12,7 +12,7 @@ namespace dgemma::cli {
 
 // Whether `e` is the last denoising step of its canvas: the stop condition
 // held, or the remaining-steps counter reached its last step. Its frame shows
-// the argmax, which is what the canvas commits (spec §3.2), instead of the
+// the argmax, which is what the canvas commits (docs/model.md §3.2), instead of the
 // renoised canvas that would feed a next step.
 bool is_last_step(const StepEvent& e);
 

@@ -1,5 +1,5 @@
 // dgemma chat [-m DIR] — multi-turn REPL on stdin lines, reusing the KV cache
-// of earlier turns (spec §3.6 "Multi-turn with cache reuse").
+// of earlier turns (docs/model.md §3.6 "Multi-turn with cache reuse").
 #include <cstdio>
 #include <string>
 

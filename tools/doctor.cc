@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "backend/backend_factory.h"
-#include "backend/doctor.h"
+#include "doctor/doctor.h"
 #include "backend/inject_backend.h"
 #include "cli.h"
 #include "dgemma/error.h"

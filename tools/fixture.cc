@@ -4,7 +4,7 @@
 #include "cli.h"
 #include "dgemma/error.h"
 #include "flags.h"
-#include "model/fake_checkpoint.h"
+#include "checkpoint/fake_checkpoint.h"
 
 namespace dgemma::cli {
 namespace {

@@ -1,5 +1,5 @@
 // dgemma generate -m DIR --prompt-ids 2,427,... [--replay FILE | --seed N] [--json] ...
-// Ids in, ids out: the reference generate() (spec §3.2) with no tokenizer,
+// Ids in, ids out: the reference generate() (docs/model.md §3.2) with no tokenizer,
 // for replaying recorded Transformers runs and for scripts.
 #include <cstdio>
 #include <iostream>

@@ -7,7 +7,7 @@
 
 #include "dgemma/error.h"
 #include "generate/rng.h"
-#include "model/config.h"
+#include "checkpoint/config.h"
 
 namespace dgemma::cli {
 namespace {
@@ -123,7 +123,7 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
     throw Error("--generation-config: " + generation_config + " does not exist");
   LoadedGenerationConfig loaded = load_generation_config(path);
   if (!loaded.file_found && !quiet)
-    std::fprintf(stderr, "warning: no generation_config.json in %s; using the published defaults (spec §3.1)\n",
+    std::fprintf(stderr, "warning: no generation_config.json in %s; using the published defaults (docs/model.md §3.1)\n",
                  model_dir.c_str());
   GenerationConfig c = loaded.config;
   if (!max_new_tokens.empty()) c.max_new_tokens = to_int(max_new_tokens, "--max-new-tokens");
@@ -141,7 +141,7 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
     c.pad_token_id = pad[0];
   }
   // max_length in a file only applies while max_new_tokens is the default
-  // (spec §3.4); an explicit -n must win.
+  // (docs/model.md §3.4); an explicit -n must win.
   if (!max_new_tokens.empty()) c.max_length = 0;
   validate_generation_config(c, "generation parameters (" + loaded.path + " + flags)");
   if (!temperature.empty()) {

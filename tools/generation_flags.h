@@ -1,7 +1,7 @@
 #pragma once
 // Flags shared by `generate`, `run` and `chat`: generation parameters that
 // override the checkpoint's generation_config.json (flat or nested spelling,
-// spec §3.1), and the random seed. A flag left out keeps the file's value, so
+// docs/model.md §3.1), and the random seed. A flag left out keeps the file's value, so
 // the help text says "from generation_config.json" instead of a number.
 #include <cstdint>
 #include <string>
@@ -22,7 +22,7 @@ struct GenerationFlags {
 
   void add_to(FlagParser& p);
   // Reads the config for `model_dir` and applies the overrides. Prints a
-  // warning to stderr when no generation_config.json exists (spec §6.3: a
+  // warning to stderr when no generation_config.json exists (docs/model.md §6.3: a
   // silent fallback changes stopping and EOS behaviour) unless `quiet`.
   // context_size comes from --ctx-size, else from max_position_embeddings
   // of `model_config` (default DIR/config.json; unlimited when it is absent).

@@ -7,7 +7,6 @@
 
 #include "backend/backend_factory.h"
 #include "dgemma/error.h"
-#include "ops/cpu/cpu_backend.h"
 #include "placement/mpi_transport.h"
 #include "progress_bar.h"
 
@@ -65,15 +64,16 @@ void ModelFlags::add_to(FlagParser& p) {
                "FILE");
 }
 
+bool ModelFlags::bf16_dot() const { return precision == "bf16-dot" || precision == "int8-dot"; }
+bool ModelFlags::int8_dot() const { return precision == "int8-dot"; }
+
 ModelOptions ModelFlags::options() const {
   ModelOptions o;
   if (precision == "fp32") o.precision = WeightPrecision::kAsStored;
-  else if (precision == "bf16") o.precision = WeightPrecision::kBF16;
-  else if (precision == "bf16-dot") o.precision = WeightPrecision::kBF16, o.bf16_dot = true;
-  else if (precision == "int8-dot") o.precision = WeightPrecision::kBF16, o.bf16_dot = true, o.int8_dot = true;
+  else if (precision == "bf16" || precision == "bf16-dot" || precision == "int8-dot") o.precision = WeightPrecision::kBF16;
   else throw Error("--precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
   if (threads < 0) throw Error("--threads must be >= 0, got " + std::to_string(threads));
-  o.threads = int(threads);
+  o.load_threads = int(threads);
   o.decoder_window = parse_decoder_window(decoder_window);
   std::optional<LoadQuantization> q = parse_load_quantization(quantize);
   if (!q) throw Error(std::string("--quantize: expected ") + load_quantization_names() + ", got '" + quantize + "'");
@@ -96,11 +96,15 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   ProgressBar bar(stderr, po);
   if (bar.active())
     o.load_progress = [&bar](int64_t done, int64_t total) { bar.update(uint64_t(done), uint64_t(total)); };
-  auto model = config.empty() ? DiffusionGemma::load(model_dir, o) : DiffusionGemma::load(model_dir, config, o);
+  // The model's own backend: the CPU, in the run's dot modes (also the host
+  // pool of generate()'s per-row work); a device or plan below routes the
+  // ops elsewhere.
+  auto cpu = [this] { return make_cpu_backend(int(threads), bf16_dot(), int8_dot()); };
+  auto model = config.empty() ? DiffusionGemma::load(model_dir, cpu(), o) : DiffusionGemma::load(model_dir, config, cpu(), o);
   bar.finish();  // erased before anything else is printed (also when the load throws: the destructor)
   if (!plan.empty() && backend != "cpu")
     throw Error("--backend: not combinable with --plan (a plan names its devices)");
-  if (model->options().int8_dot && backend != "cpu" && !is_cuda_device(backend))
+  if (int8_dot() && backend != "cpu" && !is_cuda_device(backend))
     throw Error("--precision int8-dot: a mode of the CPU and CUDA backends; use --backend cpu, cuda or another "
                 "precision for '" + backend + "'");
   // A device backend's spec with the fault guards of --debug-device.
@@ -109,10 +113,10 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   };
   // A CUDA device in the dot mode runs its bf16 products on the tensor cores,
   // in int8-dot its products over quantized weights on the integer ones.
-  auto precision_spec = [&model](const std::string& spec) {
+  auto precision_spec = [this](const std::string& spec) {
     if (!is_cuda_device(spec)) return spec;
-    if (model->options().int8_dot) return with_device_option(spec, "int8-dot");
-    return model->options().bf16_dot ? with_device_option(spec, "bf16-dot") : spec;
+    if (int8_dot()) return with_device_option(spec, "int8-dot");
+    return bf16_dot() ? with_device_option(spec, "bf16-dot") : spec;
   };
   if (plan.empty()) {
     if (backend != "cpu" || debug_device) {
@@ -130,11 +134,7 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   // The backend of one device of the plan.
   auto device_backend = [&](const std::string& name) -> std::unique_ptr<Backend> {
     if (is_cuda_device(name)) return make_cli_backend(precision_spec(device_spec(name)), int(threads));
-    CpuBackendOptions co;
-    co.threads = int(threads);
-    co.bf16_dot = model->options().bf16_dot;
-    co.int8_dot = model->options().int8_dot;
-    return std::make_unique<CpuBackend>(co);
+    return make_cpu_backend(int(threads), bf16_dot(), int8_dot());
   };
   if (launched_under_mpi()) {
     // Every rank computes the model-level ops (embedding, LM head, sampler

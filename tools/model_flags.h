@@ -37,6 +37,9 @@ struct ModelFlags {
 
   void add_to(FlagParser& p);
   ModelOptions options() const;
+  // The CPU's (and a CUDA device's) dot modes that --precision asks for.
+  bool bf16_dot() const;
+  bool int8_dot() const;
   // Loads the model, with a progress bar on stderr unless no_progress.
   std::unique_ptr<DiffusionGemma> load() const;
 

@@ -1,6 +1,6 @@
 // dgemma run [-m DIR] -p "text" [--raw] [-n N] [--seed N] [--visualize | --json] ...
-// Text in, text out: chat template (spec §3.6), block-diffusion generation
-// (spec §3.2), text streamed as canvases commit, summary on stderr.
+// Text in, text out: chat template (docs/model.md §3.6), block-diffusion generation
+// (docs/model.md §3.2), text streamed as canvases commit, summary on stderr.
 #include <chrono>
 #include <cstdio>
 #include <iostream>

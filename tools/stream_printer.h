@@ -1,7 +1,7 @@
 #pragma once
 // Presents a running generate() on stdout (used by `run` and `chat`):
 //  * text:      decoded text, printed as each canvas commits (trimmed at the
-//               first EOS and to -n tokens: spec §3.4 keeps full canvases,
+//               first EOS and to -n tokens: docs/model.md §3.4 keeps full canvases,
 //               the API layer trims);
 //  * visualize: on a TTY the canvas being denoised is redrawn in place each
 //               step (accepted tokens bold green, noise dimmed, with the step

@@ -5,7 +5,7 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 #include "dgemma/error.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 namespace dgemma {
 
@@ -31,6 +31,14 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
 #endif
   }
   throw Error("unknown backend '" + spec + "' (available: cpu, inject:OP:LAYER:PASS:STEP:KIND)");
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, bool bf16_dot, bool int8_dot) {
+  CpuBackendOptions options;
+  options.threads = threads;
+  options.bf16_dot = bf16_dot;
+  options.int8_dot = int8_dot;
+  return std::make_unique<CpuBackend>(options);
 }
 
 std::string with_device_option(const std::string& spec, const std::string& option) {

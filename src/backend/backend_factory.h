@@ -11,6 +11,11 @@ namespace dgemma {
 
 std::unique_ptr<Backend> make_backend(const std::string& spec, int threads = 0);
 
+// The CPU backend with `threads` workers (0: one per hardware thread) and its
+// dot modes (backend/cpu/cpu_backend.h CpuBackendOptions::bf16_dot, int8_dot),
+// for callers that should not depend on the CPU backend's own header.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0, bool bf16_dot = false, bool int8_dot = false);
+
 // Adds a CUDA option ("sync", "debug") to a backend name: "cuda" becomes
 // "cuda:sync", "cuda:1" becomes "cuda:1,sync". Other backends run every op
 // synchronously on the host and have no device buffers to guard, so their

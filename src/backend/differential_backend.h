@@ -46,6 +46,7 @@ class DifferentialBackend : public Backend {
       : ref_(reference), target_(target), listener_(listener), options_(options) {}
   std::string name() const override { return "diff(" + ref_.name() + " vs " + target_.name() + ")"; }
   void run(const OpCall& call) override;
+  ThreadPool* host_pool() override { return ref_.host_pool(); }
   int64_t ops_seen() const { return index_; }
 
  private:

@@ -41,6 +41,7 @@ class InjectBackend : public Backend {
   InjectBackend(std::unique_ptr<Backend> inner, InjectSpec spec) : inner_(std::move(inner)), spec_(std::move(spec)) {}
   std::string name() const override;
   void run(const OpCall& call) override;
+  ThreadPool* host_pool() override { return inner_->host_pool(); }
   bool fired() const { return fired_; }
 
  private:
@@ -52,7 +53,7 @@ class InjectBackend : public Backend {
 
 // Outputs handed to a backend under test get this many extra elements past
 // their logical end, filled with a canary; overwriting them is an
-// out-of-bounds write (spec: placement-and-faults.md §1.3 "canaries").
+// out-of-bounds write (spec: docs/placement.md §1.3 "canaries").
 inline constexpr size_t kCanaryElements = 16;
 inline constexpr float kCanaryF32 = -1.2345678e-33f;
 inline constexpr int32_t kCanaryI32 = int32_t(0x5eadbeef);

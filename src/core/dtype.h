@@ -1,5 +1,5 @@
 #pragma once
-// Element types of checkpoint tensors (spec/formats.md §1.2) and the scalar
+// Element types of checkpoint tensors (docs/formats.md §1.2) and the scalar
 // conversions the engine needs. Sub-byte and exotic fp8 variants are listed so
 // that a header naming them parses; they are rejected where data is consumed.
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // A multi-turn conversation over one model whose KV cache is reused between
-// turns (spec §3.6 "Multi-turn with cache reuse": pass only uncached ids).
+// turns (docs/model.md §3.6 "Multi-turn with cache reuse": pass only uncached ids).
 //
 // The session keeps two id lists:
 //  * history: the conversation as the model should read it next: the first
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 #include "generate/generate.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -1,4 +1,4 @@
-// RandomDraws: seeded counter-based draws (spec §3.5).
+// RandomDraws: seeded counter-based draws (docs/model.md §3.5).
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -1,5 +1,5 @@
 #pragma once
-// Where the randomness of generate() comes from (spec §3.5). Per canvas the
+// Where the randomness of generate() comes from (docs/model.md §3.5). Per canvas the
 // reference draws, in this order: (A) the initial canvas, then per executed
 // step (B) one categorical sample per position and (C) fresh uniform tokens
 // for renoising. A DrawSource supplies exactly these three kinds:

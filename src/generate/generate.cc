@@ -62,7 +62,7 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
     check_tokens(start_canvas, V, "start canvas");
   }
 
-  // spec §3.4: n_canvases = ceil(max_new_tokens / L); full canvases are kept.
+  // docs/model.md §3.4: n_canvases = ceil(max_new_tokens / L); full canvases are kept.
   const int64_t cur_len = int64_t(prompt.size()) + model.cache_length();
   const int64_t max_new_tokens = resolve_max_new_tokens(config, cur_len);
   const int64_t n_canvases = max_new_tokens > 0 ? (max_new_tokens + L - 1) / L : 0;
@@ -142,10 +142,10 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   };
   const std::span<const int32_t> eos_ids(config.eos_token_ids);
 
-  if (!prompt.empty()) model.encode(prompt);  // prefill (spec §2.2)
+  if (!prompt.empty()) model.encode(prompt);  // prefill (docs/model.md §2.2)
 
   for (int64_t c = 0; c < n_canvases; ++c) {
-    // Draw A happens even when a start canvas replaces it (spec §3.5).
+    // Draw A happens even when a start canvas replaces it (docs/model.md §3.5).
     draws.canvas_init(c, V, canvas);
     check_tokens(canvas, V, "canvas_init draw of canvas " + std::to_string(c));
     if (c == 0 && !start_canvas.empty()) std::copy(start_canvas.begin(), start_canvas.end(), canvas.begin());
@@ -165,7 +165,7 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
       where = "generate: " + step_name(c, s);
       if (on_model) {
         // Decoder pass and per-row pass in one call; the model keeps z for
-        // the next step's self-conditioning (spec §3.3).
+        // the next step's self-conditioning (docs/model.md §3.3).
         sample_on_model(c, s, temperature);
         ++result.decoder_forwards;
         ++steps;
@@ -221,7 +221,7 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
 
       canvas.swap(next);
       if (!on_model) {
-        self_conditioning = out;  // the processed logits z (spec §3.3)
+        self_conditioning = out;  // the processed logits z (docs/model.md §3.3)
         std::swap(out, prev);
       }
       last_mean = mean;
@@ -233,7 +233,7 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
     result.halt_entropy.push_back(last_mean);
     result.converged.push_back(last_stop);
 
-    // Commit the last step's argmax, not the renoised canvas (spec §3.2).
+    // Commit the last step's argmax, not the renoised canvas (docs/model.md §3.2).
     std::vector<int32_t> committed = argmax;
     const bool eos = pad_after_first_eos(committed, eos_ids, config.pad_token_id);
     result.sequences.insert(result.sequences.end(), committed.begin(), committed.end());

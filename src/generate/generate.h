@@ -1,5 +1,5 @@
 #pragma once
-// Block-diffusion generation (spec/diffusiongemma.md §3.2, the reference
+// Block-diffusion generation (docs/model.md §3.2, the reference
 // being HF `DiffusionGemmaGenerationMixin.generate`, batch size 1):
 // prefill the prompt, then for each canvas of canvas_length tokens run up to
 // N denoising steps (entropy-bound acceptance, renoising, stable-and-confident
@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 #include "generate/draws.h"
 #include "generate/generation_config.h"
 
@@ -20,7 +20,7 @@ namespace dgemma {
 struct StepEvent {
   int64_t canvas = 0;     // canvas index, 0-based
   int64_t step = 0;       // step within the canvas, 0-based execution order
-  int64_t cur_step = 0;   // remaining-steps counter, N .. 1 (spec §3.2)
+  int64_t cur_step = 0;   // remaining-steps counter, N .. 1 (docs/model.md §3.2)
   float temperature = 0;  // bit-exact with the reference
   std::span<const int32_t> canvas_in;   // canvas fed to the decoder
   std::span<const int32_t> sampled;     // draw B (the "denoiser canvas")
@@ -57,7 +57,7 @@ class GenerationObserver {
 
 struct GenerationResult {
   // prompt + every committed canvas, full canvases, pad after the first EOS
-  // (the reference does not trim to max_new_tokens; spec §3.4).
+  // (the reference does not trim to max_new_tokens; docs/model.md §3.4).
   std::vector<int32_t> sequences;
   int64_t prompt_length = 0;
   std::vector<int64_t> steps_per_canvas;  // executed denoising steps per canvas
@@ -65,7 +65,7 @@ struct GenerationResult {
   // whether it stopped by the stop condition (argmax stable and confident)
   // rather than by running out of steps. A trajectory that never converges
   // while the CPU's does is the signature of wrong numerics on a device
-  // (spec/placement-and-faults.md, requirement 9).
+  // (docs/placement.md, requirement 9).
   std::vector<float> halt_entropy;
   std::vector<bool> converged;
   int64_t decoder_forwards = 0;           // total decoder passes
@@ -81,9 +81,9 @@ struct GenerationResult {
 };
 
 // Runs generation. The prompt is encoded at positions model.cache_length()
-// onwards (pass only uncached tokens when reusing a cache; spec §3.6). The
+// onwards (pass only uncached tokens when reusing a cache; docs/model.md §3.6). The
 // decoder is given the previous step's processed logits as self-conditioning
-// (null on each canvas's first step; spec §3.3). `start_canvas`, if not
+// (null on each canvas's first step; docs/model.md §3.3). `start_canvas`, if not
 // empty, replaces canvas 0's initial canvas (the canvas_init draw is still
 // consumed, as in the reference). When model.samples_rows() and draw B is
 // the argmax (greedy) or an inverse CDF (draws.samples_by_inverse_cdf()),

@@ -72,7 +72,7 @@ void validate_generation_config(const GenerationConfig& c, const std::string& so
   if (!(c.t_min >= 0.0)) invalid(source, "t_min", format_double(c.t_min), "must be >= 0");
   if (!(c.t_max >= 0.0)) invalid(source, "t_max", format_double(c.t_max), "must be >= 0");
   // The reference rejects t_max <= t_min (HF `validate`); keeping that rule
-  // also guarantees every step temperature is > 0 (spec §3.2).
+  // also guarantees every step temperature is > 0 (docs/model.md §3.2).
   if (!(c.t_max > c.t_min))
     invalid(source, "t_max", format_double(c.t_max),
             "must be greater than t_min = " + format_double(c.t_min) + " (as in the reference)");

@@ -1,5 +1,5 @@
 #pragma once
-// Generation parameters of DiffusionGemma (spec/diffusiongemma.md §3.1) and
+// Generation parameters of DiffusionGemma (docs/model.md §3.1) and
 // the reader for a checkpoint's generation_config.json.
 //
 // Both spellings are accepted: the current flat keys (t_min, t_max,
@@ -19,7 +19,7 @@
 namespace dgemma {
 
 struct GenerationConfig {
-  // Defaults = the published checkpoint's generation_config.json (spec §3.1),
+  // Defaults = the published checkpoint's generation_config.json (docs/model.md §3.1),
   // which equal the reference class fallbacks except for eos/pad.
   int64_t max_new_tokens = 256;
   int64_t max_denoising_steps = 48;         // N, per canvas
@@ -30,7 +30,7 @@ struct GenerationConfig {
   double confidence_threshold = 0.005;      // nats, mean over the canvas
   std::vector<int32_t> eos_token_ids = {1, 106, 50};  // <eos>, <turn|>, <|tool_response>
   int32_t pad_token_id = 0;
-  int32_t bos_token_id = 2;                 // informational (spec §3.6)
+  int32_t bos_token_id = 2;                 // informational (docs/model.md §3.6)
   // HF `max_length` (0 = unset). As in the reference, it only applies while
   // max_new_tokens holds the default 256; see resolve_max_new_tokens.
   int64_t max_length = 0;
@@ -49,14 +49,14 @@ struct GenerationConfig {
 };
 
 // Positions `max_new_tokens` occupy in the context: whole canvases of
-// `canvas_length` (spec §3.4), saturating at INT64_MAX; 0 when either is
+// `canvas_length` (docs/model.md §3.4), saturating at INT64_MAX; 0 when either is
 // <= 0. The one rule the context-size checks of the CLI, the server and chat
 // history use (generate() counts the same canvases).
 int64_t reply_positions(int64_t max_new_tokens, int64_t canvas_length);
 
 // Applies an OpenAI-style `temperature` (>= 0) to `config`: 0 selects greedy
 // decoding (schedule unchanged); t > 0 keeps the schedule's shape (t_max at the
-// first step, t_min at the last, spec §3.1) and scales it so that the first
+// first step, t_min at the last, docs/model.md §3.1) and scales it so that the first
 // step runs at t. Throws dgemma::Error naming `source` for t < 0 or NaN.
 void apply_temperature_override(GenerationConfig& config, double temperature, const std::string& source);
 
@@ -72,7 +72,7 @@ struct LoadedGenerationConfig {
   GenerationConfig config;
   // False when the file does not exist: `config` holds the defaults and the
   // caller should warn, because a missing file silently changes stopping and
-  // EOS behaviour in other ports (spec §6.3 pitfall 3).
+  // EOS behaviour in other ports (docs/model.md §6.3 pitfall 3).
   bool file_found = false;
   std::string path;  // the file that was (or would have been) read
   // Keys present in the file that this engine does not use (e.g.

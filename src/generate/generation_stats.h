@@ -36,7 +36,7 @@ int64_t peak_rss_bytes();
 
 // A few aligned "name  value" lines (no trailing newline). When a canvas ran
 // out of steps without converging, a "not converged" line says so (the
-// trajectory alarm of spec/placement-and-faults.md, requirement 9).
+// trajectory alarm of docs/placement.md, requirement 9).
 std::string format_summary(const GenerationStats& stats);
 
 // Measures a run: call start() right before generate(); forwards nothing.

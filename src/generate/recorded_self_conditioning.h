@@ -1,6 +1,6 @@
 #pragma once
 // Parity aid for replaying a recorded reference generate() run with a real
-// model. Self-conditioning (spec §3.3) feeds each step's logits into the next
+// model. Self-conditioning (docs/model.md §3.3) feeds each step's logits into the next
 // step's decoder pass, and on DiffusionGemma that feedback amplifies a
 // perturbation of the self-conditioning logits about tenfold per step (golden
 // A: noise of 1e-4 gives ~1e-3 in the next logits; MoE routing flips then
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 
 namespace dgemma {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Counter-based random numbers for seeded generation (spec §3.5, our
+// Counter-based random numbers for seeded generation (docs/model.md §3.5, our
 // recommendation there): Philox4x32-10 (Salmon et al., "Parallel random
 // numbers: as easy as 1, 2, 3", SC 2011) keyed by the seed, with the counter
 // built from (canvas, step, purpose, position). Every value therefore depends
@@ -15,7 +15,7 @@ using PhiloxKey = std::array<uint32_t, 2>;
 // One Philox4x32 block with 10 rounds (Random123 `philox4x32_R(10, ...)`).
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 
-// The three kinds of random draws in generate() (spec §3.5: A, B, C).
+// The three kinds of random draws in generate() (docs/model.md §3.5: A, B, C).
 enum class DrawPurpose : uint32_t { kInit = 0, kSample = 1, kRenoise = 2 };
 
 // An endless stream of 32-bit words for one (seed, canvas, step, purpose,

@@ -1,6 +1,6 @@
 #pragma once
 // From committed canvases to what a user sees. generate() keeps full canvases
-// (spec §3.4: the reference does not trim to max_new_tokens, and the EOS
+// (docs/model.md §3.4: the reference does not trim to max_new_tokens, and the EOS
 // canvas is pad-filled after its first EOS); streaming front ends instead show
 // the tokens before the first EOS, at most max_tokens of them, canvas by
 // canvas as they commit. TokenStream does that trimming; TextStream turns the

@@ -1,7 +1,7 @@
 #pragma once
-// safetensors reading and writing (spec/formats.md §1). Files are memory-mapped
+// safetensors reading and writing (docs/formats.md §1). Files are memory-mapped
 // and tensors are exposed as zero-copy views; nothing is read until touched.
-// Every rejection rule of formats.md §1.5 / §1.6 raises dgemma::Error with a
+// Every rejection rule of docs/formats.md §1.5 / §1.6 raises dgemma::Error with a
 // message naming the file, the tensor (where there is one) and the reason.
 #include <cstdint>
 #include <map>
@@ -15,7 +15,7 @@
 
 namespace dgemma {
 
-inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // formats.md §1.4
+inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // docs/formats.md §1.4
 inline constexpr int64_t kMaxSafetensorsDim = int64_t(1) << 48;  // schema limit
 
 struct TensorInfo {
@@ -53,7 +53,7 @@ struct TensorView {
   int64_t numel() const { return info->numel(); }
   uint64_t nbytes() const { return info->nbytes(); }
   // True when `data` is aligned for the element type (writers need not align;
-  // consumers that want typed pointers must copy otherwise, formats.md §1.3).
+  // consumers that want typed pointers must copy otherwise, docs/formats.md §1.3).
   bool aligned() const;
   // Element i converted to float (float dtypes only).
   float at_f32(size_t i) const { return load_as_f32(dtype(), data, i); }
@@ -84,7 +84,7 @@ class SafetensorsFile {
 };
 
 // All tensors of a checkpoint folder: `model.safetensors.index.json` when
-// present (sharded, formats.md §1.6), else every `*.safetensors` file in the
+// present (sharded, docs/formats.md §1.6), else every `*.safetensors` file in the
 // folder. Names are unique across files.
 class TensorStore {
  public:
@@ -105,7 +105,7 @@ class TensorStore {
 };
 
 // Writes a safetensors file the way the reference Rust writer does
-// (formats.md §1.3): tensors laid out contiguously from offset 0 (the format
+// (docs/formats.md §1.3): tensors laid out contiguously from offset 0 (the format
 // allows no gaps) in order of descending dtype (the reference enum order,
 // roughly descending alignment) then name, header keys in that same order with
 // `__metadata__` first, compact JSON padded with spaces to a multiple of 8.
@@ -138,7 +138,5 @@ class SafetensorsWriter {
   std::vector<std::pair<std::string, std::string>> metadata_;
 };
 
-// Reads a whole file into memory (helper for small files such as configs).
-std::string read_text_file(const std::string& path);
 
 }  // namespace dgemma

@@ -1,5 +1,5 @@
 // safetensors header validation and memory-mapped file access
-// (spec/formats.md §1.1, §1.4, §1.5).
+// (docs/formats.md §1.1, §1.4, §1.5).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -345,32 +345,6 @@ TensorView SafetensorsFile::view(const TensorInfo& info) const {
   v.data = map_ ? map_ + header_.data_offset + info.begin : nullptr;
   v.file = path_;
   return v;
-}
-
-std::string read_text_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open " + path + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": not a regular file");
-  }
-  std::string out;
-  out.reserve(size_t(st.st_size));
-  char buf[1 << 16];
-  while (true) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = errno;
-      ::close(fd);
-      throw Error("cannot read " + path + ": " + std::strerror(e));
-    }
-    if (r == 0) break;
-    out.append(buf, size_t(r));
-  }
-  ::close(fd);
-  return out;
 }
 
 }  // namespace dgemma

@@ -1,5 +1,5 @@
 // safetensors writer following the reference writer's layout
-// (spec/formats.md §1.3).
+// (docs/formats.md §1.3).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "io/safetensors.h"
@@ -73,46 +74,6 @@ void check_utf8(std::string_view what, const std::string& s) {
   if (!json::is_valid_utf8(s))
     throw Error("SafetensorsWriter: " + std::string(what) + " " + json::quoted(s) + " is not valid UTF-8");
 }
-
-void write_all(int fd, const uint8_t* p, uint64_t n, const std::string& path) {
-  while (n > 0) {
-    size_t chunk = size_t(std::min<uint64_t>(n, uint64_t(1) << 30));
-    ssize_t w = ::write(fd, p, chunk);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
-    p += w;
-    n -= uint64_t(w);
-  }
-}
-
-// Removes the temporary file unless the write completed.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("cannot create " + path_ + ": " + std::strerror(errno));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  int fd() const { return fd_; }
-  void commit(const std::string& final_path) {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) throw Error("cannot write " + path_ + ": " + std::strerror(errno));
-    if (::rename(path_.c_str(), final_path.c_str()) != 0)
-      throw Error("cannot rename " + path_ + " to " + final_path + ": " + std::strerror(errno));
-    committed_ = true;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 }  // namespace
 

@@ -3,7 +3,7 @@
 // parity tool and tests: float dtypes become F32 tensors, integer and BOOL
 // dtypes become I32 tensors (values outside int32 are an error).
 #include "io/safetensors.h"
-#include "ops/tensor.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 

@@ -1,5 +1,5 @@
 // A checkpoint folder as one name -> tensor map: a sharded checkpoint through
-// `model.safetensors.index.json` (spec/formats.md §1.6), else every
+// `model.safetensors.index.json` (docs/formats.md §1.6), else every
 // `*.safetensors` file in the folder.
 #include <sys/stat.h>
 
@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "io/safetensors.h"

@@ -8,9 +8,9 @@
 // sequence's next step, and only O(n) values reach the host.
 #include <cstdint>
 
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 #include "model/kv_cache.h"
-#include "ops/tensor.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 

@@ -10,8 +10,7 @@
 #include <utility>
 
 #include "dgemma/error.h"
-#include "generate/sampler.h"
-#include "ops/cpu/cpu_backend.h"
+#include "ops/row_sampling.h"
 
 namespace dgemma {
 namespace {
@@ -68,35 +67,27 @@ DecoderWindow parse_decoder_window(const std::string& name) {
   throw Error("unknown decoder window variant '" + name + "' (expected reference, static or per-query)");
 }
 
-std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, const ModelOptions& options) {
-  return load(dir, (std::filesystem::path(dir) / "config.json").string(), options);
+std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, std::unique_ptr<Backend> backend,
+                                                     const ModelOptions& options) {
+  return load(dir, (std::filesystem::path(dir) / "config.json").string(), std::move(backend), options);
 }
 
 std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, const std::string& config_path,
-                                                     const ModelOptions& options) {
+                                                     std::unique_ptr<Backend> backend, const ModelOptions& options) {
+  if (!backend) throw Error(dir + ": no backend given to run the model on");
   if (!std::filesystem::is_directory(dir)) throw Error(dir + ": not a checkpoint directory");
   ModelConfig config = load_model_config(config_path);
   TensorStore store = TensorStore::open_dir(dir);
-  return std::unique_ptr<DiffusionGemma>(new DiffusionGemma(std::move(config), std::move(store), options));
+  return std::unique_ptr<DiffusionGemma>(
+      new DiffusionGemma(std::move(config), std::move(store), std::move(backend), options));
 }
 
-namespace {
-
-CpuBackendOptions cpu_options(const ModelOptions& o) {
-  CpuBackendOptions c;
-  c.threads = o.threads;
-  c.bf16_dot = o.bf16_dot;
-  c.int8_dot = o.int8_dot;
-  return c;
-}
-
-}  // namespace
-
-DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, const ModelOptions& options)
+DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, std::unique_ptr<Backend> backend,
+                               const ModelOptions& options)
     : config_(std::move(config)),
       store_(std::move(store)),
       options_(options),
-      own_backend_(std::make_unique<CpuBackend>(cpu_options(options))),
+      own_backend_(std::move(backend)),
       exec_(*own_backend_) {
   // config_ moved: the LayerSpec rope pointers must point into our copy.
   for (auto& L : config_.layers) L.rope = L.type == LayerType::kFull ? &config_.rope_full : &config_.rope_sliding;
@@ -104,7 +95,7 @@ DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, const Mode
   bo.precision = options.precision;
   bo.verify_tied_copies = options.verify_tied_copies;
   bo.quantize = options.quantize;
-  bo.threads = options.threads;
+  bo.threads = options.load_threads;
   bo.progress = options.load_progress;
   weights_ = bind_weights(config_, store_, bo);
   cache_ = empty_cache();
@@ -147,7 +138,7 @@ void DiffusionGemma::swap_cache(KvCache& other) {
 }
 
 // √H cast to the dtype the reference computes in, as it casts its scale
-// buffer to the embedding dtype (spec §1.3): 53.0 in a bf16 run at H=2816;
+// buffer to the embedding dtype (docs/model.md §1.3): 53.0 in a bf16 run at H=2816;
 // float32 in the fp32 mode, which is Transformers with dtype=float32 — also
 // on a bf16 checkpoint, whose weights it upcasts exactly.
 float DiffusionGemma::embed_scale() const {
@@ -156,7 +147,7 @@ float DiffusionGemma::embed_scale() const {
 }
 
 // The embedding attributes of both passes: scale, and for the decoder's
-// self-conditioning the bf16 casts of a bf16 run (spec §3.3).
+// self-conditioning the bf16 casts of a bf16 run (docs/model.md §3.3).
 OpAttrs DiffusionGemma::embedding_attrs() const {
   OpAttrs a;
   a.scale = embed_scale();
@@ -164,7 +155,7 @@ OpAttrs DiffusionGemma::embedding_attrs() const {
   return a;
 }
 
-// One transformer layer (spec §2.1).
+// One transformer layer (docs/model.md §2.1).
 void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) {
   const LayerSpec& spec = config_.layer(li);
   const LayerWeights& W = weights_.layers[size_t(li)];
@@ -222,7 +213,7 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   Tensor& mlp = op.linear("mlp.down_proj", act, W.mlp_down);
   Tensor& h1 = op.norm("post_feedforward_layernorm_1", mlp, &W.post_feedforward_layernorm_1, eps);
 
-  // Routed experts: the router sees the raw residual x1 (spec §1.5).
+  // Routed experts: the router sees the raw residual x1 (docs/model.md §1.5).
   Tensor& idx = workspace_.slot("router.top_k_index");
   Tensor& wts = workspace_.slot("router.top_k_weights");
   {
@@ -314,34 +305,16 @@ Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const 
 
 void DiffusionGemma::run_layers(Pass pass, Tensor& x, const Tensor& pos) {
   const std::string prefix(pass_name(pass));
-  const int L = config_.num_layers;
-  const int me = transport_ ? transport_->rank() : 0;
-  auto owner = [&](int li) { return transport_ ? transport_->owner_of_layer(li) : 0; };
-  for (int li = 0; li < L; ++li) {
-    if (owner(li) != me) continue;
-    // Entering this rank's stage: take the hidden states from the previous owner.
-    if (li > 0 && owner(li - 1) != me) {
-      transport_->recv(owner(li - 1), x);
-      x.host_written();
-    }
+  // Every process needs the decoder's final states for the (replicated) LM
+  // head and sampler; the encoder's are not used after the cache is written.
+  schedule_->run(config_.num_layers, x, pass == Pass::kDecoder, [&](int li) {
     exec_.tap(prefix + ".layer_in." + std::to_string(li), x);
     run_layer(li, pass, x, pos);
     exec_.tap(prefix + ".layer_out." + std::to_string(li), x);
-    if (li + 1 < L && owner(li + 1) != me) {
-      x.ensure_host();
-      transport_->send(owner(li + 1), x);
-    }
-  }
-  // Every rank needs the decoder's final states for the (replicated) LM head
-  // and sampler; the encoder's are not used after the cache is written.
-  if (transport_ && pass == Pass::kDecoder) {
-    x.ensure_host();
-    transport_->broadcast(owner(L - 1), x);
-    x.host_written();
-  }
+  });
 }
 
-// Encoder pass (spec §2.2): causal over the new tokens, appends to the cache.
+// Encoder pass (docs/model.md §2.2): causal over the new tokens, appends to the cache.
 void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
   if (ids_in.empty()) return;
   const int64_t n = int64_t(ids_in.size());
@@ -351,7 +324,7 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
     if (id < 0 || id >= config_.vocab_size)
       throw Error("encode: token id " + std::to_string(id) + " at position " + std::to_string(k) +
                   " is out of range [0, " + std::to_string(config_.vocab_size) + ")");
-    // Image placeholders become pad before the lookup (spec §2.2).
+    // Image placeholders become pad before the lookup (docs/model.md §2.2).
     ids.i[size_t(k)] = (id == config_.image_token_id) ? int32_t(config_.pad_token_id) : id;
   }
   decoder_step_ = 0;
@@ -393,7 +366,7 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
   ++decoder_step_;
 }
 
-// Decoder pass (spec §2.3).
+// Decoder pass (docs/model.md §2.3).
 const Tensor& DiffusionGemma::decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc) {
   const int64_t V = config_.vocab_size;
   Tensor ids = Tensor::i32({n});
@@ -409,7 +382,7 @@ const Tensor& DiffusionGemma::decode_logits(const int32_t* canvas, int64_t n, co
   return decoder_output(x);
 }
 
-// The decoder's input rows (spec §2.3): the token embeddings and, on the
+// The decoder's input rows (docs/model.md §2.3): the token embeddings and, on the
 // first sc_rows rows, the self-conditioning MLP of the soft embedding of `sc`
 // [sc_rows, V] added; then the parameter-free post norm. Rows without a
 // signal keep the embedding itself: through RMSNorm(0), the bias-free MLP and
@@ -447,7 +420,7 @@ Tensor& DiffusionGemma::decoder_input(const Tensor& ids, const Tensor* sc, int64
   return x;
 }
 
-// Final norm, LM head (the tied embedding) and logit softcap (spec §2.3).
+// Final norm, LM head (the tied embedding) and logit softcap (docs/model.md §2.3).
 Tensor& DiffusionGemma::decoder_output(const Tensor& x) {
   OpSite op{exec_, -1, Pass::kDecoder, decoder_step_, workspace_};
   Tensor& h = op.norm("norm", x, &weights_.final_norm, float(config_.rms_norm_eps));
@@ -463,8 +436,8 @@ Tensor& DiffusionGemma::decoder_output(const Tensor& x) {
 }
 
 // A decoder pass and the per-row sampler pass of generate() as the sample op
-// (spec §3.2); z stays in processed_ as the next step's self-conditioning
-// input (spec §3.3).
+// (docs/model.md §3.2); z stays in processed_ as the next step's self-conditioning
+// input (docs/model.md §3.3).
 void DiffusionGemma::decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature,
                                    const double* uniforms, RowSamples& out) {
   const int64_t L = config_.canvas_length;
@@ -476,7 +449,7 @@ void DiffusionGemma::decode_sample(const int32_t* canvas, bool use_self_conditio
   const int step = decoder_step_++;
   const SampleSlots slots = sample_rows(logits, processed_, temperature, uniforms, step, "sample");
   // O(canvas) values come to the host; z stays where the op ran (on a device
-  // for the next step's soft embedding, spec §3.3).
+  // for the next step's soft embedding, docs/model.md §3.3).
   ensure_host({slots.argmax, slots.entropy, slots.sample});
   sample_rows_out(slots, processed_, step, out);
   processed_valid_ = true;
@@ -527,7 +500,7 @@ void DiffusionGemma::processed_logits(float* out) {
   std::memcpy(out, processed_.f.data(), processed_.f.size() * sizeof(float));
 }
 
-// Batched decoder pass (spec §2.3 per item; issue 15, item 7). Rows are
+// Batched decoder pass (docs/model.md §2.3 per item; one pass for many canvases is what makes a batch cheaper than its items: docs/cuda.md §7.2). Rows are
 // ordered with the self-conditioned items first (those conditioned from the
 // host, then those conditioned on their own z), so that the soft embedding
 // and the self-conditioning MLP run once over one contiguous block of rows.
@@ -660,7 +633,7 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   }
 }
 
-ThreadPool* DiffusionGemma::thread_pool() { return &static_cast<CpuBackend&>(*own_backend_).pool(); }
+ThreadPool* DiffusionGemma::thread_pool() { return own_backend_->host_pool(); }
 
 void DiffusionGemma::set_layer_backends(std::vector<Backend*> layer_backends) {
   if (!layer_backends.empty() && int(layer_backends.size()) != config_.num_layers)

@@ -1,5 +1,5 @@
 #pragma once
-// The DiffusionGemma text model on the op vocabulary (spec §2): an encoder
+// The DiffusionGemma text model on the op vocabulary (docs/model.md §2): an encoder
 // pass that fills the KV cache and a decoder pass with self-conditioning that
 // produces soft-capped logits for a canvas. Which backend executes the ops is
 // the caller's choice (CPU reference by default).
@@ -9,54 +9,54 @@
 #include <string>
 #include <vector>
 
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 #include "io/safetensors.h"
-#include "model/config.h"
+#include "checkpoint/config.h"
 #include "model/decode_item.h"
 #include "model/kv_cache.h"
 #include "model/workspace.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "placement/layer_schedule.h"
 #include "placement/stage_transport.h"
 
 namespace dgemma {
 
-// Which committed keys the decoder's sliding layers see (spec §2.4).
+// Which committed keys the decoder's sliding layers see (docs/model.md §2.4).
 enum class DecoderWindow {
   kReference,  // HF dynamic cache: the last W-1 committed keys for every query (default)
   kStatic,     // HF static cache: the last W committed keys
   kPerQuery,   // JAX after its 2026-07 fix: canvas query i sees committed keys > pos_i - W
 };
 
+// The model's own choices. Where and how its ops run (threads, the dot
+// modes of a CPU or device) is the backend's business: the backend given to
+// load() (backend/cpu/cpu_backend.h CpuBackendOptions, backend/backend_factory.h).
 struct ModelOptions {
   WeightPrecision precision = WeightPrecision::kAsStored;
-  int threads = 0;  // CPU threads; 0 = all cores
   DecoderWindow decoder_window = DecoderWindow::kReference;
   bool verify_tied_copies = true;
   LoadQuantization quantize = LoadQuantization::kNone;  // quantize at load (quantize/load_quantize.h)
-  // CPU GEMMs over bf16 weights use vdpbf16ps with activations rounded to
-  // bf16 (CpuBackendOptions::bf16_dot): about twice the fp32 rate on
-  // AVX512_BF16 CPUs, numerically a bf16 run rather than the fp32 reference.
-  bool bf16_dot = false;
-  // CPU GEMMs over quantized weights quantize their activations to int8
-  // blocks and use integer dot products (CpuBackendOptions::int8_dot):
-  // faster than dequantizing to fp32; only the activations are rounded.
-  bool int8_dot = false;
+  int load_threads = 0;  // threads that quantize at load; 0 = all cores (the bytes do not depend on it)
   // Loading progress (weights.h BindOptions::progress); optional.
   std::function<void(int64_t done, int64_t total)> load_progress;
 };
 
 class DiffusionGemma : public DiffusionModel {
  public:
-  // Loads config.json + safetensors from a checkpoint folder.
-  static std::unique_ptr<DiffusionGemma> load(const std::string& dir, const ModelOptions& options = {});
+  // Loads config.json + safetensors from a checkpoint folder; its ops run on
+  // `backend`, which the model owns (set_backend() can route them to another
+  // one later; this one still serves thread_pool()).
+  static std::unique_ptr<DiffusionGemma> load(const std::string& dir, std::unique_ptr<Backend> backend,
+                                              const ModelOptions& options = {});
   // Same, with an explicit config file (e.g. an alternative spelling).
   static std::unique_ptr<DiffusionGemma> load(const std::string& dir, const std::string& config_path,
-                                              const ModelOptions& options);
+                                              std::unique_ptr<Backend> backend, const ModelOptions& options);
 
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t canvas_length() const override { return config_.canvas_length; }
   int64_t cache_length() const override { return cache_.length; }
+  // The host pool of the backend given to load() (Backend::host_pool).
   ThreadPool* thread_pool() override;
   void encode(const std::vector<int32_t>& ids) override;
   void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
@@ -73,7 +73,7 @@ class DiffusionGemma : public DiffusionModel {
   // canvas_length(), e.g. for the parity tool). logits: [n, vocab].
   void decode_n(const int32_t* canvas, int64_t n, const float* self_conditioning, float* logits);
   // One decoder pass over the canvases of several sequences, each against its
-  // own KV cache (issue 15, item 7): the canvases are stacked into one
+  // own KV cache (the server's batching): the canvases are stacked into one
   // [Σn, H] activation, every row-wise op runs once over all rows, and only
   // RoPE positions (each item's start at its cache length) and attention
   // (each item's queries see its own cache and its own new rows) are per
@@ -83,7 +83,7 @@ class DiffusionGemma : public DiffusionModel {
   // decoder_step(), which the pass advances like decode() does; observers see
   // the stacked rows (self-conditioned items first). Throws dgemma::Error
   // for a missing pointer, an out-of-range id or a cache of another layout,
-  // and BadLogitsRow (sampler.h) for the first bad row of a sampling item.
+  // and BadLogitsRow (ops/row_sampling.h) for the first bad row of a sampling item.
   // Sampling items (DecodeItem::samples) get exactly what decode_sample()
   // gives their sequence alone; the host copies are only the items' O(n)
   // samples and the logits of the items that ask for them.
@@ -114,16 +114,17 @@ class DiffusionGemma : public DiffusionModel {
   // the model's backend); embedding, self-conditioning and LM head stay on
   // the model's backend. The backends are not owned.
   void set_layer_backends(std::vector<Backend*> layer_backends);
-  // Multi-process pipeline (placement/stage_transport.h): layers not owned
-  // by this rank are skipped, hidden states cross stage boundaries through
-  // the transport. Not owned.
-  void set_stage_transport(StageTransport* transport) { transport_ = transport; }
+  // Multi-process pipeline (placement/layer_schedule.h PipelineSchedule):
+  // layers not owned by this rank are skipped, hidden states cross stage
+  // boundaries through the transport (not owned; null: every layer here).
+  void set_stage_transport(StageTransport* transport) { schedule_ = make_layer_schedule(transport); }
   // Denoising step index reported with decoder ops (counts decode calls since
   // the last encode).
   int decoder_step() const { return decoder_step_; }
 
  private:
-  DiffusionGemma(ModelConfig config, TensorStore store, const ModelOptions& options);
+  DiffusionGemma(ModelConfig config, TensorStore store, std::unique_ptr<Backend> backend,
+                 const ModelOptions& options);
   void run_layer(int layer, Pass pass, Tensor& x, const Tensor& positions);
   // The rows of one sequence in a batched decoder pass (decode_batch).
   struct BatchSegment {
@@ -133,12 +134,12 @@ class DiffusionGemma : public DiffusionModel {
   };
   // Self-attention of one layer over the rotated queries q, keys k and
   // values v of the pass's new rows: each sequence's queries see its cached
-  // rows (with the decoder window of spec §2.4) and its own new rows. One
+  // rows (with the decoder window of docs/model.md §2.4) and its own new rows. One
   // sequence (the model's cache) outside decode_batch, else every segment
   // of batch_. Returns [rows, Hq·d] in a workspace slot.
   Tensor& attend(Executor& ex, int layer, Pass pass, int step, const Tensor& q, const Tensor& k, const Tensor& v,
                  const Tensor& positions);
-  // All layers in order with taps; across ranks when a transport is set.
+  // All layers in order with taps, as the layer schedule runs them.
   void run_layers(Pass pass, Tensor& x, const Tensor& positions);
   // Whether this run computes like the reference in bf16 (--precision bf16
   // and bf16-dot) rather than in float32 (fp32, the parity mode; §6.1).
@@ -151,7 +152,7 @@ class DiffusionGemma : public DiffusionModel {
   Tensor& decoder_input(const Tensor& ids, const Tensor* sc, int64_t sc_rows);
   Tensor& decoder_output(const Tensor& x);
   const Tensor& decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc);
-  // The sampler pass (the sample op, spec §3.2) over `logits` [n, vocab] of
+  // The sampler pass (the sample op, docs/model.md §3.2) over `logits` [n, vocab] of
   // decoder step `step` into z, with the uniforms (n values or null) and
   // outputs in the workspace slots named `slots` + ".uniforms" etc.;
   // sample_rows_out() then reads the outputs (on the host: ensure_host first)
@@ -178,7 +179,7 @@ class DiffusionGemma : public DiffusionModel {
   bool processed_valid_ = false;
   std::vector<BatchSegment> batch_;  // set while decode_batch runs its layers
   std::vector<Backend*> layer_backends_;
-  StageTransport* transport_ = nullptr;
+  std::unique_ptr<LayerSchedule> schedule_ = make_layer_schedule(nullptr);
 };
 
 DecoderWindow parse_decoder_window(const std::string& name);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/json.h"
-#include "model/config.h"
+#include "checkpoint/config.h"
 
 namespace dgemma {
 
@@ -34,7 +34,7 @@ struct CheckpointReport {
 CheckpointReport inspect_checkpoint(const std::string& dir, int64_t context);
 
 // KV-cache bytes of the engine's fp32 cache after `context` committed
-// positions (sliding layers keep W-1, spec §2.2).
+// positions (sliding layers keep W-1, docs/model.md §2.2).
 uint64_t kv_cache_bytes(const ModelConfig& config, int64_t context);
 
 json::Value report_to_json(const CheckpointReport& r);

@@ -1,8 +1,8 @@
 #pragma once
-// Per-layer key/value cache of committed positions (spec §2.2). Keys are
+// Per-layer key/value cache of committed positions (docs/model.md §2.2). Keys are
 // stored after k_norm + RoPE, values after v_norm, as tensors [S, Hkv, d]
 // with their positions [S] (I32). Sliding layers retain only the last
-// `retain` positions (W-1 in the reference, spec §2.4); full layers retain
+// `retain` positions (W-1 in the reference, docs/model.md §2.4); full layers retain
 // everything. The model grows the cache with concat_rows ops (ops/op.h), so
 // on a device backend the cache lives in device memory (Tensor::device).
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/tensor.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The parity tool's core (`dgemma forward`): runs the passes described by
 // golden-style input files and returns every output in the golden naming and
-// shapes (tests/data/golden_a, ../shared/golden/README.md "Tensor naming").
+// shapes (tests/data/golden_a, docs/reference-data.md "Tensor naming").
 //   input_ids [1,T], position_ids      -> encoder pass into a fresh cache
 //   decoder_input_ids [1,C], decoder_position_ids, optional
 //   self_conditioning_logits [1,C,V]   -> one decoder pass over that cache

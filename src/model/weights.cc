@@ -46,7 +46,7 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
   std::vector<std::string> missing, misshapen, conflicting, bad_dtype, unexpected;
   std::set<std::string> used;
   std::map<std::string, WeightRef> refs;
-  // Quantized checkpoints (formats.md §7): each expected tensor is first
+  // Quantized checkpoints (docs/formats.md §7): each expected tensor is first
   // offered to the quantized readers, which decide from the stored tensors.
   const std::optional<QuantContext> quant = detect_quantization(store);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Binds checkpoint tensors to the model's weight slots (spec §4, formats.md
+// Binds checkpoint tensors to the model's weight slots (docs/model.md §4, docs/formats.md
 // §0.1): decoder tensors are canonical, encoder text tensors and lm_head are
 // aliases that may or may not be stored; layer_scalar buffers stay separate.
 // All problems (missing, misshapen, conflicting, unexpected tensors) are
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "model/config.h"
-#include "model/tensor_names.h"
-#include "ops/tensor.h"
+#include "checkpoint/config.h"
+#include "checkpoint/tensor_names.h"
+#include "core/tensor.h"
 #include "quantize/load_quantize.h"
 
 namespace dgemma {
@@ -56,7 +56,7 @@ struct ModelWeights {
 struct BindOptions {
   WeightPrecision precision = WeightPrecision::kAsStored;
   // Compare the bytes of tied copies stored on both sides (costs a read of
-  // both; on by default, formats.md §0.1).
+  // both; on by default, docs/formats.md §0.1).
   bool verify_tied_copies = true;
   // Quantize plain weights in memory as they are bound (quantize/load_quantize.h).
   LoadQuantization quantize = LoadQuantization::kNone;

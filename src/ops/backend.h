@@ -3,7 +3,7 @@
 // executes one OpCall at a time; the Executor validates the call, runs it and
 // notifies the observer (which must not modify anything).
 //
-// Device residency (issue 15): a device backend may leave an op's outputs in
+// Device residency (docs/cuda.md §1): a device backend may leave an op's outputs in
 // its own memory (Tensor::device, host_stale) when the call allows it
 // (OpCall::device_outputs), and reads inputs it already holds without a copy.
 // The Executor allows it only when the backend supports it and no observer
@@ -11,12 +11,36 @@
 // (Tensor::ensure_host), so the CPU backend, doctor and the parity tools work
 // unchanged. Host code that reads a tensor a device may hold calls
 // ensure_host() first; host code that writes one calls host_written().
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ops/op.h"
 
 namespace dgemma {
+
+class ThreadPool;
+
+// What crossed between host and device, counted by a device backend itself.
+// Weight uploads are counted apart: they happen once per weight, not per step.
+struct DeviceTraffic {
+  int64_t h2d_bytes = 0;
+  int64_t d2h_bytes = 0;
+  int64_t synchronizations = 0;      // host waits for the device
+  int64_t kernel_launches = 0;       // kernels and library calls (inside graphs too)
+  int64_t graph_launches = 0;        // launch graphs run (one per run of ops between waits)
+  int64_t graph_instantiations = 0;  // of them, instantiated anew (the others updated an earlier one)
+  int64_t weight_h2d_bytes = 0;
+};
+
+// The device time of one op (Backend::take_profile).
+struct OpDeviceTime {
+  OpKind kind = OpKind::kAdd;
+  int layer = -1;  // OpCall::layer (-1: model level)
+  double seconds = 0;
+};
 
 class Backend {
  public:
@@ -27,6 +51,22 @@ class Backend {
   virtual void run(const OpCall& call) = 0;
   // Whether run() honours OpCall::device_outputs (keeps outputs on a device).
   virtual bool supports_device_outputs() const { return false; }
+
+  // Worker threads of the host that the caller may use between passes (the
+  // CPU backend's pool, idle then); null when the backend has none.
+  virtual ThreadPool* host_pool() { return nullptr; }
+
+  // Statistics, for tools that measure a backend without knowing which it
+  // is. A backend with memory of its own counts what crosses the bus;
+  // others return no traffic.
+  virtual std::optional<DeviceTraffic> device_traffic() const { return std::nullopt; }
+  virtual void reset_traffic() {}
+  // Device time per op: while on, each op is timed on the device (no extra
+  // waits); take_profile() waits for the device and returns the ops run
+  // since profiling was switched on (or since the last take), in order.
+  // Returns false (and times nothing) where the backend has no device clock.
+  virtual bool set_profiling(bool /*on*/) { return false; }
+  virtual std::vector<OpDeviceTime> take_profile() { return {}; }
 };
 
 class OpObserver {

@@ -8,10 +8,10 @@
 // Shapes (M rows/tokens, H hidden, V vocab, E experts, k top-k):
 //   embedding       in: ids[M] I32          w: table[V,H]            out: [M,H] = table[id]·scale
 //   soft_embedding  in: logits[M,V]         w: table[V,H]            out: [M,H] = softmax(logits)·table·scale
-//                   (logits and probabilities are rounded to the table dtype first, spec §3.3)
-//   rms_norm        in: x[...,D]            w: [D] or none           out: like x (row-wise over D, spec §1.2)
+//                   (logits and probabilities are rounded to the table dtype first, docs/model.md §3.3)
+//   rms_norm        in: x[...,D]            w: [D] or none           out: like x (row-wise over D, docs/model.md §1.2)
 //   linear          in: x[M,K]              w: W[N,K]                out: [M,N] = x·Wᵀ
-//   rope            in: x[M,h,d], pos[M]                             out: like x (split-half pairs, spec §1.4)
+//   rope            in: x[M,h,d], pos[M]                             out: like x (split-half pairs, docs/model.md §1.4)
 //   attention       in: q[M,Hq,d], k[S,Hk,d], v[S,Hk,d], qpos[M], kpos[S]
 //                       [, cache_k[C,Hk,d], cache_v[C,Hk,d], cache_kpos[C]]
 //                                                                    out: [M,Hq·d] (scale 1.0, fp32 softmax)
@@ -20,7 +20,7 @@
 //                   concat_rows(cache, k) with that skip, without the copy, so that a device reads
 //                   its KV cache where it lies (attention_keys below).
 //   router_topk     in: x[M,H]              w: scale[H], proj[E,H], per_expert_scale[E]
-//                                                                    out: idx[M,k] I32, weight[M,k] (spec §1.5)
+//                                                                    out: idx[M,k] I32, weight[M,k] (docs/model.md §1.5)
 //   moe_experts     in: x[M,H], idx[M,k], weight[M,k]   w: gate_up[E,2I,H], down[E,H,I]
 //                                                                    out: [M,H] = Σ weight·down(gelu(gate)·up)
 //   gelu_glu        in: gate[M,I], up[M,I]                           out: gelu_tanh(gate)·up
@@ -36,7 +36,7 @@
 //                   a slice of a batched pass's stacked rows (b empty)
 //   sample          in: logits[M,V], uniforms[M,2] I32 or [0,2]      out: z[M,V], argmax[M] I32, entropy[M],
 //                                                                         sample[M] I32
-//                   The per-row pass of a denoising step (spec §3.2, generate/sampler.h process_row):
+//                   The per-row pass of a denoising step (docs/model.md §3.2, ops/row_sampling.h process_row):
 //                   z = logits / T (attrs.temperature; float32 division), argmax = first maximum of z,
 //                   entropy (nats) of softmax(z) as float(log S - Σp·d / S), p = exp(d) in fp32,
 //                   d = z - max z, sums in double; sample = inverse CDF of p at u·S (double) where u is
@@ -44,16 +44,16 @@
 //                   index. A [0,2] uniforms tensor means no draw: sample = -1. Sums may run in any
 //                   order (a device differs from the CPU only by rounding), the draw is deterministic.
 //                   A row whose z holds NaN or +inf, or only -inf, cannot be sampled: the CPU throws
-//                   BadLogitsRow (sampler.h) naming the row and its first bad logit; a device kernel,
+//                   BadLogitsRow (ops/row_sampling.h) naming the row and its first bad logit; a device kernel,
 //                   which cannot throw, marks the row instead (argmax = bad_row_mark(first bad logit),
 //                   or -1 for a row of -inf; entropy NaN; sample -1), and the caller turns the mark into
-//                   the same error (sampler.h throw_marked_row).
+//                   the same error (ops/row_sampling.h throw_marked_row).
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "ops/tensor.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 
@@ -80,7 +80,7 @@ std::string_view op_name(OpKind kind);
 enum class Pass : uint8_t { kEncoder, kDecoder };
 std::string_view pass_name(Pass pass);
 
-// Which keys a query may see (spec §2.2, §2.4).
+// Which keys a query may see (docs/model.md §2.2, §2.4).
 enum class AttentionMask : uint8_t {
   kNone,            // decoder: every given key (the key set itself encodes the window)
   kCausalWindow,    // encoder: kpos <= qpos and (window == 0 or qpos - kpos < window)
@@ -93,7 +93,7 @@ struct OpAttrs {
   float scale = 1.0f;        // embedding, soft_embedding
   // embedding, soft_embedding: the run computes like the reference in bf16.
   // soft_embedding rounds the logits and their softmax to bf16 before the
-  // product (spec §3.3), and rows of a quantized table are rounded to bf16
+  // product (docs/model.md §3.3), and rows of a quantized table are rounded to bf16
   // after dequantization (quantize/quantized_weight.h). Set from the run's
   // precision, never from the table's storage dtype: a bf16 checkpoint run in
   // fp32 is the reference in float32.

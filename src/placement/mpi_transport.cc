@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "io/safetensors.h"

@@ -1,5 +1,5 @@
 #pragma once
-// Tie-aware placement planner (placement-and-faults.md §2.3). Places a
+// Tie-aware placement planner (docs/placement.md §2.3). Places a
 // DiffusionGemma model on a list of devices from metadata alone:
 //  * the atomic unit is the layer pair (encoder layer i, decoder layer i):
 //    their weights are tied and decoder layer i reads the KV cache encoder
@@ -21,8 +21,8 @@
 
 #include "core/json.h"
 #include "dgemma/error.h"
-#include "model/config.h"
-#include "model/tensor_names.h"
+#include "checkpoint/config.h"
+#include "checkpoint/tensor_names.h"
 
 namespace dgemma {
 

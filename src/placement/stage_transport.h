@@ -9,7 +9,7 @@
 // Output is therefore bit-identical to a single process.
 #include <vector>
 
-#include "ops/tensor.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 

@@ -6,11 +6,12 @@
 #include <fstream>
 #include <map>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "io/safetensors.h"
-#include "model/config.h"
-#include "model/tensor_names.h"
+#include "checkpoint/config.h"
+#include "checkpoint/tensor_names.h"
 #include "quantize/format_tables.h"
 #include "quantize/page_release.h"
 #include "quantize/quant_context.h"
@@ -82,7 +83,7 @@ Action choose(const ExpectedTensor& ex, const TensorView& v, const ExportOptions
         return Action::kNvfp4Experts;
       return Action::kCopy;
     case ExportFormat::kMlx4: {
-      // mlx-vlm's diffusion_gemma quant_predicate (formats.md §4.4).
+      // mlx-vlm's diffusion_gemma quant_predicate (docs/formats.md §4.4).
       int bits = 0;
       if (c == Component::kAttention || c == Component::kDenseMlp) bits = 8;
       else if (c == Component::kExperts || c == Component::kSelfConditioning) bits = 4;
@@ -99,7 +100,7 @@ Action choose(const ExpectedTensor& ex, const TensorView& v, const ExportOptions
   return Action::kCopy;
 }
 
-// The bitsandbytes quant_state JSON (formats.md §2.1), padded with trailing
+// The bitsandbytes quant_state JSON (docs/formats.md §2.1), padded with trailing
 // spaces to `reserve` bytes when given (its length must be known before the
 // nested offset is).
 std::string nf4_state_json(const TensorView& v, bool dq, float offset, size_t reserve) {
@@ -192,7 +193,7 @@ class Exporter {
  private:
   static DType scale_dtype(const TensorView& v) { return v.dtype() == DType::kF32 ? DType::kF32 : v.dtype(); }
 
-  // Fused expert tensor -> per-expert linears (formats.md §3.2): fn(module,
+  // Fused expert tensor -> per-expert linears (docs/formats.md §3.2): fn(module,
   // first source row, rows, cols).
   template <class Fn>
   void for_each_expert_linear(const Item& it, Fn&& fn) {
@@ -246,7 +247,7 @@ class Exporter {
     const int64_t rows = it.ex->shape[1], cols = it.ex->shape[2];
     float g = 1.0f;
     for_each_expert_linear(it, [&](const std::string& m, int64_t row0, int64_t r, int64_t c) {
-      // Gate and up of an expert share weight_scale_2 (formats.md §3.3).
+      // Gate and up of an expert share weight_scale_2 (docs/formats.md §3.3).
       if (!gate_up || ends_with(m, "gate_proj"))
         g = quant::nvfp4_global_scale(quant::abs_max(src, row0 * cols, (gate_up ? rows : r) * cols));
       quant::Nvfp4Packed p = quant::quantize_nvfp4(src, row0, r, c, g, o_.threads);
@@ -354,7 +355,7 @@ std::string_view export_format_name(ExportFormat f) {
 
 ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& o) {
   if (o.format == ExportFormat::kNvfp4Experts && (o.quantize_embeddings || o.quantize_router))
-    throw Error("nvfp4-experts quantizes the routed experts only (formats.md §3.1); embeddings and router stay BF16");
+    throw Error("nvfp4-experts quantizes the routed experts only (docs/formats.md §3.1); embeddings and router stay BF16");
   const std::string config_path = (fs::path(in_dir) / "config.json").string();
   const ModelConfig config = load_model_config(config_path);
   const TensorStore store = TensorStore::open_dir(in_dir);
@@ -398,7 +399,7 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
   w.finish();
   report.output_bytes = fs::file_size(report.out_file);
 
-  // Config entries of the format (formats.md §2.1, §3.4, §4.3).
+  // Config entries of the format (docs/formats.md §2.1, §3.4, §4.3).
   json::Value cfg = read_config(config_path);
   if (o.format == ExportFormat::kNf4) {
     json::Value q = json::Object{};

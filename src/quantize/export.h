@@ -2,7 +2,7 @@
 // `dgemma quantize`: streaming post-training quantization of a plain (BF16,
 // F16 or F32) checkpoint folder into one of the quantized layouts this engine
 // reads, written in that format's own tensor names, dtypes and config entries
-// (spec/formats.md §2-§4) so the format owner's loader can read it too:
+// (docs/formats.md §2-§4) so the format owner's loader can read it too:
 //
 //   nf4            bitsandbytes NF4 + double quant (blocksize 64, nested 256):
 //                  attention, dense MLP, self-conditioning and the fused
@@ -29,7 +29,7 @@
 // Embeddings, norms, the router and layer scalars stay unquantized unless
 // asked (quantize_embeddings, quantize_router; NF4 and MLX only). Tied alias
 // copies (encoder text weights, lm_head) are dropped: the decoder copy is
-// canonical (formats.md §0.1). Vision/audio tensors are copied through.
+// canonical (docs/formats.md §0.1). Vision/audio tensors are copied through.
 // Tensors are processed one at a time (and large ones in row chunks) and
 // written straight into place, so memory stays at a few chunks whatever the
 // model size.

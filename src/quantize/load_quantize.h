@@ -6,7 +6,7 @@
 //   nf4            NF4 + double quant (blocksize 64): attention, dense MLP,
 //                  self-conditioning and experts (like `dgemma quantize --format nf4`)
 //   nvfp4-experts  NVFP4, routed experts only, one slice per expert projection
-//                  with gate and up sharing weight_scale_2 (formats.md §3)
+//                  with gate and up sharing weight_scale_2 (docs/formats.md §3)
 //   q8             int8, one fp32 scale per 64 (or 32, 16) columns: the same
 //                  weights as nf4
 //   fp8            FP8 E4M3, one fp32 scale per output channel (row): the
@@ -17,8 +17,8 @@
 #include <optional>
 #include <string_view>
 
-#include "model/tensor_names.h"
-#include "ops/tensor.h"
+#include "checkpoint/tensor_names.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "core/file_io.h"
 #include "dgemma/error.h"
 
 namespace dgemma {
@@ -37,7 +38,7 @@ int int_field(const json::Value& obj, const char* key, int dflt, const std::stri
 
 MlxQuantParams parse_mlx_params(const json::Value& v, const MlxQuantParams& dflt, const std::string& where) {
   MlxQuantParams p = dflt;
-  if (v.is_bool()) {  // formats.md §4.3: per-path values may be booleans
+  if (v.is_bool()) {  // docs/formats.md §4.3: per-path values may be booleans
     p.quantized = v.as_bool(where);
     return p;
   }
@@ -91,7 +92,7 @@ void parse_modelopt(QuantContext& q, const json::Value* qc, const std::string& q
   }
   if (!algo.empty() && algo != "NVFP4" && algo != "MIXED_PRECISION")
     throw Error(algo_where + ": quantization algorithm \"" + algo +
-                "\" is not supported (this engine reads ModelOpt NVFP4, formats.md §3)");
+                "\" is not supported (this engine reads ModelOpt NVFP4, docs/formats.md §3)");
   if (q.group_size != 16)
     throw Error(q.source + ": group_size " + std::to_string(q.group_size) + " is not supported (NVFP4 uses 16)");
   q.quant_algo = algo;
@@ -109,16 +110,16 @@ void parse_hf_config(QuantContext& q, const json::Value& qc, const std::string& 
     };
     if (flag("load_in_8bit", "_load_in_8bit"))
       throw Error(where + ".load_in_8bit: bitsandbytes 8-bit (LLM.int8) checkpoints are not supported; "
-                          "NF4 (load_in_4bit) is (formats.md §2)");
+                          "NF4 (load_in_4bit) is (docs/formats.md §2)");
     if (const json::Value* t = qc.find("bnb_4bit_quant_type"); t && t->is_string() && t->as_string() != "nf4")
-      throw Error(where + ".bnb_4bit_quant_type: \"" + t->as_string() + "\" is not supported (only nf4, formats.md §2)");
+      throw Error(where + ".bnb_4bit_quant_type: \"" + t->as_string() + "\" is not supported (only nf4, docs/formats.md §2)");
     q.kind = CheckpointQuant::kBitsAndBytes;
     q.source = where;
   } else if (method == "modelopt") {
     parse_modelopt(q, &qc, where, hf, hf_where);
   } else {
     throw Error(where + ".quant_method: \"" + method +
-                "\" is not supported (supported: bitsandbytes NF4, modelopt NVFP4, MLX affine; formats.md §7)");
+                "\" is not supported (supported: bitsandbytes NF4, modelopt NVFP4, MLX affine; docs/formats.md §7)");
   }
 }
 
@@ -214,7 +215,7 @@ std::optional<QuantContext> detect_quantization(const TensorStore& store, const 
   if (q.kind == CheckpointQuant::kNone) sniff_tensor_names(q, store);
   if (q.kind == CheckpointQuant::kMlx && q.mlx_from_config && q.mlx_default.mode != "affine")
     throw Error(config_source + ": quantization.mode: \"" + q.mlx_default.mode +
-                "\" is not supported (MLX affine only; formats.md §4.2)");
+                "\" is not supported (MLX affine only; docs/formats.md §4.2)");
   if (q.kind == CheckpointQuant::kNone) return std::nullopt;
   return q;
 }

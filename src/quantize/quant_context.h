@@ -1,6 +1,6 @@
 #pragma once
 // Which quantization a checkpoint folder uses, and the format parameters the
-// per-tensor readers need (spec/formats.md §7 decision table). The format is
+// per-tensor readers need (docs/formats.md §7 decision table). The format is
 // decided once per folder from its config files; whether a given tensor is
 // quantized is decided per tensor from what the files contain (resolve.h).
 #include <optional>
@@ -17,7 +17,7 @@ namespace dgemma {
 enum class CheckpointQuant { kNone, kBitsAndBytes, kModelOpt, kMlx };
 std::string_view checkpoint_quant_name(CheckpointQuant q);
 
-// MLX affine parameters of one module (formats.md §4.3).
+// MLX affine parameters of one module (docs/formats.md §4.3).
 struct MlxQuantParams {
   int group_size = 64;
   int bits = 4;
@@ -33,14 +33,14 @@ struct QuantContext {
   // (ModelOpt): config.json dtype/torch_dtype, else BF16.
   DType default_dtype = DType::kBF16;
 
-  // MLX (formats.md §4.3): top-level values and per-module-path overrides.
+  // MLX (docs/formats.md §4.3): top-level values and per-module-path overrides.
   // `mlx_from_config` false when the folder had no config entry (sniffed from
   // tensor names): parameters then come from the tensor shapes alone.
   bool mlx_from_config = false;
   MlxQuantParams mlx_default;
   std::vector<std::pair<std::string, MlxQuantParams>> mlx_overrides;
 
-  // ModelOpt (formats.md §3.4).
+  // ModelOpt (docs/formats.md §3.4).
   std::string quant_algo;
   int group_size = 16;
   std::vector<std::string> exclude_patterns;  // fnmatch-style module patterns
@@ -53,7 +53,7 @@ struct QuantContext {
   const std::string* excluded_by(const std::string& module_path) const;
 };
 
-// formats.md §7, in its order: a top-level MLX `quantization` object first;
+// docs/formats.md §7, in its order: a top-level MLX `quantization` object first;
 // then `quantization_config.quant_method` (bitsandbytes, modelopt) and
 // hf_quant_config.json; without any config entry, tensor names that only a
 // quantized checkpoint has (`*.quant_state.bitsandbytes__*`,

@@ -32,7 +32,7 @@ void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, in
                 std::to_string(col) + ") outside [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
   switch (w.scheme) {
     case QuantScheme::kNF4: {
-      // Blocks run over the flattened tensor (formats.md §2.2); element 2k is
+      // Blocks run over the flattened tensor (docs/formats.md §2.2); element 2k is
       // the high nibble of byte k.
       const uint8_t* codes = w.slices.front().codes;
       for (int64_t t = 0; t < n; ++t) {
@@ -44,7 +44,7 @@ void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, in
       return;
     }
     case QuantScheme::kNVFP4: {
-      // formats.md §3.3: w = E2M1[nib] · e4m3(scale[r, c/16]) · weight_scale_2,
+      // docs/formats.md §3.3: w = E2M1[nib] · e4m3(scale[r, c/16]) · weight_scale_2,
       // column 2k in the low nibble of byte [r, k].
       const QuantSlice& s = w.slice_for(row);
       const int64_t lr = row - s.row_begin;
@@ -59,7 +59,7 @@ void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, in
       return;
     }
     case QuantScheme::kAffine: {
-      // formats.md §4.2: w = scales[g] · q + biases[g] (as a fused
+      // docs/formats.md §4.2: w = scales[g] · q + biases[g] (as a fused
       // multiply-add); codes LSB-first in little-endian u32 words.
       const QuantSlice& s = w.slice_for(row);
       const int64_t lr = row - s.row_begin, groups = w.cols / w.block;

@@ -1,16 +1,16 @@
 #pragma once
 // A quantized weight: the logical tensor a WeightRef describes (shape and a
 // float dtype, so op shape checks keep working), stored as packed codes plus
-// block scales in one of the formats of spec/formats.md §2-§4 or our int8
+// block scales in one of the formats of docs/formats.md §2-§4 or our int8
 // format. The bytes normally stay in the mapped checkpoint (pointers into it,
 // valid as long as the TensorStore); buffers produced at load (quantize at
 // load, the dense embedding copy) are owned here.
 //
 // Value semantics (one definition for every reader, kernel and test):
 //   * the dequantized value of an element is the format's formula evaluated
-//     in fp32, in the order written in dequantize_reference() (formats.md
+//     in fp32, in the order written in dequantize_reference() (docs/formats.md
 //     §2.4, §3.3, §4.2); GEMMs use exactly these values with fp32
-//     accumulation (spec §6.1: the product path is an fp32-accumulate engine);
+//     accumulation (docs/model.md §6.1: the product path is an fp32-accumulate engine);
 //   * embedding rows (lookup and the dense copy used by soft_embedding) are
 //     these values in an fp32 run, and these values rounded to bf16 in a bf16
 //     run (OpAttrs::round_to_bf16), as a reference runtime's dequantize op
@@ -19,7 +19,7 @@
 //
 // WeightRef::data of a quantized weight points at the first slice's codes and
 // must not be read as `dtype`: CPU kernels that accept quantized weights
-// dispatch on WeightRef::quant first (ops/cpu/quant_kernels.h). The one
+// dispatch on WeightRef::quant first (backend/cpu/quant_kernels.h). The one
 // exception is a quantized weight consumed by an op without a quantized path
 // (router.proj, which MLX conversions store in 8 bits): it is bound with a
 // dense fp32 copy as data/dtype (see resolve.h) so those kernels run unchanged.
@@ -32,14 +32,14 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "ops/tensor.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 
 enum class QuantScheme : uint8_t {
-  kNF4,     // bitsandbytes NF4, optional double quant (formats.md §2)
-  kNVFP4,   // NVIDIA ModelOpt NVFP4: E2M1 codes, E4M3 block scales, fp32 global scale (formats.md §3)
-  kAffine,  // MLX affine: w = fma(scale, q, bias), 4 or 8 bits (formats.md §4)
+  kNF4,     // bitsandbytes NF4, optional double quant (docs/formats.md §2)
+  kNVFP4,   // NVIDIA ModelOpt NVFP4: E2M1 codes, E4M3 block scales, fp32 global scale (docs/formats.md §3)
+  kAffine,  // MLX affine: w = fma(scale, q, bias), 4 or 8 bits (docs/formats.md §4)
   kInt8,    // ours (quantize at load): w = scale·q, q int8, one fp32 scale per block
   kFP8,     // ours (quantize at load): w = scale·e4m3(q), q an E4M3FN byte, one fp32 scale per block
             // of a row (the whole row: per output channel)
@@ -50,7 +50,7 @@ std::string_view quant_scheme_name(QuantScheme s);
 // + rows) of the weight viewed as a matrix [rows(), cols()] (leading
 // dimensions flattened). One slice for a tensor stored whole; ModelOpt stores
 // every expert projection separately, so a fused expert weight is one slice
-// per expert and projection (formats.md §3.2), used in place.
+// per expert and projection (docs/formats.md §3.2), used in place.
 struct QuantSlice {
   int64_t row_begin = 0;
   int64_t rows = 0;
@@ -80,7 +80,7 @@ struct QuantizedWeight {
   DType scale_dtype = DType::kF32;
   std::vector<QuantSlice> slices;  // ascending row_begin, covering [0, rows) without gaps
 
-  // kNF4 only (formats.md §2.1, §2.3): the 16-entry code book and, with double
+  // kNF4 only (docs/formats.md §2.1, §2.3): the 16-entry code book and, with double
   // quant, the 8-bit absmax code book, the per-nested-block fp32 scales and
   // the offset. Code books are tiny and copied here (aligned for kernels).
   float code_map[16] = {};
@@ -120,14 +120,14 @@ struct QuantizedWeight {
       std::memcpy(&f, absmax + 4 * b, 4);
       return f;
     }
-    // formats.md §2.4: nested_quant_map[absmax_u8[b]] * nested_absmax[b / 256] + nested_offset.
+    // docs/formats.md §2.4: nested_quant_map[absmax_u8[b]] * nested_absmax[b / 256] + nested_offset.
     std::memcpy(&f, nested_scales + 4 * (b / nested_block), 4);
     return nested_map[absmax[b]] * f + nested_offset;
   }
 
   // The whole weight dequantized, as F32 or rounded to BF16 (`as`; module
   // comment), materialized once per dtype on first use and kept for the
-  // weight's lifetime: the table soft_embedding multiplies with (spec §6.3
+  // weight's lifetime: the table soft_embedding multiplies with (docs/model.md §6.3
   // pitfall 10). Thread-safe. `row_fn` expands one row (a kernel's fast path,
   // which must give the reference's values); null: dequantize_reference().
   using RowFn = void (*)(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
@@ -146,7 +146,7 @@ struct QuantizedWeight {
 inline bool fp8_per_channel(const QuantizedWeight& w) { return w.scheme == QuantScheme::kFP8 && w.block == w.cols; }
 // The FP8 weights the bf16 dot mode multiplies as bf16 values (E4M3 numbers
 // are bf16 numbers), the scales applied to the sums (CUDA: the tensor cores;
-// CPU: activations rounded to bf16, ops/cpu/quant_kernels.h QuantDot): a
+// CPU: activations rounded to bf16, backend/cpu/quant_kernels.h QuantDot): a
 // scale per output channel, applied to each output, or per block of a
 // multiple of 32 columns (the tensor-core kernel's depth), applied to each
 // block's partial sum.
@@ -155,7 +155,7 @@ inline bool fp8_dot_weights(const QuantizedWeight& w) {
 }
 
 // Scalar reference dequantization of logical elements [col, col + n) of row
-// `row` into fp32 `out` (module comment; formats.md §2.4, §3.3, §4.2). The
+// `row` into fp32 `out` (module comment; docs/formats.md §2.4, §3.3, §4.2). The
 // oracle the fast kernels are tested against; also used for dense copies.
 void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
 

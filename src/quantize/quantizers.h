@@ -1,6 +1,6 @@
 #pragma once
 // Post-training quantizers (round to nearest, no calibration) producing each
-// format's packed bytes exactly as its files store them (spec/formats.md
+// format's packed bytes exactly as its files store them (docs/formats.md
 // §2-§4), plus our int8 format. Used by `dgemma quantize` (export.h), by
 // quantize-at-load (load_quantize.h) and by tests. Inputs are read through a
 // FloatSource in chunks, so no fp32 copy of a whole tensor is made.
@@ -29,7 +29,7 @@ float abs_max(const FloatSource& src, int64_t begin, int64_t n);
 // not depend on it; pieces smaller than ~256K elements per thread run serially.
 int resolve_quantize_threads(int threads);
 
-// ---- bitsandbytes NF4 (formats.md §2) ---------------------------------------
+// ---- bitsandbytes NF4 (docs/formats.md §2) ---------------------------------------
 struct Nf4Packed {
   int blocksize = 64;
   bool double_quant = true;
@@ -49,7 +49,7 @@ Nf4Packed quantize_nf4(const FloatSource& src, int blocksize = 64, bool double_q
 // nested_offset of `p` from block maxima `absmax` (for chunked writers).
 void nf4_double_quantize(const std::vector<float>& absmax, int nested_blocksize, Nf4Packed& p);
 
-// ---- ModelOpt NVFP4 (formats.md §3.3) -----------------------------------------
+// ---- ModelOpt NVFP4 (docs/formats.md §3.3) -----------------------------------------
 struct Nvfp4Packed {
   std::vector<uint8_t> codes;   // [rows, cols/2], column 2k in the low nibble
   std::vector<uint8_t> scales;  // E4M3 [rows, cols/16]
@@ -64,7 +64,7 @@ float nvfp4_global_scale(float amax);
 Nvfp4Packed quantize_nvfp4(const FloatSource& src, int64_t row0, int64_t rows, int64_t cols, float global_scale,
                            int threads = 1);
 
-// ---- MLX affine (formats.md §4.2) ---------------------------------------------
+// ---- MLX affine (docs/formats.md §4.2) ---------------------------------------------
 struct AffinePacked {
   std::vector<uint8_t> codes;   // [rows, cols·bits/8] bytes = little-endian u32 words, LSB first
   std::vector<uint8_t> scales;  // [rows, cols/group] in scale_dtype
@@ -99,7 +99,7 @@ struct QuantizeParams {
   bool double_quant = true;  // NF4
   // NVFP4: rows per stored slice and per shared global scale. A fused expert
   // gate_up [E, 2I, H] uses slice_rows I and scale_rows 2I (gate and up of an
-  // expert share weight_scale_2, formats.md §3.3); 0: the whole weight.
+  // expert share weight_scale_2, docs/formats.md §3.3); 0: the whole weight.
   int64_t slice_rows = 0, scale_rows = 0;
   int threads = 1;  // see resolve_quantize_threads
 };

@@ -1,4 +1,4 @@
-// bitsandbytes NF4 (+ double quant) tensors (spec/formats.md §2). Used in
+// bitsandbytes NF4 (+ double quant) tensors (docs/formats.md §2). Used in
 // place from the mapped file: codes and absmax are read where they lie; only
 // the two code books (16 and 256 floats) are copied into the weight.
 #include <algorithm>
@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kStatePrefix = ".quant_state.bitsandbytes__";
 
-// QuantState.from_dict's valid_qs_keys (formats.md §2.1): the non-tensor
+// QuantState.from_dict's valid_qs_keys (docs/formats.md §2.1): the non-tensor
 // fields that may appear in the JSON blob.
 bool known_state_key(const std::string& k) {
   static const char* kKeys[] = {"quant_type", "blocksize", "dtype", "shape", "nested_blocksize", "nested_dtype",
@@ -32,13 +32,13 @@ bool allowed_blocksize(int64_t b) {
 void expect_dtype(const TensorView& v, DType want, const char* role) {
   if (v.dtype() != want)
     throw Error(where(v) + ": " + role + " must be " + std::string(dtype_name(want)) + ", got " +
-                std::string(dtype_name(v.dtype())) + " (formats.md §2.1)");
+                std::string(dtype_name(v.dtype())) + " (docs/formats.md §2.1)");
 }
 
 void expect_numel(const TensorView& v, int64_t want, const char* role) {
   if (v.numel() != want)
     throw Error(where(v) + ": " + role + " has " + std::to_string(v.numel()) + " elements, expected " +
-                std::to_string(want) + " (formats.md §2.4)");
+                std::to_string(want) + " (docs/formats.md §2.4)");
 }
 
 }  // namespace
@@ -46,7 +46,7 @@ void expect_numel(const TensorView& v, int64_t want, const char* role) {
 std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const ExpectedTensor& ex,
                                               const std::string& name) {
   const TensorStore& store = *ctx.store;
-  // Exactly one quant_state.bitsandbytes__<type> key (formats.md §2.1).
+  // Exactly one quant_state.bitsandbytes__<type> key (docs/formats.md §2.1).
   const std::string prefix = name + kStatePrefix;
   const TensorView* state = nullptr;
   const auto& names = store.names();
@@ -55,7 +55,7 @@ std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const Exp
     const std::string type = it->substr(prefix.size());
     if (type != "nf4")
       throw Error(std::string(store.find(*it)->file) + ": tensor " + *it + ": bitsandbytes quant type \"" + type +
-                  "\" is not supported (only nf4, formats.md §2)");
+                  "\" is not supported (only nf4, docs/formats.md §2)");
     state = store.find(*it);
   }
   if (!state) return nullptr;
@@ -76,11 +76,11 @@ std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const Exp
   };
   const std::string quant_type = field("quant_type").as_string(state_where + ": quant_type");
   if (quant_type != "nf4")
-    throw Error(state_where + ": quant_type \"" + quant_type + "\" is not supported (only nf4, formats.md §2)");
+    throw Error(state_where + ": quant_type \"" + quant_type + "\" is not supported (only nf4, docs/formats.md §2)");
   const int64_t blocksize = field("blocksize").as_int(state_where + ": blocksize");
   if (!allowed_blocksize(blocksize))
     throw Error(state_where + ": blocksize " + std::to_string(blocksize) +
-                " is not one of 32, 64, ..., 4096 (formats.md §2.4)");
+                " is not one of 32, 64, ..., 4096 (docs/formats.md §2.4)");
   const std::string dtype_text = field("dtype").as_string(state_where + ": dtype");
   const std::optional<DType> dtype = torch_dtype_from_name(dtype_text);
   if (!dtype) throw Error(state_where + ": dtype \"" + dtype_text + "\" is not a float dtype this engine reads");
@@ -105,7 +105,7 @@ std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const Exp
   const TensorView& w = require(ctx, name, state_where);
   if (int64_t(w.nbytes()) != (n + 1) / 2)
     throw Error(where(w) + ": packed NF4 data has " + std::to_string(w.nbytes()) + " bytes, expected ceil(" +
-                std::to_string(n) + " / 2) = " + std::to_string((n + 1) / 2) + " (formats.md §2.2)");
+                std::to_string(n) + " / 2) = " + std::to_string((n + 1) / 2) + " (docs/formats.md §2.2)");
   add_stored(*q, w);
 
   const TensorView& qmap = require(ctx, name + ".quant_map", state_where);
@@ -115,7 +115,7 @@ std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const Exp
     q->code_map[c] = qmap.at_f32(size_t(c));
     if (!(std::fabs(q->code_map[c] - quant::kNf4Values[c]) <= 1e-6f))
       throw Error(where(qmap) + ": entry " + std::to_string(c) + " is " + std::to_string(q->code_map[c]) +
-                  ", not the NF4 value " + std::to_string(quant::kNf4Values[c]) + " (formats.md §2.2)");
+                  ", not the NF4 value " + std::to_string(quant::kNf4Values[c]) + " (docs/formats.md §2.2)");
   }
   add_stored(*q, qmap);
 
@@ -127,14 +127,14 @@ std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const Exp
   slice.codes = w.data;
   slice.scales = absmax.data;
   if (nested) {
-    // formats.md §2.3-§2.4: absmax holds 8-bit codes of (A - offset).
+    // docs/formats.md §2.3-§2.4: absmax holds 8-bit codes of (A - offset).
     expect_dtype(absmax, DType::kU8, "absmax (double quant)");
     const int64_t nb = field("nested_blocksize").as_int(state_where + ": nested_blocksize");
     if (!allowed_blocksize(nb) && nb != 16)
       throw Error(state_where + ": nested_blocksize " + std::to_string(nb) + " is not a valid block size");
     const std::string nd = field("nested_dtype").as_string(state_where + ": nested_dtype");
     if (torch_dtype_from_name(nd) != DType::kF32)
-      throw Error(state_where + ": nested_dtype \"" + nd + "\" is not supported (float32, formats.md §2.3)");
+      throw Error(state_where + ": nested_dtype \"" + nd + "\" is not supported (float32, docs/formats.md §2.3)");
     const double offset = field("nested_offset").as_double(state_where + ": nested_offset");
     if (!std::isfinite(offset)) throw Error(state_where + ": nested_offset is not finite");
     const TensorView& nabs = require(ctx, name + ".nested_absmax", state_where);

@@ -1,4 +1,4 @@
-// ModelOpt NVFP4 tensors (spec/formats.md §3), used in place from the mapped
+// ModelOpt NVFP4 tensors (docs/formats.md §3), used in place from the mapped
 // file. A fused expert weight becomes one slice per expert projection: for
 // gate_up, expert e's gate_proj is rows [e·2I, e·2I + I) and its up_proj rows
 // [e·2I + I, e·2I + 2I) (gate = first half, §3.2); for down, down_proj is rows
@@ -23,7 +23,7 @@ bool read_linear(const QuantContext& ctx, const std::string& module, int64_t row
   const TensorView& g = require(ctx, module + ".weight_scale_2", need);
   if (w.dtype() != DType::kU8)
     throw Error(where(w) + ": NVFP4 packed weight must be U8, got " + std::string(dtype_name(w.dtype())) +
-                " (formats.md §3.2)");
+                " (docs/formats.md §3.2)");
   if (scale->dtype() != DType::kF8_E4M3)
     throw Error(need + ": NVFP4 weight_scale must be F8_E4M3, got " + std::string(dtype_name(scale->dtype())));
   if (cols % ctx.group_size != 0)
@@ -32,10 +32,10 @@ bool read_linear(const QuantContext& ctx, const std::string& module, int64_t row
   const std::vector<int64_t> ws = {rows, cols / 2}, ss = {rows, cols / ctx.group_size};
   if (w.shape() != ws)
     throw Error(where(w) + ": shape " + shape_string(w.shape()) + ", expected " + shape_string(ws) +
-                " for a logical [" + std::to_string(rows) + ", " + std::to_string(cols) + "] (formats.md §3.2)");
+                " for a logical [" + std::to_string(rows) + ", " + std::to_string(cols) + "] (docs/formats.md §3.2)");
   if (scale->shape() != ss)
     throw Error(need + ": shape " + shape_string(scale->shape()) + ", expected " + shape_string(ss) +
-                " (formats.md §3.2)");
+                " (docs/formats.md §3.2)");
   if (g.dtype() != DType::kF32 || g.numel() != 1)
     throw Error(where(g) + ": weight_scale_2 must be one F32 value, got " + std::string(dtype_name(g.dtype())) + " " +
                 shape_string(g.shape()));
@@ -97,7 +97,7 @@ std::shared_ptr<QuantizedWeight> read_modelopt_nvfp4(const QuantContext& ctx, co
         QuantSlice s;
         if (!read_linear(ctx, module, gate_up ? rows / 2 : rows, cols, row0, *q, s))
           throw Error(ctx.store->dir() + ": expert weight " + module + ".weight_scale is missing (needed for " +
-                      ex.name + "; formats.md §3.2)");
+                      ex.name + "; docs/formats.md §3.2)");
         q->slices.push_back(s);
       }
     }

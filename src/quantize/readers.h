@@ -7,20 +7,20 @@
 #include <string>
 #include <vector>
 
-#include "model/tensor_names.h"
+#include "checkpoint/tensor_names.h"
 #include "quantize/quant_context.h"
 #include "quantize/quantized_weight.h"
 
 namespace dgemma::quant_detail {
 
-// formats.md §2: NF4 iff `name.quant_state.bitsandbytes__nf4` exists.
+// docs/formats.md §2: NF4 iff `name.quant_state.bitsandbytes__nf4` exists.
 std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const ExpectedTensor& ex,
                                               const std::string& name);
-// formats.md §3: NVFP4 iff U8 weight + F8_E4M3 weight_scale + weight_scale_2;
+// docs/formats.md §3: NVFP4 iff U8 weight + F8_E4M3 weight_scale + weight_scale_2;
 // fused experts from their per-expert tensors.
 std::shared_ptr<QuantizedWeight> read_modelopt_nvfp4(const QuantContext& ctx, const ExpectedTensor& ex,
                                                      const std::string& name);
-// formats.md §4: quantized iff `<module>.scales` exists.
+// docs/formats.md §4: quantized iff `<module>.scales` exists.
 std::shared_ptr<QuantizedWeight> read_mlx_affine(const QuantContext& ctx, const ExpectedTensor& ex,
                                                  const std::string& name);
 

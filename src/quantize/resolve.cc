@@ -53,7 +53,7 @@ std::shared_ptr<QuantizedWeight> read_one(const QuantContext& ctx, const Expecte
   return nullptr;
 }
 
-// Components whose ops dispatch on WeightRef::quant (ops/cpu/quant_kernels.h).
+// Components whose ops dispatch on WeightRef::quant (backend/cpu/quant_kernels.h).
 bool has_quantized_path(Component c) {
   return c == Component::kEmbedding || c == Component::kAttention || c == Component::kDenseMlp ||
          c == Component::kSelfConditioning || c == Component::kExperts;

@@ -1,11 +1,11 @@
 #pragma once
 // Binding of quantized checkpoint tensors (the hook bind_weights() calls for
-// every expected tensor of a quantized checkpoint, spec/formats.md §7).
+// every expected tensor of a quantized checkpoint, docs/formats.md §7).
 #include <optional>
 #include <string>
 
-#include "model/tensor_names.h"
-#include "ops/tensor.h"
+#include "checkpoint/tensor_names.h"
+#include "core/tensor.h"
 #include "quantize/quant_context.h"
 
 namespace dgemma {
@@ -27,7 +27,7 @@ std::optional<WeightRef> resolve_quantized(const QuantContext& ctx, const Expect
 
 // Stored tensors of a quantized checkpoint the engine reads nothing from
 // and that belong to no expected tensor: ModelOpt KV-cache scales
-// (`*.k_scale`, `*.v_scale`; the KV cache stays fp32, formats.md §3.4).
+// (`*.k_scale`, `*.v_scale`; the KV cache stays fp32, docs/formats.md §3.4).
 bool is_ignored_quant_tensor(const QuantContext& ctx, const std::string& name);
 
 }  // namespace dgemma

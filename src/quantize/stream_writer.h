@@ -2,7 +2,7 @@
 // A safetensors writer for outputs larger than memory: every tensor is
 // declared first (name, dtype, shape), the header is written, then tensor
 // bytes are written in any order and in pieces, straight to their place in
-// the file. Same layout rules as SafetensorsWriter (spec/formats.md §1.3):
+// the file. Same layout rules as SafetensorsWriter (docs/formats.md §1.3):
 // contiguous data, tensors ordered by descending element size then name so
 // that each is naturally aligned, header padded with spaces to a multiple of
 // 8. The file is written under a temporary name and renamed into place by

@@ -1,5 +1,5 @@
 #pragma once
-// The text a completion shows, canvas by canvas (spec §3.4: whole canvases
+// The text a completion shows, canvas by canvas (docs/model.md §3.4: whole canvases
 // are generated; the API layer trims). On top of TokenStream (first EOS,
 // max_tokens) and TextStream (UTF-8 settling) it applies OpenAI stop strings:
 // the text ends before the first occurrence of any of them, also when one

@@ -32,7 +32,7 @@ struct CompletionRequest {
   std::string prompt;                              // completion, text form
   std::optional<std::vector<int32_t>> prompt_ids;  // completion, token-id form
   std::optional<int64_t> max_tokens;               // absent: the server default
-  // Temperature schedule (spec §3.1): `temperature` scales the model's
+  // Temperature schedule (docs/model.md §3.1): `temperature` scales the model's
   // t_max..t_min schedule so that its first step runs at `temperature`;
   // t_min/t_max (extension) set it directly. Absent: the model's defaults.
   std::optional<double> temperature;

@@ -2,7 +2,7 @@
 // Several sequences on one model. Every in-flight sequence owns a KV cache.
 // Encoder passes (and cache truncation) take the model's turn one at a time
 // (a FIFO ticket lock): the sequence swaps its cache in, runs the pass and
-// swaps it back. Decoder passes are batched (issue 15, item 7) when the
+// swaps it back. Decoder passes are batched (DiffusionGemma::decode_batch) when the
 // model has a batched decoder pass (DiffusionGemma::decode_batch, or a
 // DecodeBatch callback): the requests of concurrent sequences are collected
 // into one batch, which takes one turn and runs as one pass over all their
@@ -38,10 +38,10 @@
 #include <thread>
 #include <vector>
 
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 #include "model/decode_item.h"
 #include "model/kv_cache.h"
-#include "ops/tensor.h"
+#include "core/tensor.h"
 
 namespace dgemma {
 class DiffusionGemma;

@@ -239,11 +239,11 @@ std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& re
 GenerationConfig CompletionService::build_config(const CompletionRequest& req, int64_t max_tokens) const {
   GenerationConfig c = options_.defaults;
   c.max_new_tokens = max_tokens;
-  c.max_length = 0;  // max_tokens is explicit here (spec §3.4)
+  c.max_length = 0;  // max_tokens is explicit here (docs/model.md §3.4)
   if (req.max_denoising_steps) c.max_denoising_steps = *req.max_denoising_steps;
   try {
     // 0: greedy (draw B is the argmax); t > 0 keeps the model's schedule
-    // shape (spec §3.1) and scales it so that the first step runs at t.
+    // shape (docs/model.md §3.1) and scales it so that the first step runs at t.
     if (req.temperature) apply_temperature_override(c, *req.temperature, "request");
     if (req.t_min || req.t_max) c.greedy = false;  // an explicit schedule samples
     if (req.t_min) c.t_min = *req.t_min;
@@ -266,7 +266,7 @@ int64_t CompletionService::fit_max_tokens(const CompletionRequest& req, int64_t 
     throw invalid_request("the prompt has " + std::to_string(prompt_tokens) + " tokens; with the answer it exceeds " +
                               where,
                           param, "context_length_exceeded");
-  // Whole canvases are generated (spec §3.4): max_tokens occupies
+  // Whole canvases are generated (docs/model.md §3.4): max_tokens occupies
   // ceil(max_tokens / L) * L positions after the prompt.
   const int64_t L = canvas_length_;
   const int64_t room = (limit - prompt_tokens) / L * L;  // new positions that fit, in whole canvases

@@ -4,7 +4,7 @@
 #include <map>
 #include <tuple>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma::tok {
 

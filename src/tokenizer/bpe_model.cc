@@ -5,7 +5,7 @@
 
 #include "dgemma/error.h"
 #include "tokenizer/hash.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma::tok {
 namespace {

@@ -3,11 +3,11 @@
 // rank-ordered merges, byte_fallback, unk/fuse_unk, optional subword
 // prefix/suffix, ignore_merges.
 //
-// Speed (issue 5 targets: load <= 300 ms, encode >= 20 MB/s on one core):
+// Speed (targets: load <= 300 ms, encode >= 20 MB/s on one core):
 // * merges are applied with a min-heap over (rank, position) and a linked
 //   symbol list, O(n log n) per word — the same order as the Rust
 //   `Word::merge_all`, so results are identical;
-// * Gemma's pre-tokenizer leaves whole lines as one "word" (formats.md §6.1).
+// * Gemma's pre-tokenizer leaves whole lines as one "word" (docs/formats.md §6.1).
 //   We cut such a word before a "▁" whenever no merge can join the two sides
 //   (checked against every merge result at load time, see segment_boundary),
 //   which makes words short and lets a word cache work. The cut is exact, not

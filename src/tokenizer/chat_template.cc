@@ -1,7 +1,7 @@
 #include "tokenizer/chat_template.h"
 
 #include "dgemma/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma {
 namespace {
@@ -95,7 +95,7 @@ std::vector<ChatPromptPart> render_gemma3(const Tokenizer& tok, const std::vecto
   return out.take();
 }
 
-// ---- Gemma 4 / DiffusionGemma (spec §3.6) ----
+// ---- Gemma 4 / DiffusionGemma (docs/model.md §3.6) ----
 // Upstream renders with Python jinja2, whose `trim` is str.strip().
 std::string strip_thinking(std::string_view text) {
   // Drops every "<|channel>...<channel|>" span, then trims (upstream macro).
@@ -133,7 +133,7 @@ std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vecto
       if (p.type == "text") {
         out.content(py_trim(p.text));
       } else if (p.type == "image") {
-        // UNCONFIRMED placement for the official template (spec §3.6 lists the id).
+        // UNCONFIRMED placement for the official template (docs/model.md §3.6 lists the id).
         require_token(tok, "<|image|>", kName);
         out.markup("<|image|>");
       }
@@ -164,7 +164,7 @@ std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vecto
   if (add_generation_prompt) {
     out.markup("<|turn>model\n");
     // Thinking off: an empty thought channel, so the model answers directly
-    // (golden of spec §3.6).
+    // (golden of docs/model.md §3.6).
     if (!enable_thinking) out.markup("<|channel>thought\n<channel|>");
   }
   return out.take();

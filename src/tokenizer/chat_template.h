@@ -1,7 +1,7 @@
 #pragma once
 // Chat prompt rendering for Gemma models, written natively (no Jinja engine):
 //
-// * Gemma 4 / DiffusionGemma (spec/diffusiongemma.md §3.6, formats.md §6.2):
+// * Gemma 4 / DiffusionGemma (docs/model.md §3.6, docs/formats.md §6.2):
 //   `<bos>[<|turn>system\n[<|think|>\n]{system}<turn|>\n]` then
 //   `<|turn>{user|model}\n{text}<turn|>\n` per message, and the generation
 //   prompt `<|turn>model\n`, followed by the empty thought channel
@@ -14,7 +14,7 @@
 //   `<end_of_turn>\n`, image parts become `<start_of_image>`.
 //
 // The template writes `<bos>` itself: encode the result with
-// add_special = false (formats.md §6.2: never add a second BOS). Control
+// add_special = false (docs/formats.md §6.2: never add a second BOS). Control
 // tokens are looked up by content in the tokenizer; a missing one is a
 // dgemma::Error naming it.
 #include <cstdint>

@@ -3,7 +3,7 @@
 #include "dgemma/error.h"
 #include "tokenizer/json_fields.h"
 #include "tokenizer/normalizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma::tok {
 

@@ -3,7 +3,7 @@
 // Replace (String pattern), ByteFallback, Fuse, Strip, Metaspace, Sequence,
 // null (Rust then joins the tokens with " "). Semantics follow the Rust
 // crate's `decode_chain` of each decoder (decoders/*.rs); Gemma uses
-// Sequence[Replace("▁"->" "), ByteFallback, Fuse] (formats.md §6.1).
+// Sequence[Replace("▁"->" "), ByteFallback, Fuse] (docs/formats.md §6.1).
 #include <string>
 #include <vector>
 

@@ -1,7 +1,7 @@
 #include "tokenizer/json_fields.h"
 
 #include "dgemma/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma::tok {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "dgemma/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma::tok {
 

@@ -2,7 +2,7 @@
 // tokenizer.json "normalizer": applied to each added-token-free chunk of the
 // input (HF tokenizers `AddedVocabulary::extract_and_normalize`). Supported:
 // Replace (String pattern), Prepend, Strip, Sequence, null. Gemma uses
-// Replace(" " -> "▁") (formats.md §6.1). Anything else is an Error naming
+// Replace(" " -> "▁") (docs/formats.md §6.1). Anything else is an Error naming
 // the type.
 #include <string>
 #include <string_view>

@@ -1,7 +1,7 @@
 #pragma once
 // Id-indexed table of token strings ("pieces") with a piece -> id hash index.
 // Pieces live in one contiguous blob so that loading 262k pieces does not
-// allocate 262k strings (formats.md §6.1: Gemma vocabularies are 262,144).
+// allocate 262k strings (docs/formats.md §6.1: Gemma vocabularies are 262,144).
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -1,8 +1,8 @@
 #pragma once
 // tokenizer.json "post_processor": what add_special_tokens adds around the
 // encoded ids. Supported: TemplateProcessing (single-sequence template) and
-// null. Gemma 3 prepends <bos> (formats.md §6.1); the Gemma 4 / DiffusionGemma
-// template writes <bos> itself (formats.md §6.2), so its file may have none.
+// null. Gemma 3 prepends <bos> (docs/formats.md §6.1); the Gemma 4 / DiffusionGemma
+// template writes <bos> itself (docs/formats.md §6.2), so its file may have none.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -3,7 +3,7 @@
 // "words" that BPE sees. Supported: Split (String pattern, all five
 // behaviours, invert), Metaspace, Sequence, null. Gemma uses
 // Split(" ", MergedWithPrevious), which finds nothing once the normalizer has
-// turned spaces into "▁" (formats.md §6.1).
+// turned spaces into "▁" (docs/formats.md §6.1).
 #include <string>
 #include <vector>
 

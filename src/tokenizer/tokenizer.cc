@@ -14,7 +14,7 @@
 
 #include "dgemma/error.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma {
 namespace {

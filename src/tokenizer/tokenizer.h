@@ -1,6 +1,6 @@
 #pragma once
 // Public tokenizer API: loads a Hugging Face tokenizer.json (the file Gemma 3
-// and Gemma 4 / DiffusionGemma ship, formats.md §6) and encodes/decodes with
+// and Gemma 4 / DiffusionGemma ship, docs/formats.md §6) and encodes/decodes with
 // the semantics of the Rust `tokenizers` crate, verified id-for-id against
 // goldens (tests/tokenizer/). Supported components: BPE (byte_fallback,
 // fuse_unk, unk, merges as pairs or "a b" strings), added tokens (special,

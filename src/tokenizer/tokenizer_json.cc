@@ -9,7 +9,7 @@
 #include "tokenizer/json_fields.h"
 #include "tokenizer/json_scan.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dgemma::tok {
 namespace {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "backend/backend_factory.h"
-#include "backend/doctor.h"
+#include "doctor/doctor.h"
 #include "backend/inject_backend.h"
 #include "dgemma/error.h"
 #include "ops/op.h"

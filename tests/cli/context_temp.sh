@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Context size and temperature on run/chat/generate (issue 14, items 3 and 6):
+# Context size and temperature on run/chat/generate:
 # -c/--ctx-size defaults to the model's max_position_embeddings and a request
 # that cannot fit is refused with a message naming the limit; chat drops its
 # oldest turns instead; --temp 0 is greedy and repeatable without --seed.

@@ -30,7 +30,7 @@ ok "sparse fixture takes no disk ($used_kb KB for ~50 GB of tensors)"
 /usr/bin/time -f "%M" -o "$tmp/rss" "$bin" inspect "$tmp/dg26b" --json >"$tmp/big.json"
 rss_kb=$(tail -1 "$tmp/rss")
 total=$(grep -o '"parameters_total": [0-9]*' "$tmp/big.json" | grep -o '[0-9]*$')
-# 25.2 B parameters +-0.5 % (spec §1.1).
+# 25.2 B parameters +-0.5 % (docs/model.md §1.1).
 [ "$total" -gt 25074000000 ] && [ "$total" -lt 25326000000 ] || { echo "parameters_total $total"; exit 1; }
 [ "$rss_kb" -lt 204800 ] || { echo "peak RSS $rss_kb KB"; exit 1; }
 ok "full-size fake: $total parameters, peak RSS $rss_kb KB"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ctrl-C (issue 14, item 8): SIGINT stops `run` with its text and summary and
+# Ctrl-C: SIGINT stops `run` with its text and summary and
 # exit status 130; in `chat` it stops the current reply and the session goes
 # on, and a second Ctrl-C at the prompt exits (130); on a terminal (a pty
 # here) chat's input line is editable, with a history.

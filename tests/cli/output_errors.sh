@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failed writes to stdout are errors (issue 14, item 2): with stdout on
+# Failed writes to stdout are errors: with stdout on
 # /dev/full or closed, every command that prints says so on stderr and exits
 # non-zero instead of 0 with the output lost.
 #

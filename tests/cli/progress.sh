@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Progress bars (issue 16 item 4): with stderr on a terminal (a pty here)
+# Progress bars: with stderr on a terminal (a pty here)
 # `quantize` draws its bar in place and ends its line before the summary;
 # -q draws none; a load that takes no noticeable time (the golden tiny
 # checkpoint) draws none either; with stderr not a terminal the output is the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dgemma serve` operations (issue 14), with curl on the embedded default
+# `dgemma serve` operations, with curl on the embedded default
 # model: a busy port is an error; the request log line (and -q); Retry-After
 # with 429; --api-key / DGEMMA_API_KEY (401, /health open); unsupported
 # OpenAI fields refused by name; temperature 0 repeatable with seed 0; chosen

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Command-line conventions (issue 14, item 10): --version/-V; usage errors
+# Command-line conventions: --version/-V; usage errors
 # (unknown option or command, missing or malformed value) exit 2 with a
 # "did you mean" hint where one is close, runtime errors exit 1; tokenize
 # falls back to the default model's tokenizer and its output feeds

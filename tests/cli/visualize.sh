@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run --visualize and --json step events (issue 14, item 9): the last step
+# run --visualize and --json step events: the last step
 # of each canvas shows what the canvas commits (its argmax); on a terminal
 # the live region is drawn with auto-wrap off and its rows erased exactly;
 # NO_COLOR drops the colours, TERM=dumb every escape sequence.

@@ -1,4 +1,4 @@
-// dtype table (spec/formats.md §1.2) and the scalar conversions: bf16, f16,
+// dtype table (docs/formats.md §1.2) and the scalar conversions: bf16, f16,
 // fp8 e4m3fn / e5m2, including NaN, Inf, subnormals and round-to-nearest-even.
 #include "core/dtype.h"
 

@@ -3,7 +3,7 @@
 // fresh buffers, host index checks, launch log, address map), and `dgemma
 // doctor` on golden_a. They run on a GPU, or on the emulated device of a
 // DGEMMA_CUDA=EMULATE build (the sanitizer build of scripts/build.sh: kernels
-// on the CPU, emulation/grid_runner.h), which is how CI runs them. Without a
+// on the CPU, cuda_emulator/grid_runner.h), which is how CI runs them. Without a
 // CUDA device every device test is skipped with the reason (GTEST_SKIP,
 // reported as skipped by ctest); without a CUDA build the whole file is one
 // skipped test.
@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "backend/backend_factory.h"
-#include "backend/doctor.h"
+#include "doctor/doctor.h"
 #include "dgemma/error.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "ops/op.h"
 #include "quantize/quantized_weight.h"
 #include "quantize/quantizers.h"

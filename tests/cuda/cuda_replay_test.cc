@@ -1,5 +1,5 @@
 // The reference generate() runs of golden A replayed with the model on the
-// CUDA backend in its device-resident mode (issue 15: "the golden generate()
+// CUDA backend in its device-resident mode (the requirement: "the golden generate()
 // replays (with recorded self-conditioning) agree on the device backend").
 // Same check as tests/generate/real_model_replay_test.cc on the CPU: the
 // recorded draws and each step's recorded self-conditioning input; every
@@ -17,6 +17,7 @@
 #include "generate/generate.h"
 #include "generate/recorded_self_conditioning.h"
 #include "model/diffusion_gemma.h"
+#include "cpu_model.h"
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -40,7 +41,7 @@ TEST_P(CudaReplay, MatchesReference) {
   REQUIRE_CUDA_DEVICE();
   const GoldenCase golden(GetParam());
   const GenerationConfig config = testing::effective_config(golden);
-  auto model = DiffusionGemma::load(testing::golden_a_dir());
+  auto model = test::load_on_cpu(testing::golden_a_dir());
   CudaBackend gpu;
   model->set_backend(gpu);
   RecordedSelfConditioning anchored(*model, golden.tensors_path());

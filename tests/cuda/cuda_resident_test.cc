@@ -1,4 +1,4 @@
-// Device-resident activations on the CUDA backend (issue 15, item 1 and the
+// Device-resident activations on the CUDA backend (docs/cuda.md §1, and the
 // counters of item 8): the model run with outputs kept on the device gives
 // bit-identical results to the checker mode (per-op round trip, the same
 // kernels), the KV cache lives on the device, host data changed under a
@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "dgemma/error.h"
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 #include "model/diffusion_gemma.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "ops/op.h"
+#include "cpu_model.h"
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -46,7 +47,7 @@ struct GpuModel {
   std::unique_ptr<DiffusionGemma> model;
   std::unique_ptr<CudaBackend> gpu;
   explicit GpuModel(const std::string& spec) {
-    model = DiffusionGemma::load(kGolden);
+    model = test::load_on_cpu(kGolden);
     gpu = std::make_unique<CudaBackend>(parse_cuda_spec(spec));
     model->set_backend(*gpu);
   }
@@ -168,7 +169,7 @@ TEST(CudaResident, TrafficOfOneDecoderPassIsWhatTheDesignSays) {
   EXPECT_GT(k.gpu->traffic().synchronizations, 20 * layers);
 }
 
-// Graph mode (issue 15, item 6; the default): the ops between two waits run
+// Graph mode (docs/cuda.md §2.1; the default): the ops between two waits run
 // as one CUDA graph, a step of a shape already seen updates its graph instead
 // of instantiating one, and the results are those of the eager launches bit
 // for bit (the same kernels on the same data). The traffic is the same: host
@@ -224,7 +225,7 @@ TEST(CudaResident, StepsRunAsOneGraphEachUpdatedInPlace) {
   EXPECT_EQ(graphs.two_steps(), eager.two_steps());
 }
 
-// A batched decoder pass (issue 15, item 7) on the device: three sequences
+// A batched decoder pass (DiffusionGemma::decode_batch) on the device: three sequences
 // with their own caches (prompts of 5, 23 and 40 tokens: two cross the
 // sliding window), mixed self-conditioning. Rows are sliced and stacked with
 // concat_rows on the device, so the pass moves what a single pass moves per

@@ -25,9 +25,10 @@
 #include "generate/golden_case.h"
 #include "generate/sample_paths.h"
 #include "model/diffusion_gemma.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "ops/sample_op_support.h"
 #include "ops/op.h"
+#include "cpu_model.h"
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -229,8 +230,8 @@ struct DeviceRun {
 // Golden A on the CPU; the sample op on `sampler` (null: the CPU too).
 DeviceRun run_golden(Backend* sampler, bool greedy, uint64_t seed) {
   ModelOptions o;
-  o.threads = 2;
-  auto model = DiffusionGemma::load(testing::golden_a_dir(), o);
+  o.load_threads = 2;
+  auto model = test::load_on_cpu(testing::golden_a_dir(), o);
   CpuBackend cpu(2);
   testing::RoutingBackend routing(cpu, sampler);
   model->set_backend(routing);
@@ -284,8 +285,8 @@ TEST(CudaSampleGenerate, BadRowIsTheSameErrorAsOnTheCpu) {
   CudaBackend gpu;
   auto error_with = [](Backend* sampler) {
     ModelOptions o;
-    o.threads = 2;
-    auto model = DiffusionGemma::load(testing::golden_a_dir(), o);
+    o.load_threads = 2;
+    auto model = test::load_on_cpu(testing::golden_a_dir(), o);
     CpuBackend cpu(2);
     testing::RoutingBackend routing(cpu, sampler);
     routing.nan_step = 1;
@@ -313,9 +314,9 @@ TEST(CudaSampleGenerate, BadRowIsTheSameErrorAsOnTheCpu) {
 TEST(CudaSampleGenerate, WholeModelOnTheDevice) {
   REQUIRE_CUDA_DEVICE();
   ModelOptions o;
-  o.threads = 2;
-  auto cpu_model = DiffusionGemma::load(testing::golden_a_dir(), o);
-  auto gpu_model = DiffusionGemma::load(testing::golden_a_dir(), o);
+  o.load_threads = 2;
+  auto cpu_model = test::load_on_cpu(testing::golden_a_dir(), o);
+  auto gpu_model = test::load_on_cpu(testing::golden_a_dir(), o);
   CudaBackend gpu;
   testing::RoutingBackend counting(gpu, nullptr);
   gpu_model->set_backend(counting);

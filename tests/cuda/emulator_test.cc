@@ -1,4 +1,4 @@
-// The emulated CUDA device (DGEMMA_CUDA=EMULATE, src/backend/cuda/emulation)
+// The emulated CUDA device (DGEMMA_CUDA=EMULATE, testing/cuda_emulator)
 // that runs the CUDA backend's tests without a GPU: block barriers, warp
 // shuffles, exited threads, the faults a GPU would hang or misbehave on
 // (deadlocks, shuffles naming exited lanes), sticky errors, the runtime's
@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #if DGEMMA_CUDA_EMULATION
-#include "backend/cuda/emulation/device_builtins.h"
-#include "backend/cuda/emulation/fake_cublas.h"
+#include "cuda_emulator/device_builtins.h"
+#include "cuda_emulator/fake_cublas.h"
 #endif
 
 #include <sys/wait.h>
@@ -674,7 +674,7 @@ TEST(CudaEmulator, AtomicsFromEveryThreadOfEveryBlockAddUp) {
   cudaFree(cells);
 }
 
-// ---- stream capture, graphs and pinned memory (issue 15, item 9) ------------
+// ---- stream capture, graphs and pinned memory (docs/cuda.md §6) ------------
 
 cudaGraph_t capture_one(cudaStream_t s, int* d, int v) {
   EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);

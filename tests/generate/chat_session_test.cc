@@ -1,4 +1,4 @@
-// Multi-turn chat with KV-cache reuse (spec §3.6) on the default model: a
+// Multi-turn chat with KV-cache reuse (docs/model.md §3.6) on the default model: a
 // turn that reuses the cache gives exactly the tokens of a fresh run over the
 // whole conversation; the last (never encoded) canvas of a reply is part of
 // the next turn's input; a reply trimmed inside an encoded canvas forces a
@@ -14,14 +14,15 @@
 #include "generate/generate.h"
 #include "generate/token_stream.h"
 #include "model/diffusion_gemma.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
 
 std::unique_ptr<DiffusionGemma> load_model() {
   ModelOptions o;
-  o.threads = 2;
-  return DiffusionGemma::load(testing::default_model_test_dir(), o);
+  o.load_threads = 2;
+  return test::load_on_cpu(testing::default_model_test_dir(), o);
 }
 
 GenerationConfig chat_config() {

@@ -1,6 +1,6 @@
-// The embedded default model: tiny-B shape (spec §5.2) with the real
+// The embedded default model: tiny-B shape (docs/model.md §5.2) with the real
 // vocabulary, a Gemma-4-style tokenizer whose chat template gives the real
-// Gemma 4 prompt ids (spec §3.6), deterministic files, and a generation run.
+// Gemma 4 prompt ids (docs/model.md §3.6), deterministic files, and a generation run.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include "generate/generation_config.h"
 #include "model/diffusion_gemma.h"
 #include "tokenizer/chat_template.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -28,8 +29,8 @@ std::string slurp(const std::string& path) {
 
 TEST(DefaultModel, ShapeIsTinyBWithRealVocabulary) {
   ModelOptions o;
-  o.threads = 2;
-  auto model = DiffusionGemma::load(testing::default_model_test_dir(), o);
+  o.load_threads = 2;
+  auto model = test::load_on_cpu(testing::default_model_test_dir(), o);
   const ModelConfig& c = model->config();
   EXPECT_EQ(c.vocab_size, 262144);
   EXPECT_EQ(c.hidden_size, 96);
@@ -56,7 +57,7 @@ TEST(DefaultModel, TokenizerIsGemma4Style) {
   EXPECT_EQ(tok.token_id("<|tool_response>"), 50);
   EXPECT_EQ(tok.token_id("<start_of_turn>"), -1);
   EXPECT_EQ(detect_chat_template(tok), ChatTemplateKind::kGemma4);
-  // spec §3.6 golden, thinking off.
+  // docs/model.md §3.6 golden, thinking off.
   const std::vector<ChatMessage> m = {{"user", "Write a long essay about Portugal.", {}}};
   const std::vector<int32_t> want = {2,      105, 2364, 107, 6974, 496, 1440,  20494, 1003, 23613,
                                      236761, 106, 107,  105, 4368, 107, 100,   45518, 107,  101};
@@ -81,8 +82,8 @@ TEST(DefaultModel, GenerationIsDeterministic) {
 
 TEST(DefaultModel, Generates) {
   ModelOptions o;
-  o.threads = 2;
-  auto model = DiffusionGemma::load(testing::default_model_test_dir(), o);
+  o.load_threads = 2;
+  auto model = test::load_on_cpu(testing::default_model_test_dir(), o);
   GenerationConfig config = load_generation_config(testing::default_model_test_dir()).config;
   config.max_new_tokens = 16;
   config.max_denoising_steps = 2;

@@ -1,4 +1,4 @@
-// Draw sources (spec §3.5): RandomDraws is a pure function of (seed, canvas,
+// Draw sources (docs/model.md §3.5): RandomDraws is a pure function of (seed, canvas,
 // step, purpose, position); ReplayDraws enforces the reference tape order and
 // shapes with readable errors.
 #include <gtest/gtest.h>

@@ -48,7 +48,7 @@ class ScriptedModel final : public DiffusionModel {
     sc_null.push_back(sc == nullptr);
     if (sc != nullptr) {
       // The self-conditioning input is the buffer we filled last time, now
-      // holding raw / T of that step (spec §3.3).
+      // holding raw / T of that step (docs/model.md §3.3).
       EXPECT_EQ(sc, last_out_);
       for (size_t i = 0; i < last_raw_.size(); ++i) ASSERT_EQ(sc[i], last_raw_[i] / last_temperature) << i;
     }
@@ -193,7 +193,7 @@ TEST(GenerateLoop, MaxNewTokensRoundsUpToWholeCanvases) {
   GenerationConfig c = small_config();
   c.max_new_tokens = kLength + 1;
   const GenerationResult r = generate(model, kPrompt, c, draws, &feed);
-  EXPECT_EQ(r.sequences.size(), kPrompt.size() + 2 * kLength);  // not trimmed (spec §3.4)
+  EXPECT_EQ(r.sequences.size(), kPrompt.size() + 2 * kLength);  // not trimmed (docs/model.md §3.4)
   EXPECT_EQ(r.generated().size(), size_t(2 * kLength));
 }
 
@@ -223,7 +223,7 @@ TEST(GenerateLoop, StartCanvasReplacesCanvasZeroButInitIsStillDrawn) {
   CountingDraws draws(77);
   const std::vector<int32_t> start = {3, 4, 5, 6};
   generate(model, kPrompt, small_config(), draws, &feed, start);
-  EXPECT_EQ(draws.inits, 2);  // both canvases draw A (spec §3.5)
+  EXPECT_EQ(draws.inits, 2);  // both canvases draw A (docs/model.md §3.5)
   EXPECT_EQ(draws.samples, 4);
   EXPECT_EQ(draws.renoises, 4);  // also on the stopping step
   EXPECT_EQ(model.decode_canvases[0], start);

@@ -1,5 +1,5 @@
-// generation_config.json loading: both spellings (spec §3.1), defaults for a
-// missing file (spec §6.3 pitfall 3), and errors that name file, field, value.
+// generation_config.json loading: both spellings (docs/model.md §3.1), defaults for a
+// missing file (docs/model.md §6.3 pitfall 3), and errors that name file, field, value.
 #include <gtest/gtest.h>
 
 #include <algorithm>

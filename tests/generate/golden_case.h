@@ -1,6 +1,6 @@
 #pragma once
 // Reads one golden case (tests/data/golden_a/cases/<name>.{json,safetensors};
-// layout in /work/shared/golden/README.md) for the generate tests.
+// layout in docs/reference-data.md) for the generate tests.
 #include <cstdint>
 #include <cstring>
 #include <fstream>

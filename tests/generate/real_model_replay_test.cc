@@ -25,6 +25,7 @@
 #include "golden_case.h"
 #include "model/diffusion_gemma.h"
 #include "step_recorder.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -43,8 +44,8 @@ TEST_P(RealModelReplay, MatchesReference) {
   const std::vector<int32_t> prompt = golden.ints32("input_ids");
 
   ModelOptions options;
-  options.threads = 2;
-  auto model = DiffusionGemma::load(testing::golden_a_dir(), options);
+  options.load_threads = 2;
+  auto model = test::load_on_cpu(testing::golden_a_dir(), options);
   RecordedSelfConditioning anchored(*model, golden.tensors_path());
   ReplayDraws draws(golden.tensors_path());
   StepRecorder recorder;
@@ -65,8 +66,8 @@ TEST_P(RealModelReplay, FreeRunningFirstStepMatches) {
   const GoldenCase golden(GetParam());
   const GenerationConfig config = effective_config(golden);
   ModelOptions options;
-  options.threads = 2;
-  auto model = DiffusionGemma::load(testing::golden_a_dir(), options);
+  options.load_threads = 2;
+  auto model = test::load_on_cpu(testing::golden_a_dir(), options);
   ReplayDraws draws(golden.tensors_path());
   StepRecorder recorder;
   GenerationResult result;

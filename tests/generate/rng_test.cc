@@ -1,5 +1,5 @@
 // Philox4x32-10 against the Random123 known-answer vectors, and the derived
-// uniform draws: determinism, keying, range and uniformity (spec §3.5).
+// uniform draws: determinism, keying, range and uniformity (docs/model.md §3.5).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -16,8 +16,9 @@
 #include "generate/sampler.h"
 #include "golden_case.h"
 #include "model/diffusion_gemma.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "sample_paths.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -28,8 +29,8 @@ using testing::RoutingBackend;
 
 std::unique_ptr<DiffusionGemma> golden_model() {
   ModelOptions o;
-  o.threads = 2;
-  return DiffusionGemma::load(testing::golden_a_dir(), o);
+  o.load_threads = 2;
+  return test::load_on_cpu(testing::golden_a_dir(), o);
 }
 
 GenerationConfig three_canvases(bool greedy) {

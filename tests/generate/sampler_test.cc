@@ -1,4 +1,4 @@
-// Per-step sampler math (spec §3.2). The golden replay covers the common
+// Per-step sampler math (docs/model.md §3.2). The golden replay covers the common
 // path; these pin the edges the goldens do not reach (ties, -inf logits,
 // stability history, EOS padding, strict/non-strict comparisons).
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@ TEST(StepTemperature, MatchesReferenceBitsForTenSteps) {
 
 TEST(StepTemperature, EndpointsForCheckpointSchedule) {
   EXPECT_EQ(step_temperature(0.4, 0.8, 48, 48), 0.8f);
-  EXPECT_NEAR(step_temperature(0.4, 0.8, 1, 48), 0.4 + 0.4 / 48, 1e-7);  // 0.40833 (spec §3.2)
+  EXPECT_NEAR(step_temperature(0.4, 0.8, 1, 48), 0.4 + 0.4 / 48, 1e-7);  // 0.40833 (docs/model.md §3.2)
 }
 
 TEST(ApplyTemperature, IsDivisionNotReciprocalMultiply) {
@@ -165,7 +165,7 @@ TEST(StabilityTracker, FirstStepNeverStable) {
 }
 
 TEST(StabilityTracker, UsesWholeHistoryNotJustLastStep) {
-  // spec §6.3 pitfall 5: threshold 2 needs the two previous argmax canvases.
+  // docs/model.md §6.3 pitfall 5: threshold 2 needs the two previous argmax canvases.
   StabilityTracker t(2, 1);
   const std::vector<int32_t> a = {7}, b = {8};
   EXPECT_FALSE(t.update(a));  // history [-1, -1]

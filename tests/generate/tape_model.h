@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "generate/diffusion_model.h"
+#include "model/diffusion_model.h"
 #include "golden_case.h"
 
 namespace dgemma::testing {

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "io/safetensors.h"
 #include "st_test_util.h"
@@ -94,7 +95,7 @@ TEST(GoldenA, EveryCaseFileOpens) {
     }
     // The generate_* files were written in name order, not the reference
     // writer's dtype order, so many of their tensors are misaligned in the
-    // mapping: consumers must copy rather than cast (formats.md §1.3).
+    // mapping: consumers must copy rather than cast (docs/formats.md §1.3).
     if (stem.starts_with("generate_")) {
       EXPECT_GT(misaligned, 0u) << stem;
     } else {

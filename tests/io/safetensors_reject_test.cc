@@ -1,4 +1,4 @@
-// One test per rejection rule of spec/formats.md §1.5: each corrupt file is
+// One test per rejection rule of docs/formats.md §1.5: each corrupt file is
 // built from raw bytes and must fail with its own message naming the file.
 #include <sys/stat.h>
 

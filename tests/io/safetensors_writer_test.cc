@@ -1,11 +1,12 @@
 // SafetensorsWriter: round trips of every whole-byte dtype, the reference
-// writer's layout (spec/formats.md §1.3), and byte-exact output for the
+// writer's layout (docs/formats.md §1.3), and byte-exact output for the
 // examples the reference implementation pins down.
 #include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "io/safetensors.h"
 #include "st_test_util.h"

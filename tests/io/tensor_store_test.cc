@@ -1,5 +1,5 @@
 // TensorStore: sharded checkpoints through model.safetensors.index.json and
-// every rejection rule of spec/formats.md §1.6, plus plain folders.
+// every rejection rule of docs/formats.md §1.6, plus plain folders.
 #include <cstring>
 
 #include "io/safetensors.h"

@@ -1,9 +1,9 @@
-// A batch dimension over sequences (issue 15, item 7): one decoder pass over
+// A batch dimension over sequences (DiffusionGemma::decode_batch): one decoder pass over
 // the canvases of several sequences, each with its own KV cache, gives each
 // sequence exactly (bit for bit) the logits of a single pass with its cache
 // swapped in — in fp32 and bf16, at 1 and 2 threads, at every CPU dispatch
 // level, with and without self-conditioning (sparse and dense soft-embedding
-// rows), for every decoder window variant (spec §2.4), with prompts shorter
+// rows), for every decoder window variant (docs/model.md §2.4), with prompts shorter
 // and longer than golden_a's sliding window (16). The CPU kernels compute
 // every row of a row-wise op independently of the row count (one in-order
 // FMA chain per output element), which is what makes this exact.
@@ -16,7 +16,8 @@
 #include "dgemma/error.h"
 #include "generate/sampler.h"
 #include "model/diffusion_gemma.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -119,8 +120,8 @@ TEST(BatchedDecode, EqualsSinglePassesBitForBit) {
     for (const int threads : {1, 2}) {
       ModelOptions o;
       o.precision = precision;
-      o.threads = threads;
-      auto m = DiffusionGemma::load(kGolden, o);
+      o.load_threads = threads;
+      auto m = test::load_on_cpu(kGolden, o);
       auto* cpu = dynamic_cast<CpuBackend*>(&m->executor().backend());
       ASSERT_NE(cpu, nullptr);
       cpu->reset_soft_embedding_stats();
@@ -139,7 +140,7 @@ TEST(BatchedDecode, EqualsSinglePassesAtEveryDispatchLevel) {
     co.isa = isa;
     CpuBackend cpu(co);
     if (cpu.isa() != isa) continue;  // this CPU has no such level
-    auto m = DiffusionGemma::load(kGolden);
+    auto m = test::load_on_cpu(kGolden);
     m->set_backend(cpu);
     expect_batch_equals_single_passes(*m, "isa " + std::string(isa_name(isa)));
   }
@@ -149,13 +150,13 @@ TEST(BatchedDecode, DecoderWindowVariantsArePerSequence) {
   for (const DecoderWindow w : {DecoderWindow::kReference, DecoderWindow::kStatic, DecoderWindow::kPerQuery}) {
     ModelOptions o;
     o.decoder_window = w;
-    auto m = DiffusionGemma::load(kGolden, o);
+    auto m = test::load_on_cpu(kGolden, o);
     expect_batch_equals_single_passes(*m, "decoder window " + std::to_string(int(w)));
   }
 }
 
 TEST(BatchedDecode, ReadsTheCachesOnlyAndDefaultsToTheModelsOwn) {
-  auto m = DiffusionGemma::load(kGolden);
+  auto m = test::load_on_cpu(kGolden);
   std::vector<Sequence> seqs = three_sequences(*m);
   const std::vector<Sequence> before = seqs;
   m->encode(prompt_of(19, int(m->vocab_size()), 7));  // the model's own cache
@@ -188,7 +189,7 @@ TEST(BatchedDecode, ReadsTheCachesOnlyAndDefaultsToTheModelsOwn) {
 }
 
 TEST(BatchedDecode, ShorterCanvasesAndBadItemsAreChecked) {
-  auto m = DiffusionGemma::load(kGolden);
+  auto m = test::load_on_cpu(kGolden);
   const int64_t V = m->vocab_size();
   std::vector<Sequence> seqs = three_sequences(*m);
   // Canvases of other lengths (n), as decode_n takes them.
@@ -238,8 +239,8 @@ TEST(BatchedDecode, ShorterCanvasesAndBadItemsAreChecked) {
 TEST(BatchedDecode, SamplingItemsEqualDecodeSampleAlone) {
   for (const int threads : {1, 2}) {
     ModelOptions o;
-    o.threads = threads;
-    auto m = DiffusionGemma::load(kGolden, o);
+    o.load_threads = threads;
+    auto m = test::load_on_cpu(kGolden, o);
     const int64_t L = m->canvas_length(), V = m->vocab_size();
     std::vector<Sequence> seqs = three_sequences(*m);
     const float temps[3] = {0.7f, 1.0f, 1.3f};

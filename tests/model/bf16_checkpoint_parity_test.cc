@@ -1,6 +1,6 @@
 // A bf16 checkpoint run in the fp32 mode is the Transformers reference with
 // dtype=float32: the weights are upcast exactly and everything else — the
-// embedding scale √H and the self-conditioning softmax (spec §1.3, §3.3) — is
+// embedding scale √H and the self-conditioning softmax (docs/model.md §1.3, §3.3) — is
 // float32. So the fp32 mode on a bf16 checkpoint must give the same numbers
 // as the fp32 mode on the same weights stored as F32 (which golden_forward_test
 // ties to the reference), and the same generate() trajectory. The bf16 modes
@@ -21,8 +21,9 @@
 #include "io/tensor_io.h"
 #include "model/diffusion_gemma.h"
 #include "model/parity.h"
-#include "model/tensor_names.h"
+#include "checkpoint/tensor_names.h"
 #include "random_checkpoint.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -56,9 +57,9 @@ std::string converted_copy(const std::string& src, const std::string& tag, DType
 
 std::unique_ptr<DiffusionGemma> load(const std::string& dir, WeightPrecision precision) {
   ModelOptions o;
-  o.threads = 2;
+  o.load_threads = 2;
   o.precision = precision;
-  return DiffusionGemma::load(dir, o);
+  return test::load_on_cpu(dir, o);
 }
 
 // Max |a - b| over every tensor the parity tool writes for the golden cases.

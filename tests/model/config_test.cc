@@ -1,12 +1,13 @@
-// config.json parsing and validation (spec §1.1, §1.6).
+// config.json parsing and validation (docs/model.md §1.1, §1.6).
 #include <gtest/gtest.h>
 
 #include <functional>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "io/safetensors.h"
-#include "model/config.h"
+#include "checkpoint/config.h"
 
 namespace dgemma {
 namespace {
@@ -22,12 +23,12 @@ TEST(ModelConfig, Real26bA4bConfigParses) {
   EXPECT_TRUE(c.has_vision_config);
   for (int i = 0; i < 30; ++i) {
     const LayerSpec& L = c.layer(i);
-    const bool full = i % 6 == 5;  // layers 5, 11, 17, 23, 29 (spec §1.1)
+    const bool full = i % 6 == 5;  // layers 5, 11, 17, 23, 29 (docs/model.md §1.1)
     EXPECT_EQ(L.type == LayerType::kFull, full) << i;
     EXPECT_EQ(L.head_dim, full ? 512 : 256);
     EXPECT_EQ(L.num_kv_heads, full ? 2 : 8);
     EXPECT_EQ(L.has_v_proj, !full);
-    EXPECT_EQ(L.rope->rotated_pairs(L.head_dim), full ? 64 : 128);  // spec §1.4
+    EXPECT_EQ(L.rope->rotated_pairs(L.head_dim), full ? 64 : 128);  // docs/model.md §1.4
     EXPECT_EQ(L.rope->theta, full ? 1e6 : 1e4);
   }
 }

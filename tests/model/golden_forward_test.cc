@@ -1,5 +1,5 @@
 // Parity of the CPU forward pass with the Transformers reference on golden
-// config A (tests/data/golden_a, spec §5.4 items 2-4): encoder hidden states,
+// config A (tests/data/golden_a, docs/model.md §5.4 items 2-4): encoder hidden states,
 // router choices and KV cache; decoder passes without and with
 // self-conditioning, for a prompt shorter and one longer than the window.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include "io/tensor_io.h"
 #include "model/diffusion_gemma.h"
 #include "model/parity.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -73,8 +74,8 @@ TEST_P(GoldenForward, MatchesReference) {
   for (const std::string config : {"config.json", "config_flat_global_keys.json"}) {
     SCOPED_TRACE(config);
     ModelOptions opt;
-    opt.threads = 2;
-    auto model = DiffusionGemma::load(kDir, kDir + "/" + config, opt);
+    opt.load_threads = 2;
+    auto model = test::load_on_cpu(kDir, kDir + "/" + config, opt);
     Summary summary;
     NamedTensors first = run_parity_inputs(
         *model, {case_file("encoder_" + size), case_file("decoder_first_" + size)});

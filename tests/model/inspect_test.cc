@@ -1,10 +1,10 @@
 // `inspect` on the golden tiny checkpoint and on a sparse fake of the real
-// 26B-A4B layout (spec §1.1, §4).
+// 26B-A4B layout (docs/model.md §1.1, §4).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "model/fake_checkpoint.h"
+#include "checkpoint/fake_checkpoint.h"
 #include "model/inspect.h"
 
 namespace dgemma {
@@ -12,7 +12,7 @@ namespace {
 
 const std::string kData = DGEMMA_TEST_DATA;
 
-// Parameter count from the architecture formulas of spec §1.1 / §4, written
+// Parameter count from the architecture formulas of docs/model.md §1.1 / §4, written
 // independently of the tensor list the loader uses.
 int64_t formula_parameters(int64_t V, int64_t H, int64_t layers_s, int64_t layers_f, int64_t heads, int64_t kv_s,
                            int64_t d_s, int64_t kv_f, int64_t d_f, int64_t F, int64_t E, int64_t I) {
@@ -50,7 +50,7 @@ TEST(Inspect, SparseFullSizeFake) {
   CheckpointReport r = inspect_checkpoint(dir, 4096);
   const int64_t expected = formula_parameters(262144, 2816, 25, 5, 16, 8, 256, 2, 512, 2112, 128, 704);
   EXPECT_EQ(r.parameters_total, expected);
-  // Published size: 25.2 B total parameters (spec §1.1).
+  // Published size: 25.2 B total parameters (docs/model.md §1.1).
   EXPECT_NEAR(double(r.parameters_total), 25.2e9, 0.005 * 25.2e9);
   EXPECT_EQ(r.bytes_by_dtype.at("BF16"), uint64_t(r.parameters_total) * 2);
   EXPECT_EQ(r.files, 4u);

@@ -1,4 +1,4 @@
-// What `--precision int8-dot` costs in accuracy (ops/cpu/int8_dot.h), on
+// What `--precision int8-dot` costs in accuracy (backend/cpu/int8_dot.h), on
 // golden A quantized at load three ways (NF4 everywhere, int8 everywhere,
 // NVFP4 experts):
 //  * op by op, teacher-forced (backend/differential_backend.h: every op of an
@@ -22,7 +22,8 @@
 
 #include "backend/differential_backend.h"
 #include "model/diffusion_gemma.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -77,8 +78,9 @@ StepLogits run(const std::string& dir, LoadQuantization q, bool int8_dot, Backen
   ModelOptions o;
   o.precision = WeightPrecision::kBF16;
   o.quantize = q;
-  o.bf16_dot = o.int8_dot = int8_dot;
-  auto m = DiffusionGemma::load(dir, o);
+  CpuBackendOptions cpu;
+  cpu.bf16_dot = cpu.int8_dot = int8_dot;
+  auto m = test::load_on_cpu(dir, o, cpu);
   if (backend) m->set_backend(*backend);
   const int64_t L = m->canvas_length(), V = m->vocab_size();
   std::vector<int32_t> prompt(40);
@@ -185,7 +187,7 @@ TEST(Int8DotAccuracy, OtherCheckpoint) {
   const char* dir = std::getenv("DGEMMA_INT8_ACCURACY_MODEL");
   if (!dir) GTEST_SKIP() << "set DGEMMA_INT8_ACCURACY_MODEL=DIR (e.g. the slice of `dgemma bench slice`)";
   ModelOptions o;
-  auto probe = DiffusionGemma::load(dir, o);
+  auto probe = test::load_on_cpu(dir, o);
   const int64_t L = probe->canvas_length(), V = probe->vocab_size();
   probe.reset();
   report(std::string(dir) + " nf4", dir, LoadQuantization::kNf4, L, V);

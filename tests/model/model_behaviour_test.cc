@@ -1,5 +1,5 @@
 // Behaviour of the CPU model beyond the golden cases: chunked prefill,
-// thread-count independence, decoder window variants (spec §2.4), cache
+// thread-count independence, decoder window variants (docs/model.md §2.4), cache
 // immutability of the decoder, other configs and dtypes, bad token ids.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include "io/tensor_io.h"
 #include "model/tap_recorder.h"
 #include "random_checkpoint.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -33,8 +34,8 @@ std::vector<float> decode_once(DiffusionGemma& m, int salt = 0, const float* sc 
 }
 
 TEST(ModelBehaviour, ChunkedPrefillEqualsOneShot) {
-  auto one = DiffusionGemma::load(kGolden);
-  auto chunked = DiffusionGemma::load(kGolden);
+  auto one = test::load_on_cpu(kGolden);
+  auto chunked = test::load_on_cpu(kGolden);
   const auto p = prompt_of(45, 512);  // crosses the sliding window (W = 16) several times
   one->encode(p);
   for (size_t b = 0; b < p.size(); b += 7)
@@ -54,7 +55,7 @@ TEST(ModelBehaviour, ChunkedPrefillEqualsOneShot) {
 }
 
 TEST(ModelBehaviour, SlidingLayersKeepWindowMinusOne) {
-  auto m = DiffusionGemma::load(kGolden);
+  auto m = test::load_on_cpu(kGolden);
   m->encode(prompt_of(40, 512));
   for (int l = 0; l < 4; ++l) {
     const LayerCache& c = m->cache().layers[size_t(l)];
@@ -66,9 +67,9 @@ TEST(ModelBehaviour, SlidingLayersKeepWindowMinusOne) {
 
 TEST(ModelBehaviour, ResultsDoNotDependOnThreadCount) {
   ModelOptions o1, o2;
-  o1.threads = 1;
-  o2.threads = 2;
-  auto a = DiffusionGemma::load(kGolden, o1), b = DiffusionGemma::load(kGolden, o2);
+  o1.load_threads = 1;
+  o2.load_threads = 2;
+  auto a = test::load_on_cpu(kGolden, o1), b = test::load_on_cpu(kGolden, o2);
   a->encode(prompt_of(30, 512));
   b->encode(prompt_of(30, 512));
   auto la = decode_once(*a), lb = decode_once(*b);
@@ -78,7 +79,7 @@ TEST(ModelBehaviour, ResultsDoNotDependOnThreadCount) {
 }
 
 TEST(ModelBehaviour, DecoderLeavesTheCacheUnchanged) {
-  auto m = DiffusionGemma::load(kGolden);
+  auto m = test::load_on_cpu(kGolden);
   m->encode(prompt_of(20, 512));
   const KvCache before = m->cache();
   auto l1 = decode_once(*m);
@@ -92,7 +93,7 @@ TEST(ModelBehaviour, DecoderLeavesTheCacheUnchanged) {
 }
 
 TEST(ModelBehaviour, ObservationDoesNotChangeResults) {
-  auto a = DiffusionGemma::load(kGolden), b = DiffusionGemma::load(kGolden);
+  auto a = test::load_on_cpu(kGolden), b = test::load_on_cpu(kGolden);
   TapRecorder rec;
   b->set_observer(&rec);
   a->encode(prompt_of(12, 512));
@@ -109,7 +110,7 @@ TEST(ModelBehaviour, DecoderWindowVariantsAgreeUntilTheWindowIsReached) {
   auto run = [](DecoderWindow w, int prompt) {
     ModelOptions o;
     o.decoder_window = w;
-    auto m = DiffusionGemma::load(kGolden, o);
+    auto m = test::load_on_cpu(kGolden, o);
     m->encode(prompt_of(prompt, 512));
     TapRecorder rec;
     m->set_observer(&rec);
@@ -138,7 +139,7 @@ TEST(ModelBehaviour, DecoderWindowVariantsAgreeUntilTheWindowIsReached) {
 }
 
 TEST(ModelBehaviour, OutOfRangeTokenIdsAreErrors) {
-  auto m = DiffusionGemma::load(kGolden);
+  auto m = test::load_on_cpu(kGolden);
   EXPECT_THROW(m->encode({2, 512}), Error);
   EXPECT_THROW(m->encode({-1}), Error);
   m->encode({2, 3});
@@ -160,7 +161,7 @@ TEST(ModelBehaviour, OtherShapesAndBf16WeightsWork) {
   // The same values stored as F32 (bf16 values are exact in fp32).
   testing::RandomSpec s32 = s;
   s32.dtype = DType::kBF16;
-  auto bf = DiffusionGemma::load(bf16_dir);
+  auto bf = test::load_on_cpu(bf16_dir);
   EXPECT_EQ(bf->weights().embed.dtype, DType::kBF16);
   EXPECT_EQ(bf->config().layer(1).head_dim, 24);
   const auto p = prompt_of(17, s.vocab);  // > window 6
@@ -173,7 +174,7 @@ TEST(ModelBehaviour, OtherShapesAndBf16WeightsWork) {
   // self-conditioning (the only place the table dtype rounds activations).
   ModelOptions o;
   o.precision = WeightPrecision::kAsStored;
-  auto again = DiffusionGemma::load(bf16_dir, o);
+  auto again = test::load_on_cpu(bf16_dir, o);
   again->encode(p);
   EXPECT_EQ(decode_once(*again), l1);
 }
@@ -199,7 +200,7 @@ TEST(ModelBehaviour, Bf16ProductPathRoundsOnlyTheWeights) {
   }
   ModelOptions o;
   o.precision = WeightPrecision::kBF16;
-  auto bf = DiffusionGemma::load(kGolden, o), pre = DiffusionGemma::load(dir), fp = DiffusionGemma::load(kGolden);
+  auto bf = test::load_on_cpu(kGolden, o), pre = test::load_on_cpu(dir), fp = test::load_on_cpu(kGolden);
   for (auto* m : {bf.get(), pre.get(), fp.get()}) m->encode(prompt_of(20, 512));
   auto a = decode_once(*bf), b = decode_once(*pre), c = decode_once(*fp);
   EXPECT_EQ(a, b);

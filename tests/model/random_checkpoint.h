@@ -10,8 +10,8 @@
 
 #include "core/json.h"
 #include "io/safetensors.h"
-#include "model/config.h"
-#include "model/tensor_names.h"
+#include "checkpoint/config.h"
+#include "checkpoint/tensor_names.h"
 
 namespace dgemma::testing {
 

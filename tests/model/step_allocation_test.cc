@@ -1,4 +1,4 @@
-// Issue 6: a denoising step allocates no buffers once the first steps have
+// A denoising step allocates no buffers once the first steps have
 // sized the workspace (model/workspace.h). Counts every operator new of
 // 1 KiB or more (any tensor of the golden model is at least [16, 64] fp32 =
 // 4 KiB; the op-call bookkeeping is a few pointers) while decoder passes run.
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/diffusion_gemma.h"
+#include "cpu_model.h"
 
 namespace {
 
@@ -59,7 +60,7 @@ namespace dgemma {
 namespace {
 
 TEST(StepAllocation, WarmDecoderPassesAllocateNoBuffers) {
-  auto m = DiffusionGemma::load(std::string(DGEMMA_TEST_DATA) + "/golden_a");
+  auto m = test::load_on_cpu(std::string(DGEMMA_TEST_DATA) + "/golden_a");
   const int64_t L = m->canvas_length(), V = m->vocab_size();
   std::vector<int32_t> prompt(20);
   for (size_t k = 0; k < prompt.size(); ++k) prompt[k] = int32_t((k * 37 + 11) % size_t(V));

@@ -1,5 +1,5 @@
 // Weight binding: tied aliases, conflicts and the all-at-once problem report
-// (spec §4, formats.md §0.1).
+// (docs/model.md §4, docs/formats.md §0.1).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +9,7 @@
 #include "io/tensor_io.h"
 #include "model/diffusion_gemma.h"
 #include "model/weights.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -56,7 +57,7 @@ TEST(WeightBinding, EncoderSideAloneIsAccepted) {
     return true;
   });
   EXPECT_EQ(bind_error(dir), "");
-  auto a = DiffusionGemma::load(kGolden), b = DiffusionGemma::load(dir);
+  auto a = test::load_on_cpu(kGolden), b = test::load_on_cpu(dir);
   std::vector<int32_t> prompt = {2, 5, 9, 33};
   a->encode(prompt);
   b->encode(prompt);
@@ -116,7 +117,7 @@ TEST(WeightBinding, AllProblemsAreReportedAtOnce) {
 }
 
 TEST(WeightBinding, LayerScalarsStaySeparatePerPass) {
-  auto m = DiffusionGemma::load(kGolden);
+  auto m = test::load_on_cpu(kGolden);
   for (const LayerWeights& L : m->weights().layers) {
     EXPECT_NE(L.encoder_layer_scalar.at(0), L.decoder_layer_scalar.at(0));  // golden A draws them differently
     EXPECT_NE(L.encoder_layer_scalar.name, L.decoder_layer_scalar.name);
@@ -126,7 +127,7 @@ TEST(WeightBinding, LayerScalarsStaySeparatePerPass) {
 TEST(WeightBinding, Bf16PrecisionConvertsWeights) {
   ModelOptions o;
   o.precision = WeightPrecision::kBF16;
-  auto m = DiffusionGemma::load(kGolden, o);
+  auto m = test::load_on_cpu(kGolden, o);
   EXPECT_EQ(m->weights().embed.dtype, DType::kBF16);
   EXPECT_EQ(m->weights().layers[0].experts_gate_up.dtype, DType::kBF16);
 }
@@ -143,10 +144,10 @@ TEST(WeightBinding, LoadProgressReachesTheTotal) {
   for (const LoadQuantization q : {LoadQuantization::kNone, LoadQuantization::kNf4}) {
     std::vector<std::pair<int64_t, int64_t>> calls;
     ModelOptions o;
-    o.threads = 2;
+    o.load_threads = 2;
     o.quantize = q;
     o.load_progress = [&](int64_t done, int64_t total) { calls.emplace_back(done, total); };
-    auto m = DiffusionGemma::load(kGolden, o);
+    auto m = test::load_on_cpu(kGolden, o);
     ASSERT_EQ(calls.size(), m->weights().bound.size());
     for (size_t i = 1; i < calls.size(); ++i) {
       EXPECT_GT(calls[i].first, calls[i - 1].first);

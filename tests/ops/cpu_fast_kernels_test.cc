@@ -16,8 +16,9 @@
 
 #include "core/cpu_features.h"
 #include "model/diffusion_gemma.h"
-#include "ops/cpu/cpu_backend.h"
-#include "ops/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -588,7 +589,7 @@ TEST(CpuFastKernels, SoftEmbeddingSparseRowsMatchTheDenseProduct) {
 TEST(CpuFastKernels, EveryLevelMatchesTheScalarModelOnGoldenA) {
   const std::string dir = std::string(DGEMMA_TEST_DATA) + "/golden_a";
   auto run = [&](CpuIsa level, std::vector<float>& first, std::vector<float>& second) {
-    auto m = DiffusionGemma::load(dir);
+    auto m = test::load_on_cpu(dir);
     CpuBackend b(level_options(level));
     m->set_backend(b);
     std::vector<int32_t> prompt(40);

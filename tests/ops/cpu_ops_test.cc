@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "dgemma/error.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 namespace dgemma {
 namespace {

@@ -1,4 +1,4 @@
-// The device-residency contract of ops/backend.h and ops/tensor.h, with a
+// The device-residency contract of ops/backend.h and core/tensor.h, with a
 // fake device backend (no CUDA needed): the Executor lets a backend keep its
 // outputs only when nobody observes; observers and host backends see current
 // host data; host writes drop a device copy; ensure_host of several tensors
@@ -11,7 +11,7 @@
 
 #include "dgemma/error.h"
 #include "ops/backend.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "ops/op.h"
 
 namespace dgemma {

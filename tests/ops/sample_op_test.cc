@@ -16,7 +16,7 @@
 
 #include "dgemma/error.h"
 #include "generate/sampler.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "ops/sample_op_support.h"
 
 namespace dgemma {

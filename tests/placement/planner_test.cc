@@ -1,4 +1,4 @@
-// The placement planner's guarantees (placement-and-faults.md §2.3), on the
+// The placement planner's guarantees (docs/placement.md §2.3), on the
 // real 26B-A4B tensor list (sparse fake checkpoint) and the tiny golden model,
 // and pipeline execution over virtual CPU devices.
 #include <gtest/gtest.h>
@@ -8,10 +8,11 @@
 
 #include "dgemma/error.h"
 #include "model/diffusion_gemma.h"
-#include "model/fake_checkpoint.h"
+#include "checkpoint/fake_checkpoint.h"
 #include "model/weights.h"
-#include "ops/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "placement/planner.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -209,8 +210,8 @@ TEST(Planner, DeterministicAndInputErrors) {
 
 TEST(PipelineExecution, VirtualCpuDevicesMatchSingleDeviceBitForBit) {
   const std::string golden = kData + "/golden_a";
-  auto single = DiffusionGemma::load(golden);
-  auto staged = DiffusionGemma::load(golden);
+  auto single = test::load_on_cpu(golden);
+  auto staged = test::load_on_cpu(golden);
   // Plan the tiny model over two virtual CPU devices too small for it alone.
   std::map<std::string, uint64_t> bytes;
   for (const auto& b : staged->weights().bound) bytes[b.expected.name] = b.nbytes;

@@ -1,7 +1,7 @@
 // A quantized checkpoint made from a bf16 one (MLX: bf16 scales and biases;
 // NF4: bf16 absmax dtype) in the fp32 mode must compute like its own
 // dequantized float32 copy: the embedding scale √H and the self-conditioning
-// softmax are float32 in the fp32 mode whatever the storage dtype (spec §1.3,
+// softmax are float32 in the fp32 mode whatever the storage dtype (docs/model.md §1.3,
 // §3.3; issue: rounding √H to the weights' dtype made an MLX checkpoint
 // differ from its dequantized copy by 9.4 in the logits). H = 96, where √H is
 // not a bf16 value.
@@ -15,6 +15,7 @@
 #include "model/diffusion_gemma.h"
 #include "quant_test_util.h"
 #include "quantize/export.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -55,9 +56,9 @@ TEST_P(Bf16SourceQuantized, Fp32ModeMatchesTheDequantizedCopy) {
   export_dequantized(qdir, ddir);
 
   ModelOptions mo;
-  mo.threads = 2;
-  auto mq = DiffusionGemma::load(qdir, mo);
-  auto md = DiffusionGemma::load(ddir, mo);
+  mo.load_threads = 2;
+  auto mq = test::load_on_cpu(qdir, mo);
+  auto md = test::load_on_cpu(ddir, mo);
   ASSERT_TRUE(mq->weights().embed.quant);
   const std::vector<float> a = two_step_logits(*mq), b = two_step_logits(*md);
   ASSERT_EQ(a.size(), b.size());

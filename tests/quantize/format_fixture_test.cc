@@ -1,5 +1,5 @@
 // The quantized-format readers against checkpoints whose tensor bytes are
-// written by hand here from spec/formats.md (§2 bitsandbytes NF4, §3 ModelOpt
+// written by hand here from docs/formats.md (§2 bitsandbytes NF4, §3 ModelOpt
 // NVFP4, §4 MLX affine), with expected values computed in the test from the
 // spec's own tables. Our quantizers are not involved, so a bug shared by a
 // writer and a reader cannot pass.
@@ -8,7 +8,7 @@
 #include <memory>
 #include <optional>
 
-#include "ops/cpu/quant_kernels.h"
+#include "backend/cpu/quant_kernels.h"
 #include "quant_test_util.h"
 #include "quantize/resolve.h"
 
@@ -21,7 +21,7 @@ using qtest::RawTensor;
 using qtest::TempDir;
 using qtest::write_fixture;
 
-// formats.md §2.2 table.
+// docs/formats.md §2.2 table.
 const float kNf4[16] = {-1.0f,
                         -0.6961928009986877f,
                         -0.5250730514526367f,
@@ -38,7 +38,7 @@ const float kNf4[16] = {-1.0f,
                         0.5626170039176941f,
                         0.7229568362236023f,
                         1.0f};
-// formats.md §3.3: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign.
+// docs/formats.md §3.3: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign.
 const float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
 
 // Bytes whose nibbles, high first, are 0, 1, ..., 15 (repeated).
@@ -116,7 +116,7 @@ TEST(Nf4Fixture, DoubleQuantScales) {
   TempDir dir;
   const std::string name = "m.layers.0.mlp.up_proj.weight";
   // Nested code book map[j] = (j - 128) / 128, nested scale 0.5, offset 0.25:
-  // scale[b] = map[absmax[b]] * 0.5 + 0.25 (formats.md §2.4).
+  // scale[b] = map[absmax[b]] * 0.5 + 0.25 (docs/formats.md §2.4).
   std::vector<float> nmap(256);
   for (int j = 0; j < 256; ++j) nmap[size_t(j)] = float(j - 128) / 128.0f;
   const std::string state = R"({"quant_type": "nf4", "blocksize": 64, "dtype": "float32", "shape": [4, 64],
@@ -268,7 +268,7 @@ uint8_t expert_byte(int e, int p, int r, int k) { return uint8_t((e * 37 + p * 1
 
 TEST(Nvfp4Fixture, PerExpertTensorsMapOntoFusedLayout) {
   TempDir dir;
-  // gate_up [E=2, 2I=32, H=32], down [2, H=32, I=16] (formats.md §3.2: gate is
+  // gate_up [E=2, 2I=32, H=32], down [2, H=32, I=16] (docs/formats.md §3.2: gate is
   // the first half of gate_up's rows).
   const std::string base = "model.decoder.layers.0.experts.";
   const float g[2][3] = {{1.0f, 2.0f, 0.5f}, {4.0f, 8.0f, 0.125f}};  // gate, up, down per expert
@@ -381,7 +381,7 @@ TEST(MlxFixture, AffineFourAndEightBitWithOverride) {
   {
     Loaded l = load(dir.path(), {p + "q_proj.weight", {2, 64}, Component::kAttention, {}});
     ASSERT_TRUE(l.ctx);
-    EXPECT_EQ(l.ctx->kind, CheckpointQuant::kMlx);  // formats.md §7: before quantization_config
+    EXPECT_EQ(l.ctx->kind, CheckpointQuant::kMlx);  // docs/formats.md §7: before quantization_config
     ASSERT_TRUE(l.ref && l.ref->quant);
     EXPECT_EQ(l.ref->dtype, DType::kBF16);
     const float s[2][2] = {{0.5f, 2.0f}, {0.25f, 1.0f}}, b[2][2] = {{-1.0f, 0.5f}, {-4.0f, 0.0f}};

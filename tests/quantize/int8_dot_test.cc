@@ -1,4 +1,4 @@
-// The integer-dot GEMM (ops/cpu/int8_dot.h) per format:
+// The integer-dot GEMM (backend/cpu/int8_dot.h) per format:
 //  * it computes the documented formula: activations rounded to int8 blocks
 //    of 32 and the stored weights (NF4 levels to 15 bits), checked against a
 //    double-precision product of independently quantized activations and
@@ -15,9 +15,9 @@
 #include <random>
 
 #include "core/cpu_features.h"
-#include "ops/cpu/cpu_backend.h"
-#include "ops/cpu/int8_dot.h"
-#include "ops/cpu/quant_kernels.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/int8_dot.h"
+#include "backend/cpu/quant_kernels.h"
 #include "quantize/quantizers.h"
 #include "random_values.h"
 

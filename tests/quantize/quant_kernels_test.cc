@@ -11,9 +11,9 @@
 #include <cstring>
 #include <random>
 
-#include "ops/cpu/cpu_backend.h"
-#include "ops/cpu/quant_kernels.h"
-#include "ops/cpu/quant_simd.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/quant_kernels.h"
+#include "backend/cpu/quant_simd.h"
 #include "quantize/format_tables.h"
 #include "quantize/quantizers.h"
 #include "random_values.h"

@@ -11,6 +11,7 @@
 #include "quant_test_util.h"
 #include "quantize/export.h"
 #include "quantize/quantized_weight.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -21,9 +22,9 @@ const std::vector<std::string> kCases = {kGolden + "/cases/encoder_short.safeten
 
 std::unique_ptr<DiffusionGemma> load(const std::string& dir, LoadQuantization q) {
   ModelOptions o;
-  o.threads = 2;
+  o.load_threads = 2;
   o.quantize = q;
-  return DiffusionGemma::load(dir, o);
+  return test::load_on_cpu(dir, o);
 }
 
 TEST(QuantizeAtLoad, MatchesLoadingTheExport) {

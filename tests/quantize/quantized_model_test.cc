@@ -17,6 +17,7 @@
 #include "quant_test_util.h"
 #include "quantize/export.h"
 #include "quantize/quantized_weight.h"
+#include "cpu_model.h"
 
 namespace dgemma {
 namespace {
@@ -49,9 +50,9 @@ TEST_P(QuantizedGolden, LogitsMatchDequantizedCopy) {
   export_dequantized(qdir, ddir);
 
   ModelOptions mo;
-  mo.threads = 2;
-  auto mq = DiffusionGemma::load(qdir, mo);
-  auto md = DiffusionGemma::load(ddir, mo);
+  mo.load_threads = 2;
+  auto mq = test::load_on_cpu(qdir, mo);
+  auto md = test::load_on_cpu(ddir, mo);
   const ModelWeights& w = mq->weights();
   for (const LayerWeights& L : w.layers) {
     EXPECT_TRUE(L.experts_gate_up.quant && L.experts_down.quant);

@@ -2,6 +2,7 @@
 // KV cache although passes run on the shared model one at a time; the queue
 // is bounded; cancelled and shut-down jobs never run.
 #include "server/scheduler.h"
+#include "cpu_model.h"
 
 #include <gtest/gtest.h>
 
@@ -275,8 +276,8 @@ TEST_P(SharedModelPaths, BatchedPassesOfTheRealModelAreBitIdentical) {
     }
   };
   ModelOptions o;
-  o.threads = 2;
-  auto model = DiffusionGemma::load(std::string(DGEMMA_TEST_DATA) + "/golden_a", o);
+  o.load_threads = 2;
+  auto model = test::load_on_cpu(std::string(DGEMMA_TEST_DATA) + "/golden_a", o);
   GenerationConfig c;
   c.max_new_tokens = 40;  // 3 canvases of 16
   c.max_denoising_steps = 6;

@@ -3,6 +3,7 @@
 // give the same tokens as serial runs (DiffusionGemma::swap_cache), answers
 // honour max_tokens and seeds, limits give the right ApiError.
 #include "server/service.h"
+#include "cpu_model.h"
 
 #include <gtest/gtest.h>
 
@@ -26,8 +27,8 @@ testing::DefaultModelCleanup cleanup;
 
 std::unique_ptr<DiffusionGemma> load_model() {
   ModelOptions o;
-  o.threads = 2;
-  return DiffusionGemma::load(testing::default_model_test_dir(), o);
+  o.load_threads = 2;
+  return test::load_on_cpu(testing::default_model_test_dir(), o);
 }
 
 GenerationConfig fast_config(int64_t max_new_tokens) {

@@ -1,6 +1,6 @@
 // Chat templates: the 6 Gemma 3 golden renderings of golden-visible.jsonl
 // (text and ids), and the Gemma 4 / DiffusionGemma golden of
-// spec/diffusiongemma.md §3.6 on a Gemma-4-style fixture tokenizer. Checks
+// docs/model.md §3.6 on a Gemma-4-style fixture tokenizer. Checks
 // on the real 14 MB file are grouped (one load per ctest process).
 #include <gtest/gtest.h>
 
@@ -82,8 +82,8 @@ void replace_exact(std::string& s, const std::string& from, const std::string& t
 }
 
 // A Gemma-4-style tokenizer: the Gemma 3 file with the Gemma 4 control tokens
-// at their Gemma 4 ids as special added tokens (spec §3.6). Ordinary pieces
-// keep their ids in Gemma 4 (formats.md §6.3), so prompts come out with the
+// at their Gemma 4 ids as special added tokens (docs/model.md §3.6). Ordinary pieces
+// keep their ids in Gemma 4 (docs/formats.md §6.3), so prompts come out with the
 // real Gemma 4 ids.
 const Tokenizer& gemma4_fixture() {
   static const Tokenizer tok = [] {
@@ -127,7 +127,7 @@ void check_fixture_ids(const Tokenizer& tok) {
 }
 
 void check_portugal_golden(const Tokenizer& tok) {
-  // spec/diffusiongemma.md §3.6, thinking off.
+  // docs/model.md §3.6, thinking off.
   std::vector<ChatMessage> m = {{"user", "Write a long essay about Portugal.", {}}};
   std::string text = render_chat(tok, m, true, false);
   EXPECT_EQ(text,
@@ -141,7 +141,7 @@ void check_portugal_golden(const Tokenizer& tok) {
 }
 
 void check_thinking_on_golden(const Tokenizer& tok) {
-  // spec §3.6: ids begin [2, 105, 9731, 107, 98, 107, 106, 107, 105, 2364, ...].
+  // docs/model.md §3.6: ids begin [2, 105, 9731, 107, 98, 107, 106, 107, 105, 2364, ...].
   std::vector<ChatMessage> m = {{"user", "Write a long essay about Portugal.", {}}};
   std::string text = render_chat(tok, m, true, true);
   EXPECT_EQ(text,

@@ -210,7 +210,7 @@ TEST(TokenizerComponents, UnsupportedComponentsAreNamed) {
 // ------------------------------------------ byte fallback, decode, encode --
 
 // Gemma-like: byte pieces <0x00>..<0xFF> at ids 1..256, a few ordinary
-// pieces, and Gemma's decoder chain (formats.md §6.1).
+// pieces, and Gemma's decoder chain (docs/formats.md §6.1).
 Tokenizer byte_tokenizer() {
   Object vocab = {{"<unk>", 0}};
   for (int b = 0; b < 256; ++b) {

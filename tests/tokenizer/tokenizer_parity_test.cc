@@ -5,7 +5,7 @@
 //
 // ctest runs every TEST in its own process and each of these loads the 14 MB
 // tokenizer, so the checks on the real file are grouped into few tests to keep
-// the suite fast under ASan (issue 5: < 60 s in a sanitizer Debug build).
+// the suite fast under ASan (< 60 s in a sanitizer Debug build keeps CI within its time).
 #include <gtest/gtest.h>
 
 #include "tokenizer_test_util.h"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/json.h"
 #include "tokenizer/tokenizer.h"
 

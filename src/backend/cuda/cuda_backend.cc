@@ -30,10 +30,10 @@
 #include "backend/cuda/quant_upload.h"
 #include "backend/cuda/stream_graphs.h"
 #include "dgemma/error.h"
-#include "ops/cpu/int8_dot.h"
+#include "quantize/integer_levels.h"
 #include "quantize/quantized_weight.h"
 #if DGEMMA_CUDA_EMULATION
-#include "backend/cuda/emulation/fake_cublas.h"
+#include "cuda_emulator/fake_cublas.h"
 #endif
 
 namespace dgemma {
@@ -496,7 +496,7 @@ struct CudaArena {
   }
 };
 
-// A tensor's data in device memory (ops/tensor.h DeviceData). `from_host`:
+// A tensor's data in device memory (core/tensor.h DeviceData). `from_host`:
 // an upload of host data kept for reuse, valid while the host bytes equal
 // `snapshot`; otherwise the output of an op, current by construction.
 class CudaDeviceData final : public DeviceData {
@@ -1266,7 +1266,7 @@ void CudaBackend::Impl::embedding(const OpCall& c) {
 // probs = softmax(logits) per row into a bounded scratch, then
 // out[M,H] = s · probs[M,V] · table[V,H]. Column-major view: outᵀ (H×M, ld H)
 // = tableᵀ (H×V, ld H) · probsᵀ (V×M, ld V), no transposes. In a bf16 run
-// over a bf16 table the probabilities are bf16 (spec §3.3), so the product
+// over a bf16 table the probabilities are bf16 (docs/model.md §3.3), so the product
 // runs on the tensor cores with exact products (only the fp32 summation order
 // differs from the CPU, whose bf16 run does the same). Otherwise a BF16/F16
 // table is widened to fp32 in chunks of rows and the chunks accumulate (beta
@@ -1413,7 +1413,7 @@ void CudaBackend::Impl::linear(const OpCall& c) {
 }
 
 bool CudaBackend::Impl::int8_path(const WeightRef& W) const {
-  return opt.int8_dot && W.quant && cpu::int8_dot_supported(*W.quant);
+  return opt.int8_dot && W.quant && int8_dot_supported(*W.quant);
 }
 
 bool CudaBackend::Impl::fp8_path(const WeightRef& W) const {
@@ -1434,7 +1434,7 @@ void CudaBackend::Impl::fp8_gemm(const char* kernel, const uint16_t* a, int64_t 
 
 // Device workspaces of this op: q [M, K] int8, then d, ds and Σq per block.
 CudaBackend::Impl::I8Acts CudaBackend::Impl::quantize_i8(const float* x, int64_t M, int64_t K, const char* what) {
-  const int64_t nb = M * (K / cpu::kI8Block);
+  const int64_t nb = M * (K / kI8Block);
   auto* q = static_cast<int8_t*>(alloc(M * K, "workspace (int8 activations)", true));
   auto* d = static_cast<float*>(alloc(nb * 4, "workspace (activation block scales)", true));
   auto* ds = static_cast<float*>(alloc(nb * 4, "workspace (activation block scale sums)", true));
@@ -1651,7 +1651,7 @@ void CudaBackend::Impl::router_topk(const OpCall& c) {
   download(1, wts);
 }
 
-// Grouped by expert on the device (issue 15, item 4): moe_route_kernel
+// Grouped by expert on the device (docs/cuda.md §3.2): moe_route_kernel
 // orders the (token, k) pairs by expert (tokens ascending within an expert),
 // one gather stacks the routed rows, two grouped products run every expert
 // in one launch each (each expert's weights read once per op, quantized ones
@@ -1801,7 +1801,7 @@ void CudaBackend::Impl::concat_rows(const OpCall& c) {
 
 // The per-step sampler (ops/op.h kSample), one block per row. The kernel
 // cannot throw: a row it cannot sample comes back marked in the argmax output
-// (generate/sampler.h bad_row_mark) and the caller reports it.
+// (ops/row_sampling.h bad_row_mark) and the caller reports it.
 void CudaBackend::Impl::sample(const OpCall& c) {
   const Tensor &x = *c.in[0], &u = *c.in[1];
   const int64_t M = x.dim(0), V = x.dim(1);
@@ -1934,7 +1934,7 @@ std::vector<CudaOpTime> CudaBackend::Impl::take_profile() {
   return out;
 }
 
-// Debug mode's NaN/Inf sentinel (spec/placement-and-faults.md, requirement 9):
+// Debug mode's NaN/Inf sentinel (docs/placement.md, requirement 9):
 // no op of the model produces a non-finite value from finite inputs, so the
 // first output that holds one names the op where a NaN is born (or, when an
 // input already held one, says where it came in).
@@ -2013,7 +2013,10 @@ std::string CudaBackend::launch_log() const { return impl_->log_text(kLaunchLogS
 int64_t CudaBackend::cached_weight_bytes() const { return impl_->weight_bytes; }
 
 CudaTraffic CudaBackend::traffic() const { return impl_->arena->traffic; }
-void CudaBackend::set_profiling(bool on) { impl_->profiling = on; }
+bool CudaBackend::set_profiling(bool on) {
+  impl_->profiling = on;
+  return true;
+}
 std::vector<CudaOpTime> CudaBackend::take_profile() {
   impl_->where = "take_profile";
   impl_->shapes.clear();

@@ -4,7 +4,7 @@
 // products. Weights are uploaded once, in their stored dtype, and cached on
 // the device.
 //
-// Activations are device-resident (ops/backend.h, issue 15): an op's outputs
+// Activations are device-resident (ops/backend.h, docs/cuda.md §1): an op's outputs
 // stay in device memory, attached to their Tensor, when the caller allows it
 // (OpCall::device_outputs: the model's Executor without an observer), and the
 // next op reads them there. The KV cache grows on the device (concat_rows),
@@ -20,7 +20,7 @@
 // (quant_upload.h); the kernels dequantize per element with the CPU's
 // formulas, and the matrix products widen chunks to fp32 for cuBLAS.
 //
-// Fault guards (spec/placement-and-faults.md, Requirements 5-7):
+// Fault guards (docs/placement.md, Requirements 5-7):
 //  - every CUDA and cuBLAS call is checked; errors become dgemma::Error naming
 //    the op (kind, site, layer, pass, step), the kernel and the CUDA error;
 //  - `sync`: synchronize and check after every launch, so that an
@@ -64,7 +64,7 @@ struct CudaBackendOptions {
   bool bf16_dot = false;
   // The integer mode (`--precision int8-dot`, spec option "int8-dot", which
   // implies bf16-dot): linear and expert products over quantized weights
-  // that the CPU's int8-dot takes (cpu::int8_dot_supported) run on int8
+  // that the CPU's int8-dot takes (int8_dot_supported) run on int8
   // activation blocks on the integer tensor cores (int8_dot_kernels.cu),
   // bit-identical to the CPU's int8-dot; other weights as in bf16-dot.
   bool int8_dot = false;
@@ -99,25 +99,10 @@ struct CudaBackendOptions {
 // (options after the colon, separated by ',' or ':'; a number is the device).
 CudaBackendOptions parse_cuda_spec(const std::string& spec);
 
-// What crossed between host and device, counted by the backend itself (the
-// same on the emulated device and a GPU). Weight uploads are counted apart:
-// they happen once per weight, not per step.
-struct CudaTraffic {
-  int64_t h2d_bytes = 0;
-  int64_t d2h_bytes = 0;
-  int64_t synchronizations = 0;  // host waits for the stream
-  int64_t kernel_launches = 0;   // kernels and cuBLAS calls (inside graphs too)
-  int64_t graph_launches = 0;    // CUDA graphs launched (graph mode: one per run of ops between waits)
-  int64_t graph_instantiations = 0;  // of them, instantiated anew (the others updated an earlier one)
-  int64_t weight_h2d_bytes = 0;
-};
-
-// The device time of one op (CudaBackend::take_profile).
-struct CudaOpTime {
-  OpKind kind = OpKind::kAdd;
-  int layer = -1;  // OpCall::layer (-1: model level)
-  double seconds = 0;
-};
+// What crossed between host and device (ops/backend.h), and the device time
+// of one op (CudaBackend::take_profile).
+using CudaTraffic = DeviceTraffic;
+using CudaOpTime = OpDeviceTime;
 
 // One kernel launch (or cuBLAS call) as kept in the launch log.
 struct CudaLaunchRecord {
@@ -152,14 +137,15 @@ class CudaBackend : public Backend {
   // Bytes of weights resident on the device.
   int64_t cached_weight_bytes() const;
   CudaTraffic traffic() const;
-  void reset_traffic();
+  std::optional<DeviceTraffic> device_traffic() const override { return traffic(); }
+  void reset_traffic() override;
   // Device time per op: while on, each op's launches are bracketed by CUDA
   // events (no extra waits); take_profile() waits for the device and returns
   // the ops run since profiling was switched on (or since the last take), in
   // order. Measured on the stream, so the times add up to the device's busy
   // time, not to the host's launch time.
-  void set_profiling(bool on);
-  std::vector<CudaOpTime> take_profile();
+  bool set_profiling(bool on) override;
+  std::vector<CudaOpTime> take_profile() override;
 
  private:
   struct Impl;

@@ -192,11 +192,11 @@ __global__ void router_select_kernel(float* logits, const void* pes, WType pes_t
 // Routed experts, grouped by expert on the device: moe_route orders the
 // (token, k) pairs by expert, gather_rows stacks the routed rows, two grouped
 // products (grouped_gemm here, or the tensor-core one of
-// tensor_core_kernels.cu) run every expert in one launch each with the gated
+// tc_gemm_kernels.cu) run every expert in one launch each with the gated
 // activation in between, and moe_combine sums each token's expert outputs in
 // ascending expert order.
 
-// The routing permutation, on the device (issue 15, item 4). One block:
+// The routing permutation, on the device (docs/cuda.md §3.2). One block:
 // counts per expert, their exclusive prefix sum, and for each expert its
 // (token, k) pairs in token order (tokens[], weights[] in expert order), as
 // the CPU groups them. status[0..E) = counts, status[E] = 0 when every index
@@ -268,7 +268,7 @@ __global__ void moe_route_kernel(const int32_t* idx, const float* w, int64_t M, 
   }
 }
 
-// Grouped expert product, all experts in one launch (issue 15, item 4):
+// Grouped expert product, all experts in one launch (docs/cuda.md §3.2):
 // y[j, n] = sum_k a[j, k] · W[e, n, k] for the rows j = starts[e] ..
 // starts[e+1] of expert e (rows in expert order, moe_route_kernel). Grid
 // (N/16, rows/16, E) with 16x16 tiles staged in shared memory; tiles past an
@@ -354,11 +354,11 @@ __global__ void softcap_kernel(const float* x, float cap, int64_t n, float* out)
     out[t] = cap * tanhf(x[t] / cap);
 }
 
-// The sample op (ops/op.h kSample; generate/sampler.h process_row), one block
+// The sample op (ops/op.h kSample; ops/row_sampling.h process_row), one block
 // per row. Pass 1 (strided) writes z = x / T and finds the first maximum and
 // the first NaN / +inf; pass 2 gives each thread a contiguous chunk of the row
 // and sums p = expf(z - max) and p·(z - max) in double; thread 0 adds the
-// chunk sums in chunk order, so S, the entropy log(S) - Σp·d / S (spec §3.2)
+// chunk sums in chunk order, so S, the entropy log(S) - Σp·d / S (docs/model.md §3.2)
 // and the draw are deterministic (they differ from the CPU's sequential sums
 // only by rounding). Pass 3 (draw B) starts each chunk's running sum at the
 // sum of the chunks before it; the sample is the first index, in the first
@@ -410,7 +410,7 @@ __global__ void sample_kernel(const float* logits, int64_t V, float T, const int
     }
     s_row_max = best;
     s_bad = first_bad >= 0 || best_i < 0;
-    if (s_bad) {  // generate/sampler.h bad_row_mark
+    if (s_bad) {  // ops/row_sampling.h bad_row_mark
       argmax[r] = first_bad >= 0 ? int32_t(-2 - first_bad) : -1;
       entropy[r] = nan_f32();
       sample[r] = -1;

@@ -48,8 +48,8 @@ struct QView {
   const float* nested_scales = nullptr;  // NF4 double quant
   float nested_map[256] = {};            // NF4 double quant
   float e4m3[256] = {};                  // NVFP4 block scales; FP8 codes
-  // The integer path (int8-dot; ops/cpu/int8_dot.h Int8WeightValues, set
-  // when cpu::int8_dot_supported): each 4-bit code's integer value, NF4's
+  // The integer path (int8-dot; backend/cpu/int8_dot.h Int8WeightValues, set
+  // when int8_dot_supported): each 4-bit code's integer value, NF4's
   // cmax / 32767, the columns per weight scale (32, or 16 for NVFP4).
   int i8_supported = 0;
   int i8_sub = 32;
@@ -77,7 +77,7 @@ LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M,
                              WType round_to, int64_t V, int64_t H, float scale, float* out);
 
 // probs[r, :] = softmax(logits[r, :]) over V, for rows [0, rows); logits and
-// probabilities rounded to bf16 when round_bf16 (spec §3.3).
+// probabilities rounded to bf16 when round_bf16 (docs/model.md §3.3).
 LaunchShape launch_soft_probs(cudaStream_t stream, const float* logits, int64_t rows, int64_t V, bool round_bf16,
                               float* probs);
 
@@ -95,7 +95,7 @@ LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, i
 LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos, const float* inv_freq, int64_t M,
                         int64_t heads, int64_t d, int pairs, float* out);
 
-// Router (spec §1.5): inv_rms[m] = (mean(x²) + eps)^(-1/2); logits[m, e] =
+// Router (docs/model.md §1.5): inv_rms[m] = (mean(x²) + eps)^(-1/2); logits[m, e] =
 // Σ_h ((x·inv)·scale[h]·root)·proj[e, h]; then per row softmax, top-k
 // (descending, lower index on ties), renormalize, × per_expert_scale.
 LaunchShape launch_router_inv_rms(cudaStream_t stream, const float* x, int64_t M, int64_t H, float eps,
@@ -129,7 +129,7 @@ LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_
 // act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] over [n, 2I] gate/up rows;
 LaunchShape launch_glu_split(cudaStream_t stream, const float* g, int64_t n, int64_t I, float* act);
 
-// ---- bf16 tensor-core path (tensor_core_kernels.cu; CudaBackendOptions::bf16_dot) ----
+// ---- bf16 tensor-core path (tc_gemm_kernels.cu; CudaBackendOptions::bf16_dot) ----
 // bf16 values are their 16-bit patterns (uint16_t), rounded from fp32 to
 // nearest even exactly as dgemma::f32_to_bf16 (core/dtype.h).
 
@@ -161,7 +161,7 @@ LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int6
                                     int64_t scale_block, int64_t N, float* y);
 
 // ---- the integer path (int8_dot_kernels.cu; CudaBackendOptions::int8_dot) ----
-// The CPU's int8-dot GEMM (ops/cpu/int8_dot.h) on the integer tensor cores,
+// The CPU's int8-dot GEMM (backend/cpu/int8_dot.h) on the integer tensor cores,
 // with the same integers and the same fp32 operations in the same order, so
 // the outputs are bit-identical to the CPU's.
 
@@ -231,7 +231,7 @@ LaunchShape launch_softcap(cudaStream_t stream, const float* x, float cap, int64
 // logits / T, argmax = first maximum, entropy, and with `uniforms` (M
 // doubles as int32 pairs, low word first; null: no draw, sample -1) the
 // inverse-CDF sample. A row holding NaN or +inf (after the division), or only
-// -inf, is marked instead (generate/sampler.h bad_row_mark): argmax -2 - the
+// -inf, is marked instead (ops/row_sampling.h bad_row_mark): argmax -2 - the
 // first such index, or -1; entropy NaN; sample -1.
 LaunchShape launch_sample(cudaStream_t stream, const float* logits, int64_t M, int64_t V, float temperature,
                           const int32_t* uniforms, float* z, int32_t* argmax, float* entropy, int32_t* sample);

@@ -1,6 +1,6 @@
 #pragma once
 // Device helpers shared by the CUDA backend's kernel files (cuda_kernels.cu,
-// tensor_core_kernels.cu): weight loads with the CPU's dequantization
+// tc_gemm_kernels.cu): weight loads with the CPU's dequantization
 // formulas, bf16 rounding, gelu, warp and block reductions, and launch
 // planning. Each kernel file includes it once; everything here is internal
 // to that file (an anonymous namespace).
@@ -12,7 +12,7 @@
 #include "backend/cuda/cuda_kernels.h"
 
 // `kernel<<<grid, block, 0, stream>>>`; the host emulation of the device
-// (emulation/device_builtins.h, DGEMMA_CUDA=EMULATE) defines its own.
+// (cuda_emulator/device_builtins.h, DGEMMA_CUDA=EMULATE) defines its own.
 #ifndef DGEMMA_LAUNCH
 #define DGEMMA_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
 #endif

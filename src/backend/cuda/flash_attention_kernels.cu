@@ -1,5 +1,5 @@
-// Flash-style attention (spec §1.3, §2.1-§2.4; the CPU's tile kernel in
-// ops/cpu/ops-inl.h is the same algorithm): one pass over the keys in tiles,
+// Flash-style attention (docs/model.md §1.3, §2.1-§2.4; the CPU's tile kernel in
+// backend/cpu/ops-inl.h is the same algorithm): one pass over the keys in tiles,
 // an online softmax per query row (running maximum, rescaled partial sums),
 // so that the scores never leave the chip and the keys and values are read
 // where they lie: the KV cache's rows and the new rows are two segments

@@ -1,6 +1,6 @@
 // The integer path of the CUDA backend (CudaBackendOptions::int8_dot,
-// `--precision int8-dot`; issue 15, item 5): GEMMs over quantized weights on
-// int8 activation blocks, the CPU's int8-dot (ops/cpu/int8_dot.h) on the
+// `--precision int8-dot`; docs/cuda.md §3.5): GEMMs over quantized weights on
+// int8 activation blocks, the CPU's int8-dot (backend/cpu/int8_dot.h) on the
 // integer tensor cores. The weights stay packed in device memory and are
 // decoded tile by tile into the small integers of their format (NF4's 15-bit
 // levels, NVFP4's 2·E2M1, MLX codes, int8 as is; the values come from the
@@ -33,7 +33,7 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kI8Block = 32;             // activation columns per scale (cpu::kI8Block)
+constexpr int kI8Block = 32;             // activation columns per scale (kI8Block)
 constexpr float kTinyBlock = 1e-30f;     // cpu int8_dot_kernels.cc: quantized to zero below it
 
 __device__ __forceinline__ int warp_sum_int(int v) {
@@ -129,7 +129,7 @@ __device__ __forceinline__ void decode16(const QView& q, const int16_t* levels, 
 }
 
 // The scale (and MLX bias) of row r's sub-block at column c: Decoder::scales
-// of ops/cpu/int8_dot_gemm.cc, the same fp32 operations.
+// of backend/cpu/int8_dot_gemm.cc, the same fp32 operations.
 template <I8Kind KIND>
 __device__ __forceinline__ void scales_at(const QView& q, int64_t r, const RowRef& ref, int64_t K, int64_t c,
                                           float* ws, float* wb) {

@@ -1,12 +1,12 @@
 // Buffer sizes follow the layouts of quantize/quantized_weight.h QuantSlice
-// (formats.md §2.2, §3.3, §4.2 and our int8 format).
+// (docs/formats.md §2.2, §3.3, §4.2 and our int8 format).
 #include "backend/cuda/quant_upload.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "dgemma/error.h"
-#include "ops/cpu/int8_dot.h"
+#include "quantize/integer_levels.h"
 #include "quantize/format_tables.h"
 
 namespace dgemma::cuda {
@@ -53,8 +53,8 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
     return int(up.buffers.size()) - 1;
   };
   const int64_t n = q.rows * q.cols, groups = q.block > 0 ? q.cols / q.block : 0;
-  if (cpu::int8_dot_supported(q)) {
-    const cpu::Int8WeightValues wv = cpu::int8_weight_values(q);
+  if (int8_dot_supported(q)) {
+    const Int8WeightValues wv = int8_weight_values(q);
     v.i8_supported = 1;
     v.i8_sub = wv.sub;
     v.i8_nf4_factor = wv.nf4_factor;

@@ -1,5 +1,5 @@
 #pragma once
-// What lets the CUDA backend run a step as CUDA graphs (issue 15, item 6):
+// What lets the CUDA backend run a step as CUDA graphs (docs/cuda.md §2):
 //  - StreamGraphs captures a run of stream work (the ops between two host
 //    waits) into a graph and launches it; the next run with the same launches
 //    in the same order (the same step shape) updates the instantiated graph

@@ -1,7 +1,7 @@
 // Flash-style attention on the bf16 tensor cores, the dot mode's attention
 // (CudaBackendOptions::bf16_dot; head dims that are multiples of 16, up to
 // 512). The algorithm of flash_attention_kernels.cu with the CPU dot mode's
-// rounding points (ops/cpu/ops-inl.h attention_tile_impl, AttnArgs::round_bf16):
+// rounding points (backend/cpu/ops-inl.h attention_tile_impl, AttnArgs::round_bf16):
 // Q, K and V rounded to bf16, scores and their sums in fp32, the
 // probabilities P of each key tile rounded to bf16 for P·V while the row sums
 // add the unrounded ones.

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Fails on an #include that runs up or sideways against the layer table of
+docs/architecture.md §1, and on a source folder that belongs to no layer.
+
+Each quoted include "a/b/c.h" is resolved to the layer whose folder holds it
+(the longest folder that matches); the including file's layer must be that
+layer or list it under "may include". System includes (<...>) and includes of
+a file in the same folder without a path are not checked.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+SOURCE_EXT = ('.h', '.cc', '.cu', '.cuh', '.inc')
+
+
+def read_layers(path):
+    text = open(path, encoding='utf-8').read()
+    m = re.search(r'<!-- layers:begin.*?-->(.*?)<!-- layers:end -->', text, re.S)
+    if not m:
+        sys.exit(f'{path}: no layer table between <!-- layers:begin --> and <!-- layers:end -->')
+    layers = []  # (name, [folders], set(deps))
+    for line in m.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) != 4 or not cells[0].isdigit():
+            continue
+        folders = re.findall(r'`([^`]+)`', cells[2])
+        deps = set() if cells[3] in ('—', '-', '') else set(cells[3].split())
+        layers.append((cells[1], folders, deps))
+    names = [l[0] for l in layers]
+    for i, (name, _, deps) in enumerate(layers):
+        for d in deps:
+            if d not in names:
+                sys.exit(f'{path}: layer {name} may include unknown layer {d}')
+            if names.index(d) >= i:
+                sys.exit(f'{path}: layer {name} lists {d}, which is not below it')
+    return layers
+
+
+def main():
+    layers = read_layers(os.path.join(ROOT, 'docs', 'architecture.md'))
+    # Include paths are relative to src/, testing/ and include/ (the roots).
+    def include_key(folder):
+        for root in ('src/', 'testing/', 'include/'):
+            if folder.startswith(root):
+                return folder[len(root):]
+        return None
+    owners = []  # (folder relative to repo, include prefix, layer)
+    for name, folders, _ in layers:
+        for f in folders:
+            owners.append((f, include_key(f), name))
+    owners.sort(key=lambda o: -len(o[0]))
+    deps = {name: d for name, _, d in layers}
+
+    def layer_of_file(rel):
+        for folder, _, name in owners:
+            if rel.startswith(folder + '/') and '/' not in rel[len(folder) + 1:]:
+                return name
+        return None
+
+    def layer_of_include(inc):
+        for _, key, name in owners:
+            if key and inc.startswith(key + '/') and '/' not in inc[len(key) + 1:]:
+                return name
+        return None
+
+    errors = []
+    for top in ('src', 'testing', 'tools', 'include'):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            rel_dir = os.path.relpath(dirpath, ROOT)
+            sources = [f for f in files if f.endswith(SOURCE_EXT)]
+            if not sources:
+                continue
+            for f in sorted(sources):
+                rel = os.path.join(rel_dir, f)
+                me = layer_of_file(rel)
+                if me is None:
+                    errors.append(f'{rel}: its folder {rel_dir} belongs to no layer of docs/architecture.md §1')
+                    break
+                for n, line in enumerate(open(os.path.join(ROOT, rel), encoding='utf-8', errors='replace'), 1):
+                    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                    if not m or '/' not in m.group(1):
+                        continue
+                    inc = m.group(1)
+                    target = layer_of_include(inc)
+                    if target is None:
+                        if not os.path.exists(os.path.join(ROOT, rel_dir, inc)):
+                            errors.append(f'{rel}:{n}: "{inc}" is in no layer of docs/architecture.md §1')
+                        continue
+                    if target != me and target not in deps[me]:
+                        errors.append(f'{rel}:{n}: layer {me} includes "{inc}" of layer {target}, '
+                                      f'which {me} may not include (docs/architecture.md §1)')
+    for e in errors:
+        print(e)
+    if errors:
+        print(f'check-layers: {len(errors)} include(s) against the layer table')
+        return 1
+    print(f'check-layers: {len(layers)} layers, every include runs downward')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

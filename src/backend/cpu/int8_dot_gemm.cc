@@ -1,0 +1,285 @@
+// The integer-dot GEMM driver (int8_dot.h): quantizes the activation rows
+// once, then per tile of 16 weight rows and K-chunk of kChunk columns decodes
+// the stored codes into int16 values (row by row, then interleaved in pairs
+// for vpmaddwd) and the block scales, and streams every activation row past
+// the tile. A quantized weight is never expanded beyond one chunk.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/scratch.h"
+#include "backend/cpu/int8_dot.h"
+#include "backend/cpu/quant_kernels.h"
+#include "quantize/format_tables.h"
+
+namespace dgemma::cpu {
+namespace {
+
+// Columns per decoded chunk: 16 rows × 512 int16 = 16 KB, which stays in L1
+// while the activation rows stream past. A multiple of 32.
+constexpr int64_t kChunk = 512;
+
+// What decoding a weight needs besides the weight (prepared once per GEMM).
+// The scale loops step through blocks incrementally: a 64-bit division per
+// sub-block costs more than the rest of the decode.
+struct Decoder {
+  const QuantizedWeight& w;
+  int sub = kI8Block;    // columns per weight scale: 32, or 16 for NVFP4
+  bool bias = false;     // MLX affine
+  I8Values values = I8Values::kS8;  // the range of the decoded values
+  NibbleTable table{};   // 4-bit code → integer value
+  float nf4_factor = 0;  // NF4: cmax / 32767
+
+  explicit Decoder(const QuantizedWeight& qw) : w(qw) {
+    const Int8WeightValues wv = int8_weight_values(qw);
+    sub = wv.sub;
+    bias = wv.bias;
+    values = wv.values;
+    nf4_factor = wv.nf4_factor;
+    table = nibble_table(wv.levels);
+  }
+
+  // The stored codes of row r, columns [k0, k0 + kc): where they start and
+  // how many bytes they take.
+  std::pair<const uint8_t*, int64_t> codes(int64_t r, int64_t k0, int64_t kc) const {
+    const int64_t K = w.cols;
+    if (w.scheme == QuantScheme::kNF4) return {w.slices.front().codes + (r * K + k0) / 2, kc / 2};
+    const QuantSlice& sl = w.slice_for(r);
+    const int64_t lr = r - sl.row_begin;
+    if (w.scheme == QuantScheme::kInt8 || (w.scheme == QuantScheme::kAffine && w.bits == 8))
+      return {sl.codes + lr * K + k0, kc};
+    return {sl.codes + lr * (K / 2) + k0 / 2, kc / 2};
+  }
+
+  // Asks for the codes of row r, columns [k0, k0 + kc), to be brought into
+  // the cache. A tile reads 16 rows' codes in runs of a few cache lines at
+  // the row stride, too short for the hardware prefetchers: without this
+  // each run waits for memory in turn.
+  void prefetch(int64_t r, int64_t k0, int64_t kc) const {
+    const auto [p, n] = codes(r, k0, kc);
+    for (int64_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
+  }
+
+  // Whether the codes are 4-bit (two per byte: pair p of a row is its byte
+  // p), and which nibble holds the even column.
+  bool four_bit() const { return w.scheme != QuantScheme::kInt8 && !(w.scheme == QuantScheme::kAffine && w.bits == 8); }
+  bool high_first() const { return w.scheme == QuantScheme::kNF4; }
+
+  // Row r, columns [k0, k0 + kc): values into v (int8_dot.h's row format of
+  // the level).
+  void decode(const Int8DotIsa& isa, int64_t r, int64_t k0, int64_t kc, int16_t* v) const {
+    const uint8_t* c = codes(r, k0, kc).first;
+    if (four_bit()) isa.nibbles(c, kc, high_first(), table, v);
+    else isa.bytes(c, kc, w.scheme == QuantScheme::kInt8, v);
+  }
+
+  // Row r, columns [k0, k0 + kc): the scale of sub-block s into ws[s·16],
+  // the bias of block b into wb[b·16].
+  void scales(int64_t r, int64_t k0, int64_t kc, float* ws, float* wb) const {
+    const int64_t K = w.cols, nsub = kc / sub;
+    switch (w.scheme) {
+      case QuantScheme::kNF4: {
+        const int64_t i = r * K + k0;  // blocks run over the flattened tensor (docs/formats.md §2.2)
+        // One absmax per NF4 block, shared by its sub-blocks; with double
+        // quantization absmax = map[code[b]] · nested[b / nested_block] +
+        // offset (QuantizedWeight::nf4_block_scale), the nested index
+        // stepped along instead of divided per block.
+        const int64_t per = w.block / sub;
+        int64_t b = i / w.block, left = per - (i % w.block) / sub;
+        const uint8_t* absmax = w.slices.front().scales;
+        int64_t nested = w.double_quant ? b / w.nested_block : 0;
+        int64_t nested_left = w.double_quant ? w.nested_block - b % w.nested_block : 0;
+        float nested_scale = 0.0f;
+        if (w.double_quant) std::memcpy(&nested_scale, w.nested_scales + 4 * nested, 4);
+        const auto block_scale = [&] {
+          if (!w.double_quant) return w.nf4_block_scale(b);
+          if (nested_left == 0) {
+            std::memcpy(&nested_scale, w.nested_scales + 4 * ++nested, 4);
+            nested_left = w.nested_block;
+          }
+          return w.nested_map[absmax[b]] * nested_scale + w.nested_offset;
+        };
+        float scale = block_scale() * nf4_factor;
+        for (int64_t s = 0; s < nsub; ++s, --left) {
+          if (left == 0) {
+            ++b, --nested_left, left = per;
+            scale = block_scale() * nf4_factor;
+          }
+          ws[s * kI8TileRows] = scale;
+        }
+        return;
+      }
+      case QuantScheme::kNVFP4: {
+        const QuantSlice& sl = w.slice_for(r);
+        const int64_t lr = r - sl.row_begin;
+        const float* e4m3 = quant::e4m3_table();
+        const uint8_t* sc = sl.scales + lr * (K / 16) + k0 / 16;
+        for (int64_t s = 0; s < nsub; ++s) ws[s * kI8TileRows] = (e4m3[sc[s]] * sl.global_scale) * 0.5f;
+        return;
+      }
+      case QuantScheme::kAffine:
+      case QuantScheme::kInt8: {
+        const QuantSlice& sl = w.slice_for(r);
+        const int64_t lr = r - sl.row_begin;
+        // Groups are a multiple of 32 columns and start on row boundaries.
+        const int64_t per = w.block / kI8Block;
+        const DType st = w.scheme == QuantScheme::kInt8 ? DType::kF32 : w.scale_dtype;
+        int64_t g = lr * (K / w.block) + k0 / w.block, left = per - (k0 % w.block) / kI8Block;
+        float scale = load_scale(st, sl.scales, g), b = bias ? load_scale(st, sl.biases, g) : 0.0f;
+        for (int64_t s = 0; s < nsub; ++s, --left) {
+          if (left == 0) {
+            ++g;
+            left = per;
+            scale = load_scale(st, sl.scales, g);
+            if (bias) b = load_scale(st, sl.biases, g);
+          }
+          ws[s * kI8TileRows] = scale;
+          if (bias) wb[s * kI8TileRows] = b;
+        }
+        return;
+      }
+      case QuantScheme::kFP8: return;  // never here: int8_dot_supported
+    }
+  }
+};
+
+}  // namespace
+
+namespace {
+
+// Per-thread buffers of one tile.
+struct TileBuffers {
+  std::vector<int16_t> rows = std::vector<int16_t>(size_t(kI8TileRows * kChunk));
+  std::vector<int16_t> v = std::vector<int16_t>(size_t(kI8TileRows * kChunk));
+  std::vector<float> ws, wb;  // a whole row's scales and biases (K/16 and K/32 per weight row)
+  std::vector<float> acc;
+  explicit TileBuffers(int64_t K) : ws(size_t(K / 16 * kI8TileRows)), wb(size_t(K / kI8Block * kI8TileRows)) {}
+};
+
+// Weight rows [row0 + j0, row0 + j0 + nr) (nr ≤ 16) against activation rows
+// [m0, m1) of a: out[(m - m0)·ld_out + j0 + j]. The scales of the whole rows
+// first (once per tile: their block arithmetic costs as much as a chunk's
+// decode), then chunk by chunk the codes.
+void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& a, int64_t row0, int64_t j0, int nr,
+              int64_t m0, int64_t m1, TileBuffers& b, float* out, int64_t ld_out) {
+  const int64_t K = a.k;
+  for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, 0, std::min(kChunk, K));
+  b.acc.assign(size_t((m1 - m0) * kI8TileRows), 0.0f);
+  for (int j = 0; j < nr; ++j) dec.scales(row0 + j0 + j, 0, K, b.ws.data() + j, b.wb.data() + j);
+  for (int j = nr; j < kI8TileRows; ++j) {  // past the last weight row: zero scales
+    for (int64_t s = 0; s < K / dec.sub; ++s) b.ws[size_t(s * kI8TileRows + j)] = 0.0f;
+    for (int64_t s = 0; s < K / kI8Block; ++s) b.wb[size_t(s * kI8TileRows + j)] = 0.0f;
+  }
+  for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+    const int64_t kc = std::min(kChunk, K - k0);
+    if (k0 + kc < K)  // the next chunk's codes arrive while this one is decoded and multiplied
+      for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, k0 + kc, std::min(kChunk, K - k0 - kc));
+    if (isa.nibble_pairs && dec.four_bit()) {  // straight into the pair layout
+      const uint8_t* rows[kI8TileRows] = {};
+      for (int j = 0; j < nr; ++j) rows[j] = dec.codes(row0 + j0 + j, k0, kc).first;
+      isa.nibble_pairs(rows, nr, kc, dec.high_first(), dec.table, b.v.data());
+    } else {
+      for (int j = 0; j < nr; ++j) dec.decode(isa, row0 + j0 + j, k0, kc, b.rows.data() + j * kChunk);
+      for (int j = nr; j < kI8TileRows; ++j) std::fill_n(b.rows.data() + j * kChunk, kc, int16_t(0));
+      isa.interleave(b.rows.data(), kChunk, kc, dec.values, b.v.data());
+    }
+    isa.tile(a, m0, m1, k0, kc, dec.sub, dec.values, b.v.data(), b.ws.data() + (k0 / dec.sub) * kI8TileRows,
+             dec.bias ? b.wb.data() + (k0 / kI8Block) * kI8TileRows : nullptr, b.acc.data());
+  }
+  for (int64_t m = m0; m < m1; ++m)
+    std::copy_n(b.acc.data() + (m - m0) * kI8TileRows, nr, out + (m - m0) * ld_out + j0);
+}
+
+// Activations quantized into per-thread buffers reused across calls (and as
+// int8 for the levels that read them so, with 16 zero rows after the last).
+// One live instance per thread at a time: the GEMMs below build theirs on
+// the calling thread and drop it before returning.
+struct QuantizedRows {
+  Int8Activations a;
+  QuantizedRows(const Int8DotIsa& isa, const float* x, int64_t M, int64_t K, ThreadPool& pool) {
+    thread_local Scratch<int16_t> q;
+    thread_local Scratch<float> d, ds;
+    thread_local Scratch<int8_t> q8;
+    const int64_t nb = K / kI8Block, panels = (K + 63) / 64, panel_rows = M + kI8TileRows;
+    a = Int8Activations{M, K, K, nb, q.get(size_t(M * K)), d.get(size_t(M * nb)), ds.get(size_t(M * nb)),
+                        isa.int8_rows ? q8.get(size_t(panels * panel_rows * 64)) : nullptr};
+    int8_t* q8p = const_cast<int8_t*>(a.q8);
+    pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {
+      isa.quantize_rows(x, K, b, e, a);
+      if (q8p)
+        for (int64_t m = b; m < e; ++m)
+          for (int64_t k0 = 0; k0 < K; k0 += 64) {
+            int8_t* dst = q8p + ((k0 / 64) * panel_rows + m) * 64;
+            const int16_t* src = a.q + m * K + k0;
+            const int64_t n = std::min<int64_t>(64, K - k0);
+            for (int64_t k = 0; k < n; ++k) dst[k] = int8_t(src[k]);
+            std::fill(dst + n, dst + 64, int8_t(0));
+          }
+    });
+    if (q8p)
+      for (int64_t p = 0; p < panels; ++p) std::fill_n(q8p + (p * panel_rows + M) * 64, kI8TileRows * 64, int8_t(0));
+  }
+};
+
+// Calls the level's per-thread begin/end around one worker's tiles.
+struct LevelScope {
+  const Int8DotIsa& isa;
+  LevelScope(const Int8DotIsa& l, const Decoder& dec) : isa(l) {
+    if (isa.begin) isa.begin(dec.sub, dec.values);
+  }
+  ~LevelScope() {
+    if (isa.end) isa.end();
+  }
+  LevelScope(const LevelScope&) = delete;
+  LevelScope& operator=(const LevelScope&) = delete;
+};
+
+}  // namespace
+
+void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
+                      float* out, int64_t ld_out, ThreadPool& pool) {
+  if (n <= 0 || M <= 0) return;
+  const Decoder dec(*w.quant);
+  const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
+  const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows;
+  pool.parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
+    TileBuffers b(w.quant->cols);
+    const LevelScope scope(isa, dec);
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t j0 = t * kI8TileRows;
+      run_tile(isa, dec, xq.a, row0, j0, int(std::min<int64_t>(kI8TileRows, n - j0)), 0, M, b, out, ld_out);
+    }
+  });
+}
+
+void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& groups, int64_t n, const float* x,
+                           int64_t M, float* out, int64_t ld_out, ThreadPool& pool) {
+  if (n <= 0 || M <= 0 || groups.empty()) return;
+  const Int8DotIsa& isa = int8_dot_isa();
+  const Decoder dec(*w.quant);
+  const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
+  const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows, tasks = int64_t(groups.size()) * tiles;
+  // Groups have different row counts: tasks are taken dynamically.
+  std::atomic<int64_t> next{0};
+  pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
+    TileBuffers b(w.quant->cols);
+    const LevelScope scope(isa, dec);
+    for (int64_t t = next.fetch_add(1); t < tasks; t = next.fetch_add(1)) {
+      const Int8Group& g = groups[size_t(t / tiles)];
+      const int64_t j0 = (t % tiles) * kI8TileRows;
+      if (g.m1 > g.m0)
+        run_tile(isa, dec, xq.a, g.row0, j0, int(std::min<int64_t>(kI8TileRows, n - j0)), g.m0, g.m1, b,
+                 out + g.m0 * ld_out, ld_out);
+    }
+  });
+}
+void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
+                   ThreadPool& pool) {
+  int8_dot_gemm_on(int8_dot_isa(), w, row0, n, x, M, out, ld_out, pool);
+}
+
+}  // namespace dgemma::cpu

@@ -1,7 +1,0 @@
-// The tensor-core attention kernel (tc_attention_kernels.cu), compiled by the
-// host C++ compiler for the emulated device (DGEMMA_CUDA=EMULATE): the same
-// source as the nvcc build, with device_builtins.h in place of nvcc's device
-// side.
-#include "backend/cuda/emulation/device_builtins.h"
-
-#include "backend/cuda/tc_attention_kernels.cu"

@@ -1,0 +1,333 @@
+#include "doctor/doctor.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include "backend/backend_factory.h"
+#include "dgemma/error.h"
+#include "model/diffusion_gemma.h"
+
+namespace dgemma {
+namespace {
+
+std::string shapes_of(const std::vector<const Tensor*>& ts) {
+  std::string s;
+  for (const Tensor* t : ts) {
+    if (!s.empty()) s += ' ';
+    s += t->shape_string();
+    s += t->dtype == DType::kI32 ? "i32" : "f32";
+  }
+  return s;
+}
+
+// Streams one JSON object per line to the parent.
+class PipeListener : public DifferentialListener {
+ public:
+  explicit PipeListener(int fd) : fd_(fd) {}
+  void on_begin(int64_t index, const OpCall& c) override {
+    json::Value o = json::Object{};
+    o.set("begin", index);
+    o.set("op", std::string(op_name(c.kind)));
+    o.set("site", std::string(c.site));
+    o.set("layer", c.layer);
+    o.set("pass", std::string(pass_name(c.pass)));
+    o.set("step", c.step);
+    o.set("inputs", shapes_of(c.in));
+    std::vector<const Tensor*> outs(c.out.begin(), c.out.end());
+    o.set("outputs", shapes_of(outs));
+    send(o);
+  }
+  void on_result(int64_t index, const OpCall&, const OpComparison& r) override {
+    json::Value o = json::Object{};
+    o.set("result", index);
+    o.set("ok", r.ok);
+    o.set("kind", r.failure);
+    o.set("message", r.message);
+    o.set("max_abs", std::isfinite(r.max_abs) ? r.max_abs : 1e300);
+    o.set("max_rel", std::isfinite(r.max_rel) ? r.max_rel : 1e300);
+    o.set("cosine", std::isfinite(r.cosine) ? r.cosine : -2.0);
+    send(o);
+  }
+  void send(const json::Value& v) {
+    std::string line = json::dump(v) + "\n";
+    const char* p = line.data();
+    size_t left = line.size();
+    while (left > 0) {
+      ssize_t w = ::write(fd_, p, left);
+      if (w <= 0) _exit(3);
+      p += w;
+      left -= size_t(w);
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+[[noreturn]] void child_main(const DoctorOptions& opt, int64_t target_limit, int fd) {
+  PipeListener out(fd);
+  try {
+    ModelOptions mo;
+    mo.load_threads = opt.threads;
+    mo.precision = opt.precision_bf16 ? WeightPrecision::kBF16 : WeightPrecision::kAsStored;
+    mo.load_progress = opt.load_progress;
+    mo.quantize = opt.quantize;
+    auto model = opt.config_path.empty()
+                     ? DiffusionGemma::load(opt.model_dir, make_cpu_backend(opt.threads), mo)
+                     : DiffusionGemma::load(opt.model_dir, opt.config_path, make_cpu_backend(opt.threads), mo);
+    std::unique_ptr<Backend> reference = make_cpu_backend(opt.threads, opt.bf16_dot, opt.int8_dot);
+    const char* mode = opt.int8_dot ? "int8-dot" : opt.bf16_dot ? "bf16-dot" : nullptr;
+    std::unique_ptr<Backend> target =
+        make_backend(mode ? with_device_option(opt.backend, mode) : opt.backend, opt.threads);
+    DifferentialOptions dopt;
+    dopt.tolerance = opt.tolerance;
+    dopt.routing_from_reference = opt.routing_from_reference;
+    dopt.target_limit = target_limit;
+    DifferentialBackend diff(*reference, *target, out, dopt);
+    model->set_backend(diff);
+    const int64_t V = model->vocab_size(), L = model->canvas_length();
+    std::vector<int32_t> prompt = opt.prompt;
+    if (prompt.empty())
+      for (int k = 0; k < 12; ++k) prompt.push_back(int32_t((k == 0 ? 2 : 101 + 37 * k) % V));
+    model->encode(prompt);
+    // N denoising steps as generate() runs them on this model (decode and
+    // the sample op, so every op of the vocabulary is checked), with
+    // self-conditioning from the previous step's tempered logits and fixed
+    // uniforms for draw B; the canvas follows the argmax (deterministic).
+    std::vector<int32_t> canvas(static_cast<size_t>(L));
+    for (int64_t k = 0; k < L; ++k) canvas[size_t(k)] = int32_t((7 * k + 3) % V);
+    std::vector<double> uniforms(static_cast<size_t>(L));
+    for (int64_t k = 0; k < L; ++k) uniforms[size_t(k)] = double((37 * k + 11) % 64) / 64.0;
+    RowSamples rows;
+    for (int s = 0; s < opt.steps; ++s) {
+      model->decode_sample(canvas.data(), s > 0, 0.8f, uniforms.data(), rows);
+      canvas = rows.argmax;
+    }
+    json::Value done = json::Object{};
+    done.set("done", diff.ops_seen());
+    out.send(done);
+  } catch (const std::exception& e) {
+    json::Value err = json::Object{};
+    err.set("fatal", std::string(e.what()));
+    out.send(err);
+    _exit(2);
+  }
+  _exit(0);
+}
+
+struct ChildRun {
+  std::vector<json::Value> lines;
+  std::string status;
+  bool clean_exit = false;
+  std::string fatal;
+};
+
+ChildRun run_child(const DoctorOptions& opt, int64_t target_limit) {
+  int fds[2];
+  if (pipe(fds) != 0) throw Error(std::string("doctor: pipe failed: ") + std::strerror(errno));
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("doctor: fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    child_main(opt, target_limit, fds[1]);
+  }
+  close(fds[1]);
+  ChildRun run;
+  std::string buf;
+  char chunk[65536];
+  ssize_t n;
+  while ((n = read(fds[0], chunk, sizeof chunk)) > 0) buf.append(chunk, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  size_t start = 0;
+  while (start < buf.size()) {
+    size_t end = buf.find('\n', start);
+    if (end == std::string::npos) break;  // a torn last line from a crash
+    json::Value v = json::parse(std::string_view(buf).substr(start, end - start));
+    if (const json::Value* f = v.find("fatal")) run.fatal = f->as_string();
+    run.lines.push_back(std::move(v));
+    start = end + 1;
+  }
+  if (WIFSIGNALED(status)) {
+    run.status = "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  } else {
+    run.status = "exited " + std::to_string(WEXITSTATUS(status));
+    run.clean_exit = WEXITSTATUS(status) == 0;
+  }
+  return run;
+}
+
+// Folds one child run into a report: stats per op, first failure, crash
+// attribution (an op that began and never reported).
+DoctorReport fold(const ChildRun& run, const std::string& backend) {
+  DoctorReport rep;
+  rep.backend = backend;
+  rep.child_status = run.status;
+  std::map<int64_t, const json::Value*> begun;
+  bool done = false;
+  for (const json::Value& v : run.lines) {
+    if (const json::Value* b = v.find("begin")) {
+      begun[b->as_int()] = &v;
+    } else if (const json::Value* r = v.find("result")) {
+      const int64_t idx = r->as_int();
+      const json::Value& b = *begun.at(idx);
+      begun.erase(idx);
+      ++rep.ops_compared;
+      OpStats& st = rep.per_op[b.find("op")->as_string()];
+      ++st.count;
+      st.max_abs = std::max(st.max_abs, v.find("max_abs")->as_double());
+      st.max_rel = std::max(st.max_rel, v.find("max_rel")->as_double());
+      st.min_cosine = std::min(st.min_cosine, v.find("cosine")->as_double());
+      if (!v.find("ok")->as_bool() && !rep.first_failure) {
+        OpFailure f;
+        f.index = idx;
+        f.op = b.find("op")->as_string();
+        f.site = b.find("site")->as_string();
+        f.layer = int(b.find("layer")->as_int());
+        f.pass = b.find("pass")->as_string();
+        f.step = int(b.find("step")->as_int());
+        f.inputs = b.find("inputs")->as_string();
+        f.outputs = b.find("outputs")->as_string();
+        f.kind = v.find("kind")->as_string();
+        f.message = v.find("message")->as_string();
+        f.max_abs = v.find("max_abs")->as_double();
+        f.max_rel = v.find("max_rel")->as_double();
+        f.cosine = v.find("cosine")->as_double();
+        rep.first_failure = f;
+      }
+    } else if (v.find("done")) {
+      done = true;
+    }
+  }
+  if (!run.fatal.empty() && !rep.first_failure) throw Error("doctor: the run failed before any op diverged: " + run.fatal);
+  if (!done && !rep.first_failure) {
+    if (begun.empty()) throw Error("doctor: the checked process " + run.status + " before running any op");
+    const json::Value& b = *begun.begin()->second;
+    OpFailure f;
+    f.index = begun.begin()->first;
+    f.op = b.find("op")->as_string();
+    f.site = b.find("site")->as_string();
+    f.layer = int(b.find("layer")->as_int());
+    f.pass = b.find("pass")->as_string();
+    f.step = int(b.find("step")->as_int());
+    f.inputs = b.find("inputs")->as_string();
+    f.outputs = b.find("outputs")->as_string();
+    f.kind = "crash";
+    f.message = "the target " + run.status + " inside this op";
+    rep.first_failure = f;
+  }
+  return rep;
+}
+
+}  // namespace
+
+DoctorReport run_doctor(const DoctorOptions& opt) {
+  if (opt.steps < 1) throw Error("doctor: --steps must be >= 1, got " + std::to_string(opt.steps));
+  make_backend(opt.backend, 1);  // validate the name before forking
+  DoctorReport rep = fold(run_child(opt, -1), opt.backend);
+  if (opt.bisect && rep.first_failure) {
+    // Smallest prefix of target-executed ops that still fails: for faults
+    // that surface after the op that caused them (asynchronous devices).
+    int64_t lo = 1, hi = rep.first_failure->index + 1;
+    int runs = 0;
+    DoctorReport best = rep;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      DoctorReport r = fold(run_child(opt, mid), opt.backend);
+      ++runs;
+      if (r.first_failure) {
+        hi = mid;
+        best = r;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (hi != rep.first_failure->index + 1) rep.first_failure = best.first_failure;
+    rep.bisected = true;
+    rep.bisect_runs = runs;
+  }
+  return rep;
+}
+
+json::Value doctor_report_json(const DoctorReport& r) {
+  json::Value o = json::Object{};
+  o.set("backend", r.backend);
+  o.set("reference", "cpu");
+  o.set("ops_compared", r.ops_compared);
+  o.set("child_status", r.child_status);
+  if (r.first_failure) {
+    const OpFailure& f = *r.first_failure;
+    json::Value ff = json::Object{};
+    ff.set("op", f.op);
+    ff.set("site", f.site);
+    ff.set("layer", f.layer);
+    ff.set("pass", f.pass);
+    ff.set("step", f.step);
+    ff.set("kind", f.kind);
+    ff.set("index", f.index);
+    ff.set("max_abs", f.max_abs);
+    ff.set("max_rel", f.max_rel);
+    ff.set("cosine", f.cosine);
+    ff.set("inputs", f.inputs);
+    ff.set("outputs", f.outputs);
+    ff.set("message", f.message);
+    o.set("first_failure", std::move(ff));
+  } else {
+    o.set("first_failure", nullptr);
+  }
+  json::Value ops = json::Object{};
+  for (const auto& [name, st] : r.per_op) {
+    json::Value s = json::Object{};
+    s.set("count", st.count);
+    s.set("max_abs", st.max_abs);
+    s.set("max_rel", st.max_rel);
+    s.set("min_cosine", st.min_cosine);
+    ops.set(name, std::move(s));
+  }
+  o.set("ops", std::move(ops));
+  if (r.bisected) o.set("bisect_runs", r.bisect_runs);
+  return o;
+}
+
+std::string doctor_report_text(const DoctorReport& r) {
+  std::string s;
+  char line[512];
+  std::snprintf(line, sizeof line, "doctor: %s vs cpu reference, %lld ops compared (teacher-forced), child %s\n",
+                r.backend.c_str(), (long long)r.ops_compared, r.child_status.c_str());
+  s += line;
+  std::snprintf(line, sizeof line, "\n%-16s %7s %12s %12s %12s\n", "op", "count", "max_abs", "max_rel", "min_cosine");
+  s += line;
+  for (const auto& [name, st] : r.per_op) {
+    std::snprintf(line, sizeof line, "%-16s %7lld %12.3g %12.3g %12.8f\n", name.c_str(), (long long)st.count,
+                  st.max_abs, st.max_rel, st.min_cosine);
+    s += line;
+  }
+  if (!r.first_failure) {
+    s += "\nall ops agree with the reference\n";
+    return s;
+  }
+  const OpFailure& f = *r.first_failure;
+  std::snprintf(line, sizeof line,
+                "\nFIRST FAILURE: op %s (%s), layer %s, %s pass, step %d, op #%lld: %s\n", f.op.c_str(),
+                f.site.c_str(), f.layer < 0 ? "model" : std::to_string(f.layer).c_str(), f.pass.c_str(), f.step,
+                (long long)f.index, f.kind.c_str());
+  s += line;
+  std::snprintf(line, sizeof line, "  inputs %s -> outputs %s\n", f.inputs.c_str(), f.outputs.c_str());
+  s += line;
+  if (f.kind == "value" || f.kind == "nan") {
+    std::snprintf(line, sizeof line, "  max_abs %.4g  max_rel %.4g  cosine %.8f\n", f.max_abs, f.max_rel, f.cosine);
+    s += line;
+  }
+  if (!f.message.empty()) s += "  " + f.message + "\n";
+  if (r.bisected) s += "  (confirmed by bisection over op prefixes, " + std::to_string(r.bisect_runs) + " runs)\n";
+  return s;
+}
+
+}  // namespace dgemma

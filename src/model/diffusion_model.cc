@@ -1,0 +1,15 @@
+#include "model/diffusion_model.h"
+
+#include "dgemma/error.h"
+
+namespace dgemma {
+
+void DiffusionModel::decode_sample(const int32_t*, bool, float, const double*, RowSamples&) {
+  throw Error("decode_sample: this model does not run the sampler pass itself (samples_rows() is false)");
+}
+
+void DiffusionModel::processed_logits(float*) {
+  throw Error("processed_logits: this model does not keep processed logits (samples_rows() is false)");
+}
+
+}  // namespace dgemma
