@@ -11,10 +11,10 @@ Checked: every tracked or new file under src/, testing/, tools/, tests/
 """
 import os
 import re
-import subprocess
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+from source_tree import ROOT, files, report
+
 TOPS = ('src/', 'testing/', 'tools/', 'tests/', 'bench/', 'fuzz/', 'include/', 'scripts/', 'cmake/')
 TEXT_EXT = ('.h', '.cc', '.cu', '.cuh', '.sh', '.py', '.cmake', '.in', '.txt', '.md', '.js', '.mjs')
 CITE = re.compile(r'docs/([A-Za-z0-9_-]+\.md)((?:[ ,]*(?:and |or )?§§?\s?[0-9]+(?:\.[0-9]+)*(?:\s?[-–]\s?§?[0-9]+(?:\.[0-9]+)*)?)*)')
@@ -35,27 +35,14 @@ def headings(path):
     return nums
 
 
-def files():
-    out = subprocess.check_output(['git', 'ls-files', '--cached', '--others', '--exclude-standard'],
-                                  cwd=ROOT, text=True).split('\n')
-    for f in out:
-        if not f or not f.startswith(TOPS) or not f.endswith(TEXT_EXT):
-            continue
-        if f.startswith('tests/data/') and not f.endswith('README.md'):
-            continue
-        if f == 'scripts/check-docs.py':
-            continue
-        yield f
-
-
 def main():
     cache = {}
     errors = []
     cited = 0
-    for f in files():
-        path = os.path.join(ROOT, f)
-        if not os.path.isfile(path):
+    for f in files(TOPS, TEXT_EXT):
+        if f.startswith('tests/data/') and not f.endswith('README.md') or f == 'scripts/check-docs.py':
             continue
+        path = os.path.join(ROOT, f)
         for n, line in enumerate(open(path, encoding='utf-8', errors='replace'), 1):
             for pat, why in FORBIDDEN:
                 if pat.search(line):
@@ -71,13 +58,7 @@ def main():
                 for sec in SECTION.findall(m.group(2)):
                     if sec not in cache[doc]:
                         errors.append(f'{f}:{n}: cites docs/{m.group(1)} §{sec}, which has no such section')
-    for e in errors:
-        print(e)
-    if errors:
-        print(f'check-docs: {len(errors)} citation problem(s)')
-        return 1
-    print(f'check-docs: {cited} citations of docs/, every one names a file and section that exist')
-    return 0
+    return report('check-docs', errors, f'{cited} citations of docs/, every one names a file and section that exist')
 
 
 if __name__ == '__main__':

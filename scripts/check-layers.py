@@ -11,7 +11,8 @@ import os
 import re
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+from source_tree import ROOT, files, report
+
 SOURCE_EXT = ('.h', '.cc', '.cu', '.cuh', '.inc')
 
 
@@ -66,38 +67,32 @@ def main():
         return None
 
     errors = []
-    for top in ('src', 'testing', 'tools', 'include'):
-        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
-            rel_dir = os.path.relpath(dirpath, ROOT)
-            sources = [f for f in files if f.endswith(SOURCE_EXT)]
-            if not sources:
+    unowned = set()
+    for rel in files(('src', 'testing', 'tools', 'include'), SOURCE_EXT):
+        rel_dir = os.path.dirname(rel)
+        me = layer_of_file(rel)
+        if me is None:
+            if rel_dir not in unowned:
+                errors.append(f'{rel}: its folder {rel_dir} belongs to no layer of docs/architecture.md §1')
+                unowned.add(rel_dir)
+            continue
+        for n, line in enumerate(open(os.path.join(ROOT, rel), encoding='utf-8', errors='replace'), 1):
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if not m or '/' not in m.group(1):
                 continue
-            for f in sorted(sources):
-                rel = os.path.join(rel_dir, f)
-                me = layer_of_file(rel)
-                if me is None:
-                    errors.append(f'{rel}: its folder {rel_dir} belongs to no layer of docs/architecture.md §1')
-                    break
-                for n, line in enumerate(open(os.path.join(ROOT, rel), encoding='utf-8', errors='replace'), 1):
-                    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-                    if not m or '/' not in m.group(1):
-                        continue
-                    inc = m.group(1)
-                    target = layer_of_include(inc)
-                    if target is None:
-                        if not os.path.exists(os.path.join(ROOT, rel_dir, inc)):
-                            errors.append(f'{rel}:{n}: "{inc}" is in no layer of docs/architecture.md §1')
-                        continue
-                    if target != me and target not in deps[me]:
-                        errors.append(f'{rel}:{n}: layer {me} includes "{inc}" of layer {target}, '
-                                      f'which {me} may not include (docs/architecture.md §1)')
-    for e in errors:
-        print(e)
-    if errors:
-        print(f'check-layers: {len(errors)} include(s) against the layer table')
-        return 1
-    print(f'check-layers: {len(layers)} layers, every include runs downward')
-    return 0
+            inc = m.group(1)
+            if inc.startswith('../') or '/../' in inc:
+                errors.append(f'{rel}:{n}: "{inc}" reaches out of its folder; include by the layer path '
+                              f'(docs/architecture.md §1)')
+                continue
+            target = layer_of_include(inc)
+            if target is None:
+                if not os.path.exists(os.path.join(ROOT, rel_dir, inc)):
+                    errors.append(f'{rel}:{n}: "{inc}" is in no layer of docs/architecture.md §1')
+            elif target != me and target not in deps[me]:
+                errors.append(f'{rel}:{n}: layer {me} includes "{inc}" of layer {target}, '
+                              f'which {me} may not include (docs/architecture.md §1)')
+    return report('check-layers', errors, f'{len(layers)} layers, every include runs downward')
 
 
 if __name__ == '__main__':

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # README command (2), run verbatim by .ci/run: installs the Debian packages,
+# checks the layering and the documents' citations (docs/architecture.md §5),
 # then builds and runs the whole test suite in Release, again under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and runs every fuzz target
 # for a bounded time.
@@ -7,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 fuzz_seconds=${DGEMMA_FUZZ_SECONDS:-30}
+
+echo "== layering, citations and formatting =="
+scripts/check-layers.sh
+scripts/check-docs.sh
 
 echo "== Release build and tests =="
 scripts/build.sh release

@@ -47,6 +47,10 @@ class DifferentialBackend : public Backend {
   std::string name() const override { return "diff(" + ref_.name() + " vs " + target_.name() + ")"; }
   void run(const OpCall& call) override;
   ThreadPool* host_pool() override { return ref_.host_pool(); }
+  // Both must run the call: the checker compares them.
+  bool supports(const OpCall& call, std::string* why = nullptr) const override {
+    return ref_.supports(call, why) && target_.supports(call, why);
+  }
   int64_t ops_seen() const { return index_; }
 
  private:

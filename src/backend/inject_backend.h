@@ -42,6 +42,7 @@ class InjectBackend : public Backend {
   std::string name() const override;
   void run(const OpCall& call) override;
   ThreadPool* host_pool() override { return inner_->host_pool(); }
+  bool supports(const OpCall& call, std::string* why = nullptr) const override { return inner_->supports(call, why); }
   bool fired() const { return fired_; }
 
  private:

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <algorithm>
 
+#include "core/utf8.h"
 #include "dgemma/error.h"
 
 namespace dgemma::json {
@@ -25,17 +26,7 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& why) const {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < pos_ && i < s_.size(); ++i) {
-      if (s_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw Error(opt_.source + ": invalid JSON at line " + std::to_string(line) + ", column " +
-                std::to_string(col) + ": " + why);
+    throw Error(opt_.source + ": invalid JSON at " + describe_position(s_, pos_) + ": " + why);
   }
 
   void skip_ws() {
@@ -150,70 +141,6 @@ class Parser {
     }
   }
 
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
-  }
-
-  uint32_t parse_hex4() {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= uint32_t(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= uint32_t(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= uint32_t(c - 'A' + 10);
-      else fail("invalid hex digit in \\u escape");
-    }
-    return v;
-  }
-
-  // Length of a valid UTF-8 sequence starting at p, or 0 if invalid.
-  static size_t utf8_len(std::string_view s, size_t p) {
-    unsigned char c = s[p];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if ((c & 0xE0) == 0xC0) { n = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { n = 4; cp = c & 0x07; }
-    else return 0;
-    if (p + n > s.size()) return 0;
-    for (size_t i = 1; i < n; ++i) {
-      unsigned char cc = s[p + i];
-      if ((cc & 0xC0) != 0x80) return 0;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000)) return 0;
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return n;
-  }
-
- public:
-  static bool valid_utf8(std::string_view s) {
-    for (size_t p = 0; p < s.size();) {
-      size_t n = utf8_len(s, p);
-      if (n == 0) return false;
-      p += n;
-    }
-    return true;
-  }
-
- private:
   std::string parse_string() {
     ++pos_;  // opening quote
     std::string out;
@@ -229,34 +156,7 @@ class Parser {
       if (c == '\\') {
         out.append(s_.data() + run, pos_ - run);
         ++pos_;
-        if (pos_ >= s_.size()) fail("unterminated escape");
-        char e = s_[pos_++];
-        switch (e) {
-          case '"': out += '"'; break;
-          case '\\': out += '\\'; break;
-          case '/': out += '/'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'n': out += '\n'; break;
-          case 'r': out += '\r'; break;
-          case 't': out += '\t'; break;
-          case 'u': {
-            uint32_t cp = parse_hex4();
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-              if (pos_ + 2 > s_.size() || s_[pos_] != '\\' || s_[pos_ + 1] != 'u')
-                fail("lone high surrogate in \\u escape");
-              pos_ += 2;
-              uint32_t lo = parse_hex4();
-              if (lo < 0xDC00 || lo > 0xDFFF) fail("invalid low surrogate in \\u escape");
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-              fail("lone low surrogate in \\u escape");
-            }
-            append_utf8(out, cp);
-            break;
-          }
-          default: --pos_; fail("invalid escape character");
-        }
+        if (const char* error = decode_escape(s_, pos_, out)) fail(error);
         run = pos_;
         continue;
       }
@@ -265,7 +165,7 @@ class Parser {
         ++pos_;
         continue;
       }
-      size_t n = utf8_len(s_, pos_);
+      size_t n = utf8_sequence_length(s_, pos_);
       if (n == 0) fail("invalid UTF-8 in string");
       pos_ += n;
     }
@@ -455,7 +355,65 @@ Value parse(std::string_view text, const ParseOptions& options) {
   return p.parse_document();
 }
 
-bool is_valid_utf8(std::string_view s) { return Parser::valid_utf8(s); }
+std::string describe_position(std::string_view text, size_t offset) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+bool is_valid_utf8(std::string_view s) { return find_invalid_utf8(s) == std::string_view::npos; }
+
+const char* decode_escape(std::string_view s, size_t& pos, std::string& out) {
+  if (pos >= s.size()) return "unterminated escape";
+  const char e = s[pos++];
+  switch (e) {
+    case '"': out += '"'; return nullptr;
+    case '\\': out += '\\'; return nullptr;
+    case '/': out += '/'; return nullptr;
+    case 'b': out += '\b'; return nullptr;
+    case 'f': out += '\f'; return nullptr;
+    case 'n': out += '\n'; return nullptr;
+    case 'r': out += '\r'; return nullptr;
+    case 't': out += '\t'; return nullptr;
+    case 'u': break;
+    default: --pos; return "invalid escape character";
+  }
+  // Four hex digits; on a bad digit pos is past it (where readers report it).
+  auto hex4 = [&](uint32_t& v) -> const char* {
+    if (pos + 4 > s.size()) return "truncated \\u escape";
+    v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = s[pos++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= uint32_t(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= uint32_t(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= uint32_t(c - 'A' + 10);
+      else return "invalid hex digit in \\u escape";
+    }
+    return nullptr;
+  };
+  uint32_t cp = 0;
+  if (const char* error = hex4(cp)) return error;
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    if (pos + 2 > s.size() || s[pos] != '\\' || s[pos + 1] != 'u') return "lone high surrogate in \\u escape";
+    pos += 2;
+    uint32_t lo = 0;
+    if (const char* error = hex4(lo)) return error;
+    if (lo < 0xDC00 || lo > 0xDFFF) return "invalid low surrogate in \\u escape";
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+  } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    return "lone low surrogate in \\u escape";
+  }
+  append_utf8(out, cp);
+  return nullptr;
+}
 
 void append_quoted(std::string& out, std::string_view s) {
   static const char* hex = "0123456789abcdef";
@@ -479,11 +437,8 @@ void append_quoted(std::string& out, std::string_view s) {
     }
     if (c < 0x80) { out += char(c); ++i; continue; }
     // Copy one valid UTF-8 sequence, or emit U+FFFD for an invalid byte.
-    size_t n = 0;
-    if ((c & 0xE0) == 0xC0) n = 2;
-    else if ((c & 0xF0) == 0xE0) n = 3;
-    else if ((c & 0xF8) == 0xF0) n = 4;
-    if (n && i + n <= s.size() && is_valid_utf8(s.substr(i, n))) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n != 0) {
       out.append(s.data() + i, n);
       i += n;
     } else {

@@ -95,4 +95,17 @@ std::string quoted(std::string_view s);
 // UTF-8 validity (no overlongs, no surrogates, <= U+10FFFF).
 bool is_valid_utf8(std::string_view s);
 
+// "line L, column C" (1-based; columns count bytes) of byte `offset` of
+// `text`: where the JSON readers say an error is.
+std::string describe_position(std::string_view text, size_t offset);
+
+// Decodes the escape sequence of a JSON string that starts at s[pos], the
+// character after the backslash (\" \\ \/ \b \f \n \r \t \uXXXX, a
+// surrogate pair as two \u escapes), appends it to `out` as UTF-8 and moves
+// pos past it. Returns null, or on malformed input the reason ("invalid
+// escape character", "truncated \u escape", ...) with pos where the reader
+// should report it. The one escape decoder of every JSON reader here (this
+// parser and the tokenizer's streaming scanner).
+const char* decode_escape(std::string_view s, size_t& pos, std::string& out);
+
 }  // namespace dgemma::json

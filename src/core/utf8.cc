@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-namespace dgemma::tok {
+namespace dgemma {
 namespace {
 
 struct Range {
@@ -177,6 +177,34 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+size_t utf8_sequence_length(std::string_view s, size_t p) {
+  const auto c = static_cast<unsigned char>(s[p]);
+  if (c < 0x80) return 1;
+  size_t len;
+  uint32_t cp;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+    cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (p + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto cc = static_cast<unsigned char>(s[p + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    return 0;
+  return len;
+}
+
 size_t find_invalid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   size_t n = s.size(), i = 0;
@@ -189,33 +217,8 @@ size_t find_invalid_utf8(std::string_view s) {
       i += 8;
     }
     if (i >= n) break;
-    unsigned char c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return i;
+    const size_t len = utf8_sequence_length(s, i);
+    if (len == 0) return i;
     i += len;
   }
   return std::string_view::npos;
@@ -264,4 +267,4 @@ std::string_view trim_if(std::string_view s, bool (*pred)(uint32_t)) {
   return s.substr(b, e - b);
 }
 
-}  // namespace dgemma::tok
+}  // namespace dgemma

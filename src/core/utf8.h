@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace dgemma::tok {
+namespace dgemma {
 
 // Byte length of the UTF-8 sequence introduced by `lead` (valid input only).
 inline size_t utf8_len(unsigned char lead) {
@@ -39,6 +39,11 @@ inline size_t prev_code_point_start(std::string_view s, size_t end) {
 
 void append_utf8(std::string& out, uint32_t cp);
 
+// Length of the valid UTF-8 sequence starting at byte p of s (1 to 4), or 0
+// when the bytes there are not one (no overlongs, no surrogates, <= U+10FFFF,
+// not cut off by the end of s). The one UTF-8 validator of the code base.
+size_t utf8_sequence_length(std::string_view s, size_t p);
+
 // Offset of the first byte that is not part of a valid UTF-8 sequence (no
 // overlongs, no surrogates, <= U+10FFFF), or npos when `s` is valid.
 size_t find_invalid_utf8(std::string_view s);
@@ -59,4 +64,4 @@ bool is_unicode_alphanumeric(uint32_t cp);
 // Trims code points matching `pred` from both ends.
 std::string_view trim_if(std::string_view s, bool (*pred)(uint32_t));
 
-}  // namespace dgemma::tok
+}  // namespace dgemma

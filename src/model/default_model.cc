@@ -18,15 +18,14 @@
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "io/safetensors.h"
-#include "checkpoint/config.h"
-#include "checkpoint/tensor_names.h"
+#include "checkpoint/synthetic_checkpoint.h"
 
 namespace dgemma {
 namespace {
 
 namespace fs = std::filesystem;
 
-// docs/model.md §5.2 tiny-B, with canvas 16 (the issue allows enlarging it from 8:
+// docs/model.md §5.2 tiny-B, with canvas 16 (enlarged from 8 so that
 // commits then cross the window of 8 in every canvas) and fewer denoising
 // steps than the published 48 so that `run` takes seconds on 2 cores: each
 // step runs a [16, 262144] LM head and soft embedding.
@@ -37,36 +36,24 @@ constexpr int kSteps = 8, kMaxNewTokens = 64;
 constexpr uint64_t kSeed = 0x6467656d6d61ULL;  // "dgemma"
 
 json::Value model_config_json() {
-  json::Value text = json::Object{};
-  text.set("model_type", "diffusion_gemma_text");
-  text.set("vocab_size", kVocab);
-  text.set("hidden_size", kHidden);
-  text.set("num_hidden_layers", kLayers);
-  json::Array types;
-  for (int i = 0; i < kLayers; ++i) types.emplace_back(i + 1 == kLayers ? "full_attention" : "sliding_attention");
-  text.set("layer_types", types);
-  text.set("num_attention_heads", kHeads);
-  text.set("num_key_value_heads", kKvHeads);
-  text.set("num_global_key_value_heads", kGlobalKvHeads);
-  text.set("head_dim", kHeadDim);
-  text.set("global_head_dim", kGlobalHeadDim);
-  text.set("sliding_window", kWindow);
-  text.set("intermediate_size", kIntermediate);
-  text.set("moe_intermediate_size", kMoeIntermediate);
-  text.set("num_experts", kExperts);
-  text.set("top_k_experts", kTopK);
-  text.set("hidden_activation", "gelu_pytorch_tanh");
-  text.set("rms_norm_eps", 1e-6);
-  text.set("final_logit_softcapping", 30.0);
-  json::Value sliding = json::Object{}, full = json::Object{}, rope = json::Object{};
-  sliding.set("rope_type", "default");
-  sliding.set("rope_theta", 10000.0);
-  full.set("rope_type", "proportional");
-  full.set("partial_rotary_factor", 0.25);
-  full.set("rope_theta", 1000000.0);
-  rope.set("sliding_attention", sliding);
-  rope.set("full_attention", full);
-  text.set("rope_parameters", rope);
+  SyntheticShape shape;
+  shape.vocab = kVocab;
+  shape.hidden = kHidden;
+  shape.layers = kLayers;
+  for (int i = 0; i < kLayers; ++i)
+    shape.layer_types.emplace_back(i + 1 == kLayers ? "full_attention" : "sliding_attention");
+  shape.heads = kHeads;
+  shape.kv_heads = kKvHeads;
+  shape.global_kv_heads = kGlobalKvHeads;
+  shape.head_dim = kHeadDim;
+  shape.global_head_dim = kGlobalHeadDim;
+  shape.window = kWindow;
+  shape.intermediate = kIntermediate;
+  shape.moe_intermediate = kMoeIntermediate;
+  shape.experts = kExperts;
+  shape.top_k = kTopK;
+  shape.canvas = kCanvas;
+  json::Value text = synthetic_text_config(shape);
   text.set("max_position_embeddings", 262144);
   text.set("tie_word_embeddings", true);
   text.set("use_bidirectional_attention", "vision");
@@ -83,7 +70,7 @@ json::Value model_config_json() {
   root.set("tie_word_embeddings", true);
   root.set("dtype", "bfloat16");
   root.set("text_config", text);
-  root.set("_dgemma_note", "dgemma default model: RANDOM weights (spec tiny-B); output is gibberish");
+  root.set("_dgemma_note", "dgemma default model: RANDOM weights (tiny-B shape); output is gibberish");
   return root;
 }
 
@@ -152,32 +139,23 @@ uint64_t fnv1a(const std::string& s) {
 // layer scalars differ). The final norm is kept near 1: larger values push
 // most of the 262,144 logits into the soft-cap (|logit| -> 30), which makes
 // them flat (entropy ~8 nats) instead of peaked.
-std::vector<uint16_t> random_bf16(const ExpectedTensor& t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
+void random_values(const ExpectedTensor& t, std::vector<float>& out) {
   NormalStream rng(kSeed ^ fnv1a(t.name));
-  std::vector<uint16_t> out(size_t(n), 0);
   const bool is_vector = t.shape.size() == 1;
   const bool final_norm = t.name == kDecoderPrefix + "norm.weight";
   const bool layer_scalar = t.name.size() >= 12 && t.name.compare(t.name.size() - 12, 12, "layer_scalar") == 0;
-  for (auto& x : out) {
+  for (float& x : out) {
     double v;
     if (layer_scalar) v = 0.6 + 0.3 * rng.uniform();
     else if (final_norm) v = 1.0 + 0.5 * rng.uniform();
     else if (is_vector) v = 0.6 + 0.7 * rng.uniform();
     else if (t.component == Component::kEmbedding) v = 0.5 * rng.normal();
     else v = 0.15 * rng.normal();
-    x = f32_to_bf16(float(v));
+    x = float(v);
   }
-  return out;
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) throw Error("cannot write " + path.string());
-}
+void write_text(const fs::path& path, const std::string& text) { write_file_atomically(path.string(), text); }
 
 json::Value* find_mut(json::Value& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
@@ -189,7 +167,7 @@ json::Value* find_mut(json::Value& object, std::string_view key) {
 const char kReadme[] =
     "dgemma default model (generated by dgemma on first use; safe to delete).\n"
     "\n"
-    "RANDOM WEIGHTS: this is the tiny-B test shape of docs/model.md 5.2\n"
+    "RANDOM WEIGHTS: this is the tiny-B test shape of dgemma's docs/model.md §5.2\n"
     "(vocab 262144, hidden 96, 4 layers) with weights drawn from a fixed-seed\n"
     "normal distribution. It exercises the tokenizer, chat template and the\n"
     "block-diffusion loop end to end, but its output is gibberish. For real\n"
@@ -278,7 +256,7 @@ std::string gemma4_style_tokenizer_json(const std::string& gemma3_json, const st
 void write_default_model(const std::string& dir, const std::string& gemma3_tokenizer_json) {
   if (!fs::exists(gemma3_tokenizer_json))
     throw Error("the default model is built from the Gemma 3 tokenizer at " + gemma3_tokenizer_json +
-                " (part of the dgemma source tree), which does not exist; use -m DIR with a real checkpoint");
+                " (installed with dgemma under share/dgemma), which does not exist; use -m DIR with a real checkpoint");
   fs::create_directories(dir);
   const fs::path d(dir);
   write_text(d / "tokenizer.json",
@@ -287,15 +265,8 @@ void write_default_model(const std::string& dir, const std::string& gemma3_token
   write_text(d / "generation_config.json", json::dump(generation_config_json(), 2) + "\n");
   write_text(d / "README.txt", kReadme);
 
-  const ModelConfig config = load_model_config((d / "config.json").string());
-  SafetensorsWriter w;
-  w.set_metadata("format", "pt");
-  w.set_metadata("dgemma", "default model, random weights");
-  for (const ExpectedTensor& t : expected_tensors(config)) {
-    const std::vector<uint16_t> data = random_bf16(t);
-    w.add(t.name, DType::kBF16, t.shape, data.data());
-  }
-  w.write((d / "model.safetensors").string());
+  write_synthetic_weights(dir, DType::kBF16, random_values,
+                          {{"format", "pt"}, {"dgemma", "default model, random weights"}});
 }
 
 DefaultModel ensure_default_model() {

@@ -49,6 +49,13 @@ class Backend {
   // Outputs are already sized by prepare_op(). Inputs may carry device data
   // of any backend; a host backend calls ensure_host() on them.
   virtual void run(const OpCall& call) = 0;
+  // Whether run() executes this (valid, prepared) call, rather than refusing
+  // it for a dtype, scheme or shape the backend does not implement; when it
+  // does not, `why` (if given) gets the reason in one line. Answers for the
+  // call as given, without running it. Default: every call (the CPU backend
+  // runs the whole vocabulary). The op catalogue test skips what its target
+  // refuses (tests/ops/op_catalogue_test.cc).
+  virtual bool supports(const OpCall& /*call*/, std::string* /*why*/ = nullptr) const { return true; }
   // Whether run() honours OpCall::device_outputs (keeps outputs on a device).
   virtual bool supports_device_outputs() const { return false; }
 

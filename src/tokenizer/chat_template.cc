@@ -41,8 +41,8 @@ class PromptWriter {
   std::vector<ChatPromptPart> parts_;
 };
 
-std::string_view js_trim(std::string_view s) { return tok::trim_if(s, tok::is_js_whitespace); }
-std::string_view py_trim(std::string_view s) { return tok::trim_if(s, tok::is_python_whitespace); }
+std::string_view js_trim(std::string_view s) { return trim_if(s, is_js_whitespace); }
+std::string_view py_trim(std::string_view s) { return trim_if(s, is_python_whitespace); }
 
 // ---- Gemma 3: mirrors the jinja template of tokenizer_config.json ----
 // The goldens were rendered by @huggingface/jinja, whose `trim` is JS trim.

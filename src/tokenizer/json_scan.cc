@@ -4,80 +4,25 @@
 #include <cstring>
 
 #include "dgemma/error.h"
+#include "core/json.h"
 #include "core/utf8.h"
 
 namespace dgemma::tok {
-
-std::string describe_position(std::string_view text, size_t offset) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(col);
-}
 
 void JsonScanner::fail(const std::string& why) const {
   // Positions are reported relative to the scanned text; base_ is the byte
   // offset of that text inside the file.
   throw Error(source_ + ": invalid JSON at byte " + std::to_string(base_ + pos_) + " (" +
-              describe_position(s_, pos_) + " of the section): " + why);
+              json::describe_position(s_, pos_) + " of the section): " + why);
 }
 
 void JsonScanner::expect(char c, const char* what) {
   if (!consume(c)) fail(std::string("expected ") + what);
 }
 
-namespace {
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-}  // namespace
-
 void JsonScanner::read_escape(std::string& out) {
   // pos_ is at the character after the backslash.
-  if (pos_ >= s_.size()) fail("unterminated escape");
-  char e = s_[pos_++];
-  switch (e) {
-    case '"': out += '"'; return;
-    case '\\': out += '\\'; return;
-    case '/': out += '/'; return;
-    case 'b': out += '\b'; return;
-    case 'f': out += '\f'; return;
-    case 'n': out += '\n'; return;
-    case 'r': out += '\r'; return;
-    case 't': out += '\t'; return;
-    case 'u': break;
-    default: --pos_; fail("invalid escape character");
-  }
-  auto hex4 = [&]() -> uint32_t {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      int d = hex_digit(s_[pos_++]);
-      if (d < 0) fail("invalid hex digit in \\u escape");
-      v = (v << 4) | uint32_t(d);
-    }
-    return v;
-  };
-  uint32_t cp = hex4();
-  if (cp >= 0xD800 && cp <= 0xDBFF) {
-    if (pos_ + 2 > s_.size() || s_[pos_] != '\\' || s_[pos_ + 1] != 'u') fail("lone high surrogate in \\u escape");
-    pos_ += 2;
-    uint32_t lo = hex4();
-    if (lo < 0xDC00 || lo > 0xDFFF) fail("invalid low surrogate in \\u escape");
-    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-  } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-    fail("lone low surrogate in \\u escape");
-  }
-  append_utf8(out, cp);
+  if (const char* error = json::decode_escape(s_, pos_, out)) fail(error);
 }
 
 std::string_view JsonScanner::read_string(std::string& scratch) {
@@ -108,10 +53,8 @@ std::string_view JsonScanner::read_string(std::string& scratch) {
       continue;
     }
     // Validate one multi-byte sequence.
-    size_t n = utf8_len(c);
-    if (c < 0xC2 || c > 0xF4 || pos_ + n > s_.size() ||
-        find_invalid_utf8(s_.substr(pos_, n)) != std::string_view::npos)
-      fail("invalid UTF-8 in string");
+    const size_t n = utf8_sequence_length(s_, pos_);
+    if (n == 0) fail("invalid UTF-8 in string");
     pos_ += n;
   }
   std::string_view out;

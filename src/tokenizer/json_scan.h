@@ -66,7 +66,4 @@ class JsonScanner {
   size_t pos_ = 0;
 };
 
-// Line/column (1-based) of byte `offset` in `text`.
-std::string describe_position(std::string_view text, size_t offset);
-
 }  // namespace dgemma::tok

@@ -129,7 +129,7 @@ std::vector<int32_t> Tokenizer::encode_impl(std::span<const TextPiece> pieces, b
   const Impl& t = *impl_;
   size_t total = 0;
   for (const TextPiece& p : pieces) {
-    if (size_t bad = tok::find_invalid_utf8(p.text); bad != std::string_view::npos)
+    if (size_t bad = find_invalid_utf8(p.text); bad != std::string_view::npos)
       throw Error("tokenizer: cannot encode text that is not valid UTF-8 (invalid byte 0x" +
                   [&] {
                     char b[4];

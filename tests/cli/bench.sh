@@ -7,11 +7,9 @@
 #
 # usage: bench.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-GOLDEN="$2/tests/data/golden_a"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
+GOLDEN="$SRC/tests/data/golden_a"
 
 if "$BIN" bench -m "$GOLDEN" --steps 1 --context 8 --json >"$TMP/step.json" 2>"$TMP/err" &&
     python3 - "$TMP/step.json" <<'PY'

@@ -6,11 +6,8 @@
 #
 # usage: chat.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
 FAST="--max-denoising-steps 2"
 
 # Two turns, -n 32 = two canvases of 16: generate() encodes the first canvas,

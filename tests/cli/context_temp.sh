@@ -6,11 +6,8 @@
 #
 # usage: context_temp.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
 FAST="--max-denoising-steps 1"
 "$BIN" run -p hi -n 1 $FAST -q >/dev/null 2>&1  # creates the default model
 M="$DGEMMA_CACHE/default-model-v1"

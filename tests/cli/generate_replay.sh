@@ -20,12 +20,9 @@
 #
 # usage: generate_replay.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-SRC=$2
-MODEL="$SRC/tests/data/golden_a"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
+MODEL="$SRC/tests/data/golden_a"
 
 # The CUDA backend: "cuda" when it can run here, else nothing (checked once).
 cuda_backends=()

@@ -6,12 +6,9 @@
 #
 # usage: generate_seed.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-SRC=$2
-MODEL="$SRC/tests/data/golden_a"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
+MODEL="$SRC/tests/data/golden_a"
 PROMPT=2,427,158,188,358,234,273,300,261,285,441,270,129,180
 
 gen() { "$BIN" generate -m "$MODEL" --prompt-ids "$PROMPT" -q "$@"; }

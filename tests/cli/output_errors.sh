@@ -5,12 +5,8 @@
 #
 # usage: output_errors.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-SRC=$2
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
 
 # expect_write_error DESCRIPTION WANT_STDERR REDIRECT COMMAND...: REDIRECT is
 # "full" (stdout on /dev/full) or "closed" (stdout closed).

@@ -7,13 +7,9 @@
 #
 # usage: progress.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-SRC=$2
-GOLDEN="$SRC/tests/data/golden_a"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
+GOLDEN="$SRC/tests/data/golden_a"
 
 # on_pty LOG COMMAND...: runs COMMAND with stderr on a pty (stdout to
 # $TMP/stdout), writes what the pty received to LOG; fails with the command.

@@ -7,13 +7,9 @@
 #
 # usage: quantize.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-SRC=$2
-GOLDEN="$SRC/tests/data/golden_a"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
+GOLDEN="$SRC/tests/data/golden_a"
 
 plain_bytes=$(stat -c %s "$GOLDEN/model.safetensors")
 for fmt in nf4:nf4 nvfp4-experts:nvfp4 mlx4:affine4; do

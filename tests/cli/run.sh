@@ -8,11 +8,8 @@
 #
 # usage: run.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
 
 # First use, twice at once: both succeed, one folder, no temp leftovers.
 "$BIN" run -p "Hello" -n 1 --seed 1 >"$TMP/a.out" 2>"$TMP/a.err" &

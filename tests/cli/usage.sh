@@ -7,12 +7,8 @@
 #
 # usage: usage.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-SRC=$2
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
 
 # expect_exit DESCRIPTION CODE STDERR_SUBSTRING COMMAND...
 expect_exit() {

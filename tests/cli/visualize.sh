@@ -6,11 +6,8 @@
 #
 # usage: visualize.sh DGEMMA_BINARY SOURCE_DIR
 set -u
-BIN=$1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export DGEMMA_CACHE="$TMP/cache"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+cli_test_setup "$@"
 # Tokens per terminal run: fewer under AddressSanitizer, where the default
 # model runs ~20x slower (one canvas still shows every frame kind).
 N=64

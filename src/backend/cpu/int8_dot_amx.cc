@@ -33,19 +33,11 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "backend/cpu/isa_target.h"
+
 #include <cstring>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,amx-tile,amx-int8"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12's AVX-512 headers: see kernels_avx512bf16.cc (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,amx-tile,amx-int8")
-#endif
+DGEMMA_ISA_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,amx-tile,amx-int8")
 
 namespace dgemma::cpu::int8amx {
 namespace {
@@ -270,12 +262,7 @@ Int8DotIsa level(const Int8DotIsa& avx2) {
 
 }  // namespace dgemma::cpu::int8amx
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+DGEMMA_ISA_END()
 
 #else  // not x86-64
 

@@ -18,16 +18,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12's AVX-512 headers: see kernels_avx512bf16.cc (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw")
-#endif
+#include "backend/cpu/isa_target.h"
+
+DGEMMA_ISA_BEGIN("avx512f,avx512bw")
 
 namespace dgemma::cpu::int8avx512 {
 namespace {
@@ -69,11 +62,6 @@ void nibble_pairs(const uint8_t* const* rows, int nr, int64_t kc, bool high_firs
 
 }  // namespace dgemma::cpu::int8avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+DGEMMA_ISA_END()
 
 #endif  // __x86_64__

@@ -24,20 +24,11 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "backend/cpu/isa_target.h"
+
 #include <cstring>
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                                                   \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,amx-tile,amx-bf16"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12's AVX-512 headers: see kernels_avx512bf16.cc (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,amx-tile,amx-bf16")
-#endif
+DGEMMA_ISA_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,amx-tile,amx-bf16")
 
 namespace dgemma::cpu::amx {
 namespace {
@@ -245,17 +236,6 @@ const IsaKernels* table() {
 
 }  // namespace dgemma::cpu::amx
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+DGEMMA_ISA_END()
 
-#else  // not x86-64
-
-namespace dgemma::cpu::amx {
-const IsaKernels* table() { return nullptr; }
-}  // namespace dgemma::cpu::amx
-
-#endif
+#endif  // __x86_64__ (isa_kernels.cc calls the level only there)

@@ -10,20 +10,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                                        \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12's AVX-512 headers build their "undefined" operands by self-
-// initialization, which -Wuninitialized reports at every inlined intrinsic
-// (GCC bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
-#endif
+#include "backend/cpu/isa_target.h"
+
+DGEMMA_ISA_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
 
 namespace dgemma::cpu::avx512bf16 {
 namespace {
@@ -215,17 +204,6 @@ const IsaKernels* table() {
 
 }  // namespace dgemma::cpu::avx512bf16
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+DGEMMA_ISA_END()
 
-#else  // not x86-64
-
-namespace dgemma::cpu::avx512bf16 {
-const IsaKernels* table() { return nullptr; }
-}  // namespace dgemma::cpu::avx512bf16
-
-#endif
+#endif  // __x86_64__ (isa_kernels.cc calls the level only there)

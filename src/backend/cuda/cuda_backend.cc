@@ -2000,6 +2000,38 @@ std::string CudaBackend::name() const {
 
 void CudaBackend::run(const OpCall& call) { impl_->run(call); }
 
+bool CudaBackend::supports(const OpCall& c, std::string* why) const {
+  auto refuse = [why](const std::string& reason) {
+    if (why) *why = "cuda backend: " + reason;
+    return false;
+  };
+  k::WType t;
+  for (const WeightRef* w : c.w) {
+    if (!w) continue;
+    if (w->quant && !w->quant->bound_dense) {
+      if (w->quant->scheme == QuantScheme::kAffine && !k::float_wtype(w->quant->scale_dtype, &t))
+        return refuse("quantized weight " + w->name + " has affine scales of dtype " +
+                      std::string(dtype_name(w->quant->scale_dtype)) +
+                      ", which the CUDA kernels cannot read (F32, BF16, F16)");
+    } else if (!k::float_wtype(w->dtype, &t)) {
+      return refuse("weight " + w->name + " has dtype " + std::string(dtype_name(w->dtype)) +
+                    ", which the CUDA backend cannot read (F32, BF16, F16)");
+    }
+  }
+  if (c.kind == OpKind::kMoeExperts && c.in.size() == 3 && c.in[1] && !c.in[1]->host_stale) {
+    const Tensor& idx = *c.in[1];
+    const int64_t K = idx.shape.size() == 2 ? idx.dim(1) : 0;
+    for (int64_t m = 0; K > 0 && m < idx.dim(0); ++m)
+      for (int64_t a = 1; a < K; ++a)
+        for (int64_t b = 0; b < a; ++b)
+          if (const int32_t e = idx.i[size_t(m * K + a)]; e == idx.i[size_t(m * K + b)])
+            return refuse("token " + std::to_string(m) + " routes to expert " + std::to_string(e) + " twice (top-k " +
+                          std::to_string(b) + " and " + std::to_string(a) +
+                          "): the device combines a token's expert outputs once per expert");
+  }
+  return true;
+}
+
 std::string CudaBackend::describe_address(const void* device_ptr) const {
   return impl_->describe(reinterpret_cast<uintptr_t>(device_ptr));
 }

@@ -124,6 +124,12 @@ class CudaBackend : public Backend {
 
   std::string name() const override;
   void run(const OpCall& call) override;
+  // Refuses what run() would reject for want of an implementation: plain
+  // weights of a dtype other than F32, BF16 and F16 (the CPU also reads F64
+  // and FP8 ones), MLX affine weights whose scales are of another dtype, and
+  // moe_experts routing a token to one expert twice (checked when the
+  // indices are on the host; the device checks its own).
+  bool supports(const OpCall& call, std::string* why = nullptr) const override;
   bool supports_device_outputs() const override { return !options_.checker; }
 
   const CudaBackendOptions& options() const { return options_; }

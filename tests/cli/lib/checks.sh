@@ -3,6 +3,18 @@
 # "N passed, M failed" line; expect_error needs $TMP.
 pass=0
 fail=0
+
+# cli_test_setup "$@": BIN (the dgemma binary, the script's first argument),
+# SRC (the source tree, its second), TMP (a scratch folder removed on exit)
+# and DGEMMA_CACHE inside it (the default model is generated afresh). Scripts
+# with a cleanup of their own (servers to stop) set these themselves.
+cli_test_setup() {
+  BIN=$1
+  SRC=${2:-}
+  TMP=$(mktemp -d)
+  trap 'rm -rf "$TMP"' EXIT
+  export DGEMMA_CACHE="$TMP/cache"
+}
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
