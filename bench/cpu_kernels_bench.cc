@@ -96,7 +96,8 @@ void gemm_bench(benchmark::State& st, int64_t M, int64_t K, int64_t N, int mode,
   st.counters["vs_sgemm"] = t_blas / t_ours;
   st.SetLabel(std::string(mode_name(mode)) + " " + std::string(isa_name(b.isa())) + " blas:" + blas_core());
 #else
-  const auto [t_ours, t_unused] = best_interleaved(ours, [] {}, 7);
+  const auto [t_ours, t_unused] = best_interleaved(
+      ours, [] {}, 7);
   (void)t_unused;
   st.SetLabel(std::string(mode_name(mode)) + " " + std::string(isa_name(b.isa())) + " (no OpenBLAS)");
 #endif
@@ -199,7 +200,8 @@ void BM_MoeLayer(benchmark::State& st) {
                   guf.data() + e * 2 * I * H, int(H), 0.0f, gup.data(), int(2 * I));
       for (int64_t r = 0; r < n; ++r)
         for (int64_t i = 0; i < I; ++i)
-          act[size_t(r * I + i)] = cpu::reference::gelu_tanh(gup[size_t(r * 2 * I + i)]) * gup[size_t(r * 2 * I + I + i)];
+          act[size_t(r * I + i)] =
+              cpu::reference::gelu_tanh(gup[size_t(r * 2 * I + i)]) * gup[size_t(r * 2 * I + I + i)];
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(H), int(I), 1.0f, act.data(), int(I),
                   dnf.data() + e * H * I, int(I), 0.0f, ys.data(), int(H));
     }
@@ -209,7 +211,8 @@ void BM_MoeLayer(benchmark::State& st) {
   st.counters["vs_sgemm"] = t_blas / t_ours;
   st.SetLabel(std::string(mode_name(mode)) + " per-expert sgemm baseline, blas:" + blas_core());
 #else
-  const auto [t_ours, t_unused] = best_interleaved(ours, [] {}, 3);
+  const auto [t_ours, t_unused] = best_interleaved(
+      ours, [] {}, 3);
   (void)t_unused;
   st.SetLabel(mode_name(mode));
 #endif
@@ -259,7 +262,11 @@ void BM_Attention(benchmark::State& st) {
   st.counters["threads"] = threads;
   st.SetLabel(full ? "full layer d=512, 2 kv heads" : "sliding layer d=256, 8 kv heads");
 }
-BENCHMARK(BM_Attention)->ArgNames({"full", "threads"})->ArgsProduct({{0, 1}, {0}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention)
+    ->ArgNames({"full", "threads"})
+    ->ArgsProduct({{0, 1}, {0}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The final soft-cap over a canvas of logits (67 M tanh); baseline: reference.
 void BM_Softcap(benchmark::State& st) {
@@ -328,7 +335,8 @@ void BM_SoftEmbedding(benchmark::State& st) {
   const SoftEmbeddingStats s = sparse.soft_embedding_stats();
   st.counters["vs_dense"] = t_dense / t_sparse;
   st.counters["dense_ms"] = t_dense * 1e3;
-  st.counters["sparse_rows_pct"] = 100.0 * double(s.rows_sparse) / double(std::max<int64_t>(1, s.rows_sparse + s.rows_dense));
+  st.counters["sparse_rows_pct"] =
+      100.0 * double(s.rows_sparse) / double(std::max<int64_t>(1, s.rows_sparse + s.rows_dense));
   st.counters["kept_per_sparse_row"] = double(s.kept_entries) / double(std::max<int64_t>(1, s.rows_sparse));
   st.counters["threads"] = threads;
 }

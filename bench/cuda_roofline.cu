@@ -23,23 +23,21 @@
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                                  \
-  do {                                                                                                 \
-    cudaError_t e_ = (x);                                                                              \
-    if (e_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "roofline: %s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, \
-                   __LINE__);                                                                          \
-      std::exit(1);                                                                                    \
-    }                                                                                                  \
+#define CHECK_CUDA(x)                                                                                            \
+  do {                                                                                                           \
+    cudaError_t e_ = (x);                                                                                        \
+    if (e_ != cudaSuccess) {                                                                                     \
+      std::fprintf(stderr, "roofline: %s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                              \
+    }                                                                                                            \
   } while (0)
-#define CHECK_BLAS(x)                                                                                        \
-  do {                                                                                                       \
-    cublasStatus_t s_ = (x);                                                                                 \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-      std::fprintf(stderr, "roofline: %s failed: %s (%s:%d)\n", #x, cublasGetStatusString(s_), __FILE__, \
-                   __LINE__);                                                                                \
-      std::exit(1);                                                                                          \
-    }                                                                                                        \
+#define CHECK_BLAS(x)                                                                                               \
+  do {                                                                                                              \
+    cublasStatus_t s_ = (x);                                                                                        \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                              \
+      std::fprintf(stderr, "roofline: %s failed: %s (%s:%d)\n", #x, cublasGetStatusString(s_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                                 \
+    }                                                                                                               \
   } while (0)
 
 // Sums float4s grid-stride, so every byte is read once; one store per block
@@ -91,9 +89,9 @@ struct Timer {
 
 struct Gemm {
   const char* name;
-  int64_t m, n, k;   // out[m, n] = x[m, k] · W[n, k]ᵀ (row major), `batch` of them
+  int64_t m, n, k;  // out[m, n] = x[m, k] · W[n, k]ᵀ (row major), `batch` of them
   int batch;
-  bool soft;         // out[m, n] = probs[m, k] · table[k, n] (the soft embedding)
+  bool soft;  // out[m, n] = probs[m, k] · table[k, n] (the soft embedding)
   double weight_bytes_bf16() const { return double(n) * double(k) * 2.0 * batch; }
   double flop() const { return 2.0 * double(m) * double(n) * double(k) * batch; }
 };
@@ -109,8 +107,10 @@ int main(int argc, char** argv) {
   const char* json_path = nullptr;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
     else {
       std::fprintf(stderr, "usage: dgemma_cuda_roofline [--json FILE] [--quick]\n");
       return 2;
@@ -220,13 +220,13 @@ int main(int argc, char** argv) {
       auto run = [&] {
         if (g.soft) {
           // Column major: outᵀ (n×m) = tableᵀ (n×k, ld n) · probsᵀ (k×m, ld k).
-          CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k), &one, W, in_t,
-                                  int(g.n), A, in_t, int(g.k), &zero, c, CUDA_R_32F, int(g.n), CUBLAS_COMPUTE_32F,
+          CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k), &one, W, in_t, int(g.n),
+                                  A, in_t, int(g.k), &zero, c, CUDA_R_32F, int(g.n), CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
         } else {
           // outᵀ (n×m) = W (k×n read transposed) · xᵀ (k×m).
-          CHECK_BLAS(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k), &one,
-                                                W, in_t, int(g.k), g.n * g.k, A, in_t, int(g.k), g.m * g.k, &zero, c,
+          CHECK_BLAS(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(g.n), int(g.m), int(g.k), &one, W,
+                                                in_t, int(g.k), g.n * g.k, A, in_t, int(g.k), g.m * g.k, &zero, c,
                                                 CUDA_R_32F, int(g.n), g.m * g.n, g.batch, CUBLAS_COMPUTE_32F,
                                                 CUBLAS_GEMM_DEFAULT));
         }
@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "roofline: cannot write %s\n", json_path);
       return 1;
     }
-    std::fprintf(f, "{\"device\": \"%s\", \"sms\": %d, \"hbm_read_gbps\": %.1f, \"hbm_copy_gbps\": %.1f,\n",
-                 prop.name, prop.multiProcessorCount, read_gbps, copy_gbps);
+    std::fprintf(f, "{\"device\": \"%s\", \"sms\": %d, \"hbm_read_gbps\": %.1f, \"hbm_copy_gbps\": %.1f,\n", prop.name,
+                 prop.multiProcessorCount, read_gbps, copy_gbps);
     std::fprintf(f, " \"launch_us\": %.3f, \"graph_launch_us\": %.3f, \"gemms\": [\n", plain_us, graph_us);
     for (size_t i = 0; i < shapes.size(); ++i)
       std::fprintf(f,

@@ -43,18 +43,12 @@ struct Variant {
   Kind kind;
   bool int8_dot = false;
 };
-constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},
-                                 {"f32", Kind::kF32},
-                                 {"nf4", Kind::kNf4},
-                                 {"nf4_int8dot", Kind::kNf4, true},
-                                 {"nvfp4", Kind::kNvfp4},
-                                 {"nvfp4_int8dot", Kind::kNvfp4, true},
-                                 {"mlx4", Kind::kMlx4},
-                                 {"mlx4_int8dot", Kind::kMlx4, true},
-                                 {"mlx8", Kind::kMlx8},
-                                 {"mlx8_int8dot", Kind::kMlx8, true},
-                                 {"int8", Kind::kInt8},
-                                 {"int8_int8dot", Kind::kInt8, true},
+constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},   {"f32", Kind::kF32},
+                                 {"nf4", Kind::kNf4},     {"nf4_int8dot", Kind::kNf4, true},
+                                 {"nvfp4", Kind::kNvfp4}, {"nvfp4_int8dot", Kind::kNvfp4, true},
+                                 {"mlx4", Kind::kMlx4},   {"mlx4_int8dot", Kind::kMlx4, true},
+                                 {"mlx8", Kind::kMlx8},   {"mlx8_int8dot", Kind::kMlx8, true},
+                                 {"int8", Kind::kInt8},   {"int8_int8dot", Kind::kInt8, true},
                                  {"sgemm", Kind::kSgemm}};
 
 int threads() {
@@ -118,14 +112,22 @@ const Weights& weights(const std::string& label, const std::vector<int64_t>& sha
       w.ref.data = w.f32.data();
       w.bytes = w.f32.size() * 4;
       return w;
-    case Kind::kNf4: w.q = quant::quantize_weight(QuantScheme::kNF4, src, shape, DType::kBF16, p); break;
-    case Kind::kNvfp4: w.q = quant::quantize_weight(QuantScheme::kNVFP4, src, shape, DType::kBF16, p); break;
-    case Kind::kMlx4: w.q = quant::quantize_weight(QuantScheme::kAffine, src, shape, DType::kBF16, p); break;
+    case Kind::kNf4:
+      w.q = quant::quantize_weight(QuantScheme::kNF4, src, shape, DType::kBF16, p);
+      break;
+    case Kind::kNvfp4:
+      w.q = quant::quantize_weight(QuantScheme::kNVFP4, src, shape, DType::kBF16, p);
+      break;
+    case Kind::kMlx4:
+      w.q = quant::quantize_weight(QuantScheme::kAffine, src, shape, DType::kBF16, p);
+      break;
     case Kind::kMlx8:
       p.bits = 8;
       w.q = quant::quantize_weight(QuantScheme::kAffine, src, shape, DType::kBF16, p);
       break;
-    case Kind::kInt8: w.q = quant::quantize_weight(QuantScheme::kInt8, src, shape, DType::kBF16, p); break;
+    case Kind::kInt8:
+      w.q = quant::quantize_weight(QuantScheme::kInt8, src, shape, DType::kBF16, p);
+      break;
   }
   w.ref.dtype = DType::kBF16;
   w.ref.data = w.q->slices.front().codes;

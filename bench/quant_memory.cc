@@ -107,12 +107,29 @@ int load(const std::string& dir, bool touch, bool decode) {
     const ModelWeights& w = model->weights();
     std::vector<const WeightRef*> refs = {&w.embed, &w.final_norm, &w.sc_pre_norm, &w.sc_gate, &w.sc_up, &w.sc_down};
     for (const LayerWeights& L : w.layers)
-      for (const WeightRef* r : {&L.input_layernorm, &L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.q_norm, &L.k_norm,
-                                 &L.post_attention_layernorm, &L.pre_feedforward_layernorm, &L.mlp_gate, &L.mlp_up,
-                                 &L.mlp_down, &L.post_feedforward_layernorm_1, &L.router_proj, &L.router_scale,
-                                 &L.router_per_expert_scale, &L.pre_feedforward_layernorm_2, &L.experts_gate_up,
-                                 &L.experts_down, &L.post_feedforward_layernorm_2, &L.post_feedforward_layernorm,
-                                 &L.decoder_layer_scalar, &L.encoder_layer_scalar})
+      for (const WeightRef* r : {&L.input_layernorm,
+                                 &L.q_proj,
+                                 &L.k_proj,
+                                 &L.v_proj,
+                                 &L.o_proj,
+                                 &L.q_norm,
+                                 &L.k_norm,
+                                 &L.post_attention_layernorm,
+                                 &L.pre_feedforward_layernorm,
+                                 &L.mlp_gate,
+                                 &L.mlp_up,
+                                 &L.mlp_down,
+                                 &L.post_feedforward_layernorm_1,
+                                 &L.router_proj,
+                                 &L.router_scale,
+                                 &L.router_per_expert_scale,
+                                 &L.pre_feedforward_layernorm_2,
+                                 &L.experts_gate_up,
+                                 &L.experts_down,
+                                 &L.post_feedforward_layernorm_2,
+                                 &L.post_feedforward_layernorm,
+                                 &L.decoder_layer_scalar,
+                                 &L.encoder_layer_scalar})
         refs.push_back(r);
     for (const WeightRef* r : refs) {
       if (r->empty()) continue;
@@ -156,9 +173,12 @@ int main(int argc, char** argv) {
     if (a.size() >= 2 && a[0] == "load") {
       bool touch = false, decode = false;
       for (size_t i = 2; i < a.size(); ++i) {
-        if (a[i] == "--touch") touch = true;
-        else if (a[i] == "--decode") decode = true;
-        else throw dgemma::Error("unknown option " + a[i]);
+        if (a[i] == "--touch")
+          touch = true;
+        else if (a[i] == "--decode")
+          decode = true;
+        else
+          throw dgemma::Error("unknown option " + a[i]);
       }
       return dgemma::load(a[1], touch, decode);
     }

@@ -69,9 +69,9 @@ void fuzz_encode(const dgemma::Tokenizer& tok, std::string_view text, uint8_t mo
   check(valid, "invalid UTF-8 was accepted");
   check(tok.encode_reference(text, false) == ids, "word cutting changed the ids");
   auto with_bos = tok.encode(text, true);
-  check(with_bos.size() == ids.size() + 1 && with_bos[0] == 2 &&
-            std::equal(ids.begin(), ids.end(), with_bos.begin() + 1),
-        "add_special is not <bos> + ids");
+  check(
+      with_bos.size() == ids.size() + 1 && with_bos[0] == 2 && std::equal(ids.begin(), ids.end(), with_bos.begin() + 1),
+      "add_special is not <bos> + ids");
   check(tok.decode(ids) == spaces_for_meta(text), "decode(encode(text)) != text");
   // Special-token text as plain text: no special id, same characters.
   const std::vector<int32_t> plain = tok.encode_plain(text, false);
@@ -112,7 +112,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const dgemma::Tokenizer& tok = tokenizer();
   uint8_t mode = data[0];
   std::string_view payload(reinterpret_cast<const char*>(data + 1), size - 1);
-  if (mode & 1) fuzz_decode(tok, payload, mode);
-  else fuzz_encode(tok, payload, mode);
+  if (mode & 1)
+    fuzz_decode(tok, payload, mode);
+  else
+    fuzz_encode(tok, payload, mode);
   return 0;
 }

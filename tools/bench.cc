@@ -33,9 +33,7 @@
 namespace dgemma::cli {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void fill(std::vector<float>& v, float scale, uint64_t seed) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 99;
@@ -48,8 +46,10 @@ void fill(std::vector<float>& v, float scale, uint64_t seed) {
 }
 
 void emit(bool as_json, const json::Value& line, const std::string& text) {
-  if (as_json) std::printf("%s\n", json::dump(line).c_str());
-  else std::printf("%s\n", text.c_str());
+  if (as_json)
+    std::printf("%s\n", json::dump(line).c_str());
+  else
+    std::printf("%s\n", text.c_str());
   std::fflush(stdout);
 }
 
@@ -95,7 +95,8 @@ int run_kernels(const Args& args) {
   const int nt = threads > 0 ? int(threads) : int(std::max(1u, std::thread::hardware_concurrency()));
   const CpuIsa isa = default_isa();
   const cpu::PeakRates pk = cpu::measure_peak(isa, nt);
-  for (const auto& [name, rate] : {std::pair<const char*, double>{"peak_fma", pk.fma_gflops}, {"peak_dot", pk.dot_gflops}}) {
+  for (const auto& [name, rate] :
+       {std::pair<const char*, double>{"peak_fma", pk.fma_gflops}, {"peak_dot", pk.dot_gflops}}) {
     if (rate <= 0) continue;
     json::Value v = json::Object{};
     v.set("name", name);
@@ -105,23 +106,27 @@ int run_kernels(const Args& args) {
     v.set("peak_gflops", rate);
     v.set("threads", nt);
     v.set("isa", std::string(isa_name(isa)));
-    emit(as_json, v, std::string(name) + ": " + fmt("%.1f", rate) + " GFLOP/s (" +
-                         std::string(isa_name(isa)) + ", " + std::to_string(nt) + " threads)");
+    emit(as_json, v,
+         std::string(name) + ": " + fmt("%.1f", rate) + " GFLOP/s (" + std::string(isa_name(isa)) + ", " +
+             std::to_string(nt) + " threads)");
   }
   struct Shape {
     const char* name;
     int64_t m, k, n;
   };
-  const Shape shapes[] = {{"linear_canvas_h2816", 256, 2816, 2816}, {"linear_canvas_mlp2112", 256, 2816, 2112},
-                          {"linear_canvas_q4096", 256, 2816, 4096},  {"expert_gate_up", 16, 2816, 1408},
+  const Shape shapes[] = {{"linear_canvas_h2816", 256, 2816, 2816},
+                          {"linear_canvas_mlp2112", 256, 2816, 2112},
+                          {"linear_canvas_q4096", 256, 2816, 4096},
+                          {"expert_gate_up", 16, 2816, 1408},
                           {"expert_down", 16, 704, 2816}};
   // Baseline: OpenBLAS cblas_sgemm on fp32 copies of the weights when the
   // library can be opened, else the scalar reference kernel.
   const std::unique_ptr<cpu::BlasBaseline> blas = no_blas ? nullptr : cpu::BlasBaseline::open();
   if (blas) blas->set_threads(nt);
   if (!as_json)
-    std::printf("baseline: %s\n", blas ? ("OpenBLAS cblas_sgemm (" + blas->library() + ", " + blas->config() + ")").c_str()
-                                        : "the scalar reference kernel (no OpenBLAS found)");
+    std::printf("baseline: %s\n",
+                blas ? ("OpenBLAS cblas_sgemm (" + blas->library() + ", " + blas->config() + ")").c_str()
+                     : "the scalar reference kernel (no OpenBLAS found)");
   CpuBackendOptions ro;
   ro.threads = nt;
   ro.isa = CpuIsa::kScalar;
@@ -177,10 +182,10 @@ int run_kernels(const Args& args) {
       v.set("mode", dot ? "dot" : "fma");
       v.set("isa", std::string(isa_name(b.isa())));
       emit(as_json, v,
-           std::string(s.name) + (dot ? " dot" : " fma") + "  M=" + std::to_string(s.m) +
-               " K=" + std::to_string(s.k) + " N=" + std::to_string(s.n) + ": " + fmt("%.1f", gf) + " GFLOP/s, " +
-               fmt("%.2f", t_ref / t) + "x " + base + " (" + fmt("%.2f", flop / t_ref / 1e9) + "), " +
-               fmt("%.0f", peak > 0 ? 100 * gf / peak : 0) + "% of " + (dot ? "dot" : "fma") + " peak");
+           std::string(s.name) + (dot ? " dot" : " fma") + "  M=" + std::to_string(s.m) + " K=" + std::to_string(s.k) +
+               " N=" + std::to_string(s.n) + ": " + fmt("%.1f", gf) + " GFLOP/s, " + fmt("%.2f", t_ref / t) + "x " +
+               base + " (" + fmt("%.2f", flop / t_ref / 1e9) + "), " + fmt("%.0f", peak > 0 ? 100 * gf / peak : 0) +
+               "% of " + (dot ? "dot" : "fma") + " peak");
     }
   }
   return 0;
@@ -193,19 +198,20 @@ int run_step(const Args& args) {
   bool as_json = false, dot = false;
   int64_t context = 512, steps = 3, estimate_layers = 30, batch = 1;
   std::string isa_text;
-  FlagParser p("dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--batch N] [--bf16-dot] "
-               "[--backend NAME]",
-               "Times denoising steps of a checkpoint after a --context-token prompt: the first step (no\n"
-               "self-conditioning), self-conditioned steps, and the encoder commit of a canvas. Reports canvas\n"
-               "positions/s, seconds, FLOP (op vocabulary, exact per call), the time split by op, and estimated\n"
-               "tokens/s at 16 and 48 steps per canvas (256 tokens / (first + (S-1)·self-conditioned step +\n"
-               "commit)). For a checkpoint with fewer layers than --estimate-layers (e.g. `dgemma bench slice`),\n"
-               "also an estimate for that many. On the CPU backend (the default) also the threads, ISA, mode\n"
-               "and the fraction of the measured peak FLOP rate; with --backend (e.g. cuda, cuda:sync) the steps\n"
-               "run on that backend, and those CPU-only figures are left out (--bf16-dot and --isa are errors).\n"
-               "--batch N also times batched self-conditioned steps: one decoder pass over N canvases, each\n"
-               "with its own copy of the prompt's KV cache (as `serve` batches concurrent requests).\n"
-               "The JSON names the backend in \"backend\".");
+  FlagParser p(
+      "dgemma bench step -m DIR [--json] [-t N] [--context N] [--steps N] [--batch N] [--bf16-dot] "
+      "[--backend NAME]",
+      "Times denoising steps of a checkpoint after a --context-token prompt: the first step (no\n"
+      "self-conditioning), self-conditioned steps, and the encoder commit of a canvas. Reports canvas\n"
+      "positions/s, seconds, FLOP (op vocabulary, exact per call), the time split by op, and estimated\n"
+      "tokens/s at 16 and 48 steps per canvas (256 tokens / (first + (S-1)·self-conditioned step +\n"
+      "commit)). For a checkpoint with fewer layers than --estimate-layers (e.g. `dgemma bench slice`),\n"
+      "also an estimate for that many. On the CPU backend (the default) also the threads, ISA, mode\n"
+      "and the fraction of the measured peak FLOP rate; with --backend (e.g. cuda, cuda:sync) the steps\n"
+      "run on that backend, and those CPU-only figures are left out (--bf16-dot and --isa are errors).\n"
+      "--batch N also times batched self-conditioned steps: one decoder pass over N canvases, each\n"
+      "with its own copy of the prompt's KV cache (as `serve` batches concurrent requests).\n"
+      "The JSON names the backend in \"backend\".");
   mf.add_to(p);
   p.add_bool("--json", &as_json, "one JSON object");
   p.add_int("--context", &context, "prompt tokens encoded before the steps");
@@ -276,12 +282,16 @@ int run_step(const Args& args) {
   RowSamples sampled;
   const bool device_steps = on_device;
   auto step_first = [&] {
-    if (device_steps) model->decode_sample(canvas.data(), false, 1.0f, uniforms.data(), sampled);
-    else model->decode(canvas.data(), nullptr, logits.data());
+    if (device_steps)
+      model->decode_sample(canvas.data(), false, 1.0f, uniforms.data(), sampled);
+    else
+      model->decode(canvas.data(), nullptr, logits.data());
   };
   auto step_sc = [&] {
-    if (device_steps) model->decode_sample(canvas.data(), true, 1.0f, uniforms.data(), sampled);
-    else model->decode(canvas.data(), first.data(), logits.data());
+    if (device_steps)
+      model->decode_sample(canvas.data(), true, 1.0f, uniforms.data(), sampled);
+    else
+      model->decode(canvas.data(), first.data(), logits.data());
   };
   if (device_steps) {
     step_first();  // the sampler's buffers, and z for the first self-conditioned step
@@ -566,13 +576,15 @@ int run_step(const Args& args) {
                 flop_sc / t_sc / 1e9);
   std::printf("canvas positions/s: %.1f\n", double(L) / t_sc);
   if (device_steps)
-    std::printf("steps timed as generate() runs them (decode_sample); device busy time of the self-conditioned "
-                "step %.4f s; through the host API (logits down and up) %.4f s\n",
-                prof_sc.total_seconds(), t_sc_host_api);
+    std::printf(
+        "steps timed as generate() runs them (decode_sample); device busy time of the self-conditioned "
+        "step %.4f s; through the host API (logits down and up) %.4f s\n",
+        prof_sc.total_seconds(), t_sc_host_api);
   if (batch > 1)
-    std::printf("batched step (%lld self-conditioned canvases in one pass): %.3f s, %.1f canvas positions/s "
-                "(%.2fx one canvas per pass)\n",
-                (long long)batch, t_batch, double(batch * L) / t_batch, double(batch) * t_sc / t_batch);
+    std::printf(
+        "batched step (%lld self-conditioned canvases in one pass): %.3f s, %.1f canvas positions/s "
+        "(%.2fx one canvas per pass)\n",
+        (long long)batch, t_batch, double(batch * L) / t_batch, double(batch) * t_sc / t_batch);
   if (batch > 1 && device_steps)
     std::printf("batched pass device busy time %.4f s (%.2fx one canvas's)\n", t_batch_device,
                 double(batch) * prof_sc.total_seconds() / std::max(1e-12, t_batch_device));
@@ -580,10 +592,11 @@ int run_step(const Args& args) {
   std::printf("estimated tokens/s: %.2f at 16 steps, %.2f at 48 steps\n", tokens_per_s(t_first, t_sc, t_commit, 16),
               tokens_per_s(t_first, t_sc, t_commit, 48));
   for (const Traffic& t : traffic)
-    std::printf("device traffic of one self-conditioned step (%s): %lld bytes up, %lld bytes down (%.1f / %.1f per "
-                "canvas position), %lld waits, %lld launches in %lld graphs\n",
-                t.path.c_str(), (long long)t.h2d, (long long)t.d2h, double(t.h2d) / double(L), double(t.d2h) / double(L),
-                (long long)t.syncs, (long long)t.launches, (long long)t.graphs);
+    std::printf(
+        "device traffic of one self-conditioned step (%s): %lld bytes up, %lld bytes down (%.1f / %.1f per "
+        "canvas position), %lld waits, %lld launches in %lld graphs\n",
+        t.path.c_str(), (long long)t.h2d, (long long)t.d2h, double(t.h2d) / double(L), double(t.d2h) / double(L),
+        (long long)t.syncs, (long long)t.launches, (long long)t.graphs);
   std::printf("self-conditioned step by op:\n");
   for (int k = 0; k < kNumOpKinds; ++k) {
     const OpKind kind = OpKind(k);
@@ -593,10 +606,11 @@ int run_step(const Args& args) {
                 100 * s / prof_sc.total_seconds(), f / 1e9, f > 0 ? f / s / 1e9 : 0.0);
   }
   if (layers != estimate_layers)
-    std::printf("estimate for %lld layers (layer ops scaled, model-level ops once): step %.2f s (first %.2f s), "
-                "commit %.2f s, %.1f positions/s, %.2f tokens/s at 16 steps, %.2f at 48\n",
-                (long long)estimate_layers, e_sc, e_first, e_commit, double(L) / e_sc,
-                tokens_per_s(e_first, e_sc, e_commit, 16), tokens_per_s(e_first, e_sc, e_commit, 48));
+    std::printf(
+        "estimate for %lld layers (layer ops scaled, model-level ops once): step %.2f s (first %.2f s), "
+        "commit %.2f s, %.1f positions/s, %.2f tokens/s at 16 steps, %.2f at 48\n",
+        (long long)estimate_layers, e_sc, e_first, e_commit, double(L) / e_sc,
+        tokens_per_s(e_first, e_sc, e_commit, 16), tokens_per_s(e_first, e_sc, e_commit, 48));
   return 0;
 }
 

@@ -38,8 +38,10 @@ std::string layout_frame(const std::vector<FrameCell>& cells, const std::string&
     col += w;
   }
   out += '\n';
-  if (color) out += std::string(ansi::kStatus) + "[" + status + "]" + ansi::kReset;
-  else out += "[" + status + "]";
+  if (color)
+    out += std::string(ansi::kStatus) + "[" + status + "]" + ansi::kReset;
+  else
+    out += "[" + status + "]";
   return out;
 }
 

@@ -77,8 +77,7 @@ int run_chat(const Args& args) {
 
   const bool interactive = is_tty(stdin);
   const TerminalCaps out_caps = terminal_caps(stdout);
-  if (interactive && !quiet)
-    std::fprintf(stderr, "dgemma chat: type a message; /reset starts over, /quit exits.\n");
+  if (interactive && !quiet) std::fprintf(stderr, "dgemma chat: type a message; /reset starts over, /quit exits.\n");
   const InterruptHandler interrupts;
   LineReader reader(interactive && out_caps.cursor && is_tty(stdin));
   std::string line;

@@ -29,7 +29,8 @@ int run_compare(const Args& args) {
   TensorStore a = TensorStore::open_file(p.positional()[0]);
   TensorStore b = TensorStore::open_file(p.positional()[1]);
   int failures = 0, compared = 0, missing = 0;
-  if (!as_json) std::printf("%-44s %12s %12s %10s %8s  %s\n", "tensor", "max_abs", "max_rel", "mismatch", "argmax", "ok");
+  if (!as_json)
+    std::printf("%-44s %12s %12s %10s %8s  %s\n", "tensor", "max_abs", "max_rel", "mismatch", "argmax", "ok");
   for (const auto& name : a.names()) {
     if (name == "input_ids" || name == "position_ids" || name == "decoder_input_ids" ||
         name == "decoder_position_ids" || name == "self_conditioning_logits")
@@ -38,8 +39,10 @@ int run_compare(const Args& args) {
     if (!vb) {
       ++missing;
       if (!allow_missing) ++failures;
-      if (as_json) std::printf("{\"tensor\": %s, \"missing\": true}\n", json::quoted(name).c_str());
-      else std::printf("%-44s missing from %s\n", name.c_str(), p.positional()[1].c_str());
+      if (as_json)
+        std::printf("{\"tensor\": %s, \"missing\": true}\n", json::quoted(name).c_str());
+      else
+        std::printf("%-44s missing from %s\n", name.c_str(), p.positional()[1].c_str());
       continue;
     }
     Tensor e = tensor_from_view(*a.find(name)), x = tensor_from_view(*vb);
@@ -64,14 +67,16 @@ int run_compare(const Args& args) {
                   (long long)x.numel());
     } else {
       char am[32] = "-";
-      if (r.argmax_rows) std::snprintf(am, sizeof am, "%lld/%lld", (long long)(r.argmax_rows - r.argmax_disagree),
-                                       (long long)r.argmax_rows);
+      if (r.argmax_rows)
+        std::snprintf(am, sizeof am, "%lld/%lld", (long long)(r.argmax_rows - r.argmax_disagree),
+                      (long long)r.argmax_rows);
       std::printf("%-44s %12.3g %12.3g %10lld %8s  %s\n", name.c_str(), r.max_abs, r.max_rel, (long long)r.mismatches,
                   am, ok ? "ok" : "FAIL");
     }
   }
   if (as_json) {
-    std::printf("{\"summary\": true, \"compared\": %d, \"missing\": %d, \"failures\": %d}\n", compared, missing, failures);
+    std::printf("{\"summary\": true, \"compared\": %d, \"missing\": %d, \"failures\": %d}\n", compared, missing,
+                failures);
   } else {
     std::printf("\n%d tensors compared, %d missing, %d out of tolerance (atol %g, rtol %g)\n", compared, missing,
                 failures, atol, rtol);

@@ -93,8 +93,10 @@ int run_doctor_cmd(const Args& args) {
       if (done == total) bar.finish();
     };
   DoctorReport r = run_doctor(o);
-  if (as_json) std::printf("%s\n", json::dump(doctor_report_json(r), 2).c_str());
-  else std::fputs(doctor_report_text(r).c_str(), stdout);
+  if (as_json)
+    std::printf("%s\n", json::dump(doctor_report_json(r), 2).c_str());
+  else
+    std::fputs(doctor_report_text(r).c_str(), stdout);
   return r.first_failure ? 1 : 0;
 }
 

@@ -49,8 +49,8 @@ void FlagParser::add_string(const std::string& names, std::string* target, const
                             const std::string& value_name) {
   add(names, Kind::kString, target, help, value_name, *target);
 }
-void FlagParser::add_strings(const std::string& names, std::vector<std::string>* target,
-                             const std::string& help, const std::string& value_name) {
+void FlagParser::add_strings(const std::string& names, std::vector<std::string>* target, const std::string& help,
+                             const std::string& value_name) {
   add(names, Kind::kStrings, target, help, value_name, "");
 }
 void FlagParser::add_int(const std::string& names, int64_t* target, const std::string& help) {
@@ -85,8 +85,10 @@ std::string FlagParser::help_text() const {
     for (size_t i = 0; i < f.names.size(); ++i) left += (i ? ", " : "") + f.names[i];
     if (f.kind != Kind::kBool) left += " " + f.value_name;
     std::string line = left;
-    if (line.size() < 30) line.append(30 - line.size(), ' ');
-    else line += "\n" + std::string(30, ' ');
+    if (line.size() < 30)
+      line.append(30 - line.size(), ' ');
+    else
+      line += "\n" + std::string(30, ' ');
     line += f.help;
     if (!f.default_text.empty()) line += " (default: " + f.default_text + ")";
     out += line + "\n";
@@ -129,9 +131,12 @@ bool FlagParser::parse(const Args& args) {
     f->seen = true;
     if (f->kind == Kind::kBool) {
       if (has_value) {
-        if (value == "true" || value == "1") *static_cast<bool*>(f->target) = true;
-        else if (value == "false" || value == "0") *static_cast<bool*>(f->target) = false;
-        else throw UsageError("option " + name + ": expected true/false, got '" + value + "'");
+        if (value == "true" || value == "1")
+          *static_cast<bool*>(f->target) = true;
+        else if (value == "false" || value == "0")
+          *static_cast<bool*>(f->target) = false;
+        else
+          throw UsageError("option " + name + ": expected true/false, got '" + value + "'");
       } else {
         *static_cast<bool*>(f->target) = true;
       }
@@ -142,11 +147,20 @@ bool FlagParser::parse(const Args& args) {
       value = args[++i];
     }
     switch (f->kind) {
-      case Kind::kString: *static_cast<std::string*>(f->target) = value; break;
-      case Kind::kStrings: static_cast<std::vector<std::string>*>(f->target)->push_back(value); break;
-      case Kind::kInt: *static_cast<int64_t*>(f->target) = to_int(value, name); break;
-      case Kind::kDouble: *static_cast<double*>(f->target) = to_double(value, name); break;
-      case Kind::kBool: break;
+      case Kind::kString:
+        *static_cast<std::string*>(f->target) = value;
+        break;
+      case Kind::kStrings:
+        static_cast<std::vector<std::string>*>(f->target)->push_back(value);
+        break;
+      case Kind::kInt:
+        *static_cast<int64_t*>(f->target) = to_int(value, name);
+        break;
+      case Kind::kDouble:
+        *static_cast<double*>(f->target) = to_double(value, name);
+        break;
+      case Kind::kBool:
+        break;
     }
   }
   return true;

@@ -52,8 +52,8 @@ class FlagParser {
     bool seen = false;
   };
   Flag* lookup(const std::string& name);
-  void add(const std::string& names, Kind kind, void* target, const std::string& help,
-           const std::string& value_name, std::string default_text);
+  void add(const std::string& names, Kind kind, void* target, const std::string& help, const std::string& value_name,
+           std::string default_text);
 
   std::string usage_;
   std::string description_;

@@ -120,8 +120,10 @@ int run_generate(const Args& args) {
     v.set("prompt_length", result.prompt_length);
     v.set("decoder_forwards", result.decoder_forwards);
     v.set("stopped_at_eos", result.stopped_at_eos);
-    if (tape == nullptr) v.set("seed", seed);
-    else v.set("replay", replay);
+    if (tape == nullptr)
+      v.set("seed", seed);
+    else
+      v.set("replay", replay);
     if (replay_sc) v.set("replay_self_conditioning", true);
     std::printf("%s\n", json::dump(v).c_str());
   } else {
@@ -136,8 +138,8 @@ int run_generate(const Args& args) {
   if (!quiet) {
     int64_t valid = 0;
     for (const int32_t t : result.generated()) valid += t != config.pad_token_id ? 1 : 0;
-    GenerationStats stats = collect_stats(result, model->canvas_length(), clock, valid,
-                                          result.stopped_at_eos ? "eos" : "length");
+    GenerationStats stats =
+        collect_stats(result, model->canvas_length(), clock, valid, result.stopped_at_eos ? "eos" : "length");
     std::fprintf(stderr, "%s\n", format_summary(stats).c_str());
     if (tape == nullptr) std::fprintf(stderr, "seed              %llu\n", (unsigned long long)seed);
   }

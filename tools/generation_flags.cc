@@ -56,7 +56,8 @@ std::vector<int32_t> parse_token_ids(const std::string& text, const std::string&
       int64_t v = 0;
       const auto r = std::from_chars(item.data(), item.data() + item.size(), v);
       if (r.ec != std::errc() || r.ptr != item.data() + item.size())
-        throw UsageError(what + ": '" + item + "' is not a token id: expected an integer (ids separated by commas or "
+        throw UsageError(what + ": '" + item +
+                         "' is not a token id: expected an integer (ids separated by commas or "
                          "spaces, or a JSON list)");
       if (v < 0 || v > std::numeric_limits<int32_t>::max())
         throw UsageError(what + ": token id " + std::to_string(v) + " is out of range");
@@ -109,10 +110,13 @@ void GenerationFlags::add_to(FlagParser& p) {
   p.add_string("--pad-token-id", &pad_token_id, "id written after the first EOS of a canvas" + from, "ID");
   p.add_string("--temp", &temperature,
                "sampling temperature of the first denoising step (the schedule keeps its t_min/t_max shape); "
-               "0 = greedy (argmax; seed 0 unless --seed)" + from, "T");
+               "0 = greedy (argmax; seed 0 unless --seed)" +
+                   from,
+               "T");
   p.add_string("-c,--ctx-size", &ctx_size,
                "context size in tokens: prompt + conversation + generated canvases must fit; 0 = no limit "
-               "(default: the model's max_position_embeddings)", "N");
+               "(default: the model's max_position_embeddings)",
+               "N");
   p.add_int("-s,--seed", &seed, "random seed (-1: a random one, printed in the summary)");
 }
 
@@ -123,14 +127,14 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
     throw Error("--generation-config: " + generation_config + " does not exist");
   LoadedGenerationConfig loaded = load_generation_config(path);
   if (!loaded.file_found && !quiet)
-    std::fprintf(stderr, "warning: no generation_config.json in %s; using the published defaults (docs/model.md §3.1)\n",
+    std::fprintf(stderr,
+                 "warning: no generation_config.json in %s; using the published defaults (docs/model.md §3.1)\n",
                  model_dir.c_str());
   GenerationConfig c = loaded.config;
   if (!max_new_tokens.empty()) c.max_new_tokens = to_int(max_new_tokens, "--max-new-tokens");
   if (!max_denoising_steps.empty()) c.max_denoising_steps = to_int(max_denoising_steps, "--max-denoising-steps");
   if (!stability_threshold.empty()) c.stability_threshold = to_int(stability_threshold, "--stability-threshold");
-  if (!confidence_threshold.empty())
-    c.confidence_threshold = to_double(confidence_threshold, "--confidence-threshold");
+  if (!confidence_threshold.empty()) c.confidence_threshold = to_double(confidence_threshold, "--confidence-threshold");
   if (!entropy_bound.empty()) c.entropy_bound = to_double(entropy_bound, "--entropy-bound");
   if (!t_min.empty()) c.t_min = to_double(t_min, "--t-min");
   if (!t_max.empty()) c.t_max = to_double(t_max, "--t-max");
@@ -152,8 +156,7 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
   }
   if (!ctx_size.empty()) {
     c.context_size = to_int(ctx_size, "--ctx-size");
-    if (c.context_size < 0)
-      throw UsageError("option --ctx-size: expected a size >= 0 (0 = no limit), got " + ctx_size);
+    if (c.context_size < 0) throw UsageError("option --ctx-size: expected a size >= 0 (0 = no limit), got " + ctx_size);
   } else if (const std::string cfg = config_path(model_dir, model_config); std::filesystem::exists(cfg)) {
     c.context_size = load_model_config(cfg).max_position_embeddings;
   }

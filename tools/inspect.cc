@@ -22,8 +22,10 @@ int run_inspect(const Args& args) {
   if (p.positional().size() != 1) throw Error("inspect: expected exactly one checkpoint folder (see --help)");
   if (context < 0) throw Error("--context must be >= 0, got " + std::to_string(context));
   CheckpointReport r = inspect_checkpoint(p.positional()[0], context);
-  if (as_json) std::printf("%s\n", json::dump(report_to_json(r), 2).c_str());
-  else std::fputs(report_to_text(r).c_str(), stdout);
+  if (as_json)
+    std::printf("%s\n", json::dump(report_to_json(r), 2).c_str());
+  else
+    std::fputs(report_to_text(r).c_str(), stdout);
   return 0;
 }
 

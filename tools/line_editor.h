@@ -29,7 +29,7 @@ class EditBuffer {
  public:
   const std::string& text() const { return text_; }
   size_t cursor() const { return cursor_; }  // byte offset, on a code point boundary
-  void set(std::string text);               // cursor to the end
+  void set(std::string text);                // cursor to the end
   void insert(const std::string& s);
   void backspace();
   void erase();  // the character under the cursor

@@ -92,8 +92,7 @@ int main(int argc, char** argv) {
   if (cmd.size() > 1 && cmd[0] == '-' && hint.empty())
     std::fprintf(stderr, "error: unknown option '%s'%s: give a command first\n\n", argv[1], hint.c_str());
   else
-    std::fprintf(stderr, "error: unknown %s '%s'%s\n\n", cmd[0] == '-' ? "option" : "command", argv[1],
-                 hint.c_str());
+    std::fprintf(stderr, "error: unknown %s '%s'%s\n\n", cmd[0] == '-' ? "option" : "command", argv[1], hint.c_str());
   usage(stderr);
   return 2;
 }

@@ -20,7 +20,8 @@ std::unique_ptr<Backend> make_cli_backend(const std::string& spec, int threads) 
     if (!cuda || std::string(e.what()).find("no CUDA device found") == std::string::npos ||
         std::filesystem::exists("/dev/nvidiactl") || std::filesystem::exists("/dev/nvidia0"))
       throw;
-    throw Error("backend '" + spec + "': no CUDA device found: this machine has no NVIDIA GPU (no /dev/nvidia0 "
+    throw Error("backend '" + spec +
+                "': no CUDA device found: this machine has no NVIDIA GPU (no /dev/nvidia0 "
                 "or /dev/nvidiactl: is the NVIDIA driver loaded?); use --backend cpu");
   }
 }
@@ -69,9 +70,12 @@ bool ModelFlags::int8_dot() const { return precision == "int8-dot"; }
 
 ModelOptions ModelFlags::options() const {
   ModelOptions o;
-  if (precision == "fp32") o.precision = WeightPrecision::kAsStored;
-  else if (precision == "bf16" || precision == "bf16-dot" || precision == "int8-dot") o.precision = WeightPrecision::kBF16;
-  else throw Error("--precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
+  if (precision == "fp32")
+    o.precision = WeightPrecision::kAsStored;
+  else if (precision == "bf16" || precision == "bf16-dot" || precision == "int8-dot")
+    o.precision = WeightPrecision::kBF16;
+  else
+    throw Error("--precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
   if (threads < 0) throw Error("--threads must be >= 0, got " + std::to_string(threads));
   o.load_threads = int(threads);
   o.decoder_window = parse_decoder_window(decoder_window);
@@ -100,13 +104,16 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
   // pool of generate()'s per-row work); a device or plan below routes the
   // ops elsewhere.
   auto cpu = [this] { return make_cpu_backend(int(threads), bf16_dot(), int8_dot()); };
-  auto model = config.empty() ? DiffusionGemma::load(model_dir, cpu(), o) : DiffusionGemma::load(model_dir, config, cpu(), o);
+  auto model =
+      config.empty() ? DiffusionGemma::load(model_dir, cpu(), o) : DiffusionGemma::load(model_dir, config, cpu(), o);
   bar.finish();  // erased before anything else is printed (also when the load throws: the destructor)
   if (!plan.empty() && backend != "cpu")
     throw Error("--backend: not combinable with --plan (a plan names its devices)");
   if (int8_dot() && backend != "cpu" && !is_cuda_device(backend))
-    throw Error("--precision int8-dot: a mode of the CPU and CUDA backends; use --backend cpu, cuda or another "
-                "precision for '" + backend + "'");
+    throw Error(
+        "--precision int8-dot: a mode of the CPU and CUDA backends; use --backend cpu, cuda or another "
+        "precision for '" +
+        backend + "'");
   // A device backend's spec with the fault guards of --debug-device.
   auto device_spec = [this](const std::string& name) {
     return debug_device ? with_device_option(name, "debug") : name;
@@ -142,14 +149,16 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     const bool any_cuda = std::any_of(layout.devices.begin(), layout.devices.end(), is_cuda_device);
     const bool all_cuda = std::all_of(layout.devices.begin(), layout.devices.end(), is_cuda_device);
     if (any_cuda && !all_cuda)
-      throw Error("--plan " + plan + ": under mpirun the devices must be all CUDA or all CPU (every rank computes "
+      throw Error("--plan " + plan +
+                  ": under mpirun the devices must be all CUDA or all CPU (every rank computes "
                   "the LM head and sampler inputs itself); run a mixed plan in one process instead");
     transport_ = make_mpi_transport(layout.owners);
     model->set_stage_transport(transport_.get());
     output_rank_ = transport_->rank() == 0;
     if (size_t(transport_->rank()) >= layout.devices.size())
-      throw Error("--plan " + plan + ": MPI rank " + std::to_string(transport_->rank()) + " has no device (the plan has " +
-                  std::to_string(layout.devices.size()) + "): run mpirun -np " + std::to_string(layout.devices.size()));
+      throw Error("--plan " + plan + ": MPI rank " + std::to_string(transport_->rank()) +
+                  " has no device (the plan has " + std::to_string(layout.devices.size()) + "): run mpirun -np " +
+                  std::to_string(layout.devices.size()));
     // This rank's layers (and its copy of the model-level work) run on its device.
     const std::string& mine = layout.devices[size_t(transport_->rank())];
     if (is_cuda_device(mine)) {

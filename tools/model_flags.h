@@ -25,9 +25,9 @@ struct ModelFlags {
   std::string decoder_window = "reference";
   int64_t threads = 0;
   std::string quantize = "none";  // quantize at load: none, nf4, nvfp4-experts, q8
-  std::string plan;  // optional `dgemma plan --json` output: run its stages
-  std::string backend = "cpu";  // backend_factory.h name: cpu, cuda, cuda:1, inject:...
-  bool debug_device = false;     // device fault guards (CUDA "debug": canaries, NaN fill, launch ring)
+  std::string plan;               // optional `dgemma plan --json` output: run its stages
+  std::string backend = "cpu";    // backend_factory.h name: cpu, cuda, cuda:1, inject:...
+  bool debug_device = false;      // device fault guards (CUDA "debug": canaries, NaN fill, launch ring)
   // No progress bar while loading (there is one only on a terminal, and only
   // for a load that takes noticeable time: progress_bar.h). -q sets it too.
   bool no_progress = false;

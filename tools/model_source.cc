@@ -19,8 +19,7 @@ const char* const kDefaultModelHelp =
 
 std::string resolve_model_dir(const ModelFlags& mf, bool quiet) {
   if (!mf.model_dir.empty()) {
-    if (!std::filesystem::is_directory(mf.model_dir))
-      throw Error("-m " + mf.model_dir + ": no such checkpoint folder");
+    if (!std::filesystem::is_directory(mf.model_dir)) throw Error("-m " + mf.model_dir + ": no such checkpoint folder");
     return mf.model_dir;
   }
   const DefaultModel m = ensure_default_model();

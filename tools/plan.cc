@@ -37,8 +37,7 @@ int run_plan(const Args& args) {
   p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
   p.add_string("--margin", &margin, "reserved bytes per device", "SIZE");
   p.add_string("--quantize", &quantize,
-               "plan for weights quantized at load: none, nf4, nvfp4-experts, q8, fp8 or fp8-block",
-               "MODE");
+               "plan for weights quantized at load: none, nf4, nvfp4-experts, q8, fp8 or fp8-block", "MODE");
   p.add_bool("--replicate-embedding", &replicate, "replicate the embedding read-only on the last device");
   p.add_bool("--json", &as_json, "print the plan (or the error) as JSON");
   if (!p.parse(args)) return 0;
@@ -55,9 +54,12 @@ int run_plan(const Args& args) {
   r.utilization = utilization;
   r.margin_bytes = parse_bytes(margin);
   r.replicate_embedding = replicate;
-  if (kv_dtype == "bf16") r.kv_bytes_per_element = 2;
-  else if (kv_dtype == "fp32") r.kv_bytes_per_element = 4;
-  else throw Error("--kv-dtype: expected bf16 or fp32, got '" + kv_dtype + "'");
+  if (kv_dtype == "bf16")
+    r.kv_bytes_per_element = 2;
+  else if (kv_dtype == "fp32")
+    r.kv_bytes_per_element = 4;
+  else
+    throw Error("--kv-dtype: expected bf16 or fp32, got '" + kv_dtype + "'");
   ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
   TensorStore store = TensorStore::open_dir(dir);
   BindOptions bo;

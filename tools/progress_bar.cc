@@ -31,8 +31,10 @@ std::string amounts(uint64_t done, uint64_t total, ProgressUnit unit) {
 std::string elapsed(double seconds) {
   const long s = long(std::max(0.0, seconds));
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%lds", s);
-  else std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
   return buf;
 }
 
@@ -46,8 +48,8 @@ std::string printable(std::string_view s) {
 
 }  // namespace
 
-std::string progress_line(std::string_view label, uint64_t done, uint64_t total, double seconds,
-                          ProgressUnit unit, std::string_view item, int columns) {
+std::string progress_line(std::string_view label, uint64_t done, uint64_t total, double seconds, ProgressUnit unit,
+                          std::string_view item, int columns) {
   done = std::min(done, total);
   const double f = total ? double(done) / double(total) : 1.0;
   char pct[16];
@@ -95,7 +97,7 @@ void ProgressBar::update(uint64_t done, uint64_t total, std::string_view item) {
   item_.assign(item);
   dirty_ = true;
   const double now = o_.clock();
-  if (now - start_ < o_.delay_s) return;           // not (yet) a noticeable wait
+  if (now - start_ < o_.delay_s) return;                   // not (yet) a noticeable wait
   if (drawn_ && now - last_draw_ < o_.interval_s) return;  // rate limit
   draw(now);
 }

@@ -19,8 +19,8 @@ enum class ProgressUnit { kBytes, kWeights };
 //   "loading [#########...........]  45.0%  1.16G/2.58G weights  3s  NAME"
 // `item` (e.g. the current tensor) is shortened from the left ("...suffix")
 // or dropped to fit; so is the bar itself on a very narrow terminal.
-std::string progress_line(std::string_view label, uint64_t done, uint64_t total, double seconds,
-                          ProgressUnit unit, std::string_view item, int columns);
+std::string progress_line(std::string_view label, uint64_t done, uint64_t total, double seconds, ProgressUnit unit,
+                          std::string_view item, int columns);
 
 struct ProgressBarOptions {
   std::string label = "loading";
@@ -68,7 +68,7 @@ class ProgressBar {
   double start_ = 0;
   double last_draw_ = 0;
   bool drawn_ = false;
-  bool dirty_ = false;     // progress recorded since the last draw
+  bool dirty_ = false;      // progress recorded since the last draw
   size_t drawn_width_ = 0;  // columns of the text on the line now
   uint64_t done_ = 0, total_ = 0;
   std::string item_;

@@ -13,8 +13,10 @@ namespace {
 
 std::string human_bytes(uint64_t b) {
   char buf[32];
-  if (b >= (uint64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1 << 30));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1 << 20));
+  if (b >= (uint64_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1 << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1 << 20));
   return buf;
 }
 
@@ -75,12 +77,13 @@ int run_quantize(const Args& args) {
   o.quantize_router = router;
   o.nf4_double_quant = !no_double_quant;
   Progress progress;
-  if (!quiet) o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };
+  if (!quiet)
+    o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };
   const ExportReport r = export_quantized(p.positional()[0], p.positional()[1], o);
   progress.finish();
   std::fprintf(stderr, "quantize: %d tensors quantized, %d copied, %d tied copies dropped; %s -> %s (%s)\n",
-               r.quantized, r.copied, r.dropped, human_bytes(r.input_bytes).c_str(), human_bytes(r.output_bytes).c_str(),
-               r.out_file.c_str());
+               r.quantized, r.copied, r.dropped, human_bytes(r.input_bytes).c_str(),
+               human_bytes(r.output_bytes).c_str(), r.out_file.c_str());
   return 0;
 }
 

@@ -20,9 +20,12 @@ json::Value int_array(std::span<const int32_t> ids) {
 std::string one_line(const std::string& s) {
   std::string out;
   for (const char ch : s) {
-    if (ch == '\n') out += "\xE2\x86\xB5";  // ↵
-    else if (ch == '\r' || ch == '\t') out += ' ';
-    else out += ch;
+    if (ch == '\n')
+      out += "\xE2\x86\xB5";  // ↵
+    else if (ch == '\r' || ch == '\t')
+      out += ' ';
+    else
+      out += ch;
   }
   return sanitize_for_terminal(out);
 }
@@ -59,7 +62,8 @@ void StreamPrinter::emit_json(const json::Value& v) { write(json::dump(v) + "\n"
 void StreamPrinter::on_step(const StepEvent& e) {
   const int64_t L = int64_t(e.canvas_out.size());
   switch (options_.mode) {
-    case StreamMode::kText: return;
+    case StreamMode::kText:
+      return;
     case StreamMode::kJson: {
       json::Value v = json::Object{};
       v.set("event", "step");
@@ -81,7 +85,8 @@ void StreamPrinter::on_step(const StepEvent& e) {
       emit_json(v);
       return;
     }
-    case StreamMode::kVisualize: break;
+    case StreamMode::kVisualize:
+      break;
   }
   if (!live_ && options_.terminal.tty) return;  // TERM=dumb: only the text
   const bool last = is_last_step(e);

@@ -34,9 +34,9 @@ enum class StreamMode { kText, kVisualize, kJson };
 
 struct StreamOptions {
   StreamMode mode = StreamMode::kText;
-  TerminalCaps terminal;  // of `out`: terminal_caps(out)
+  TerminalCaps terminal;       // of `out`: terminal_caps(out)
   bool interruptible = false;  // cancel generation on a pending SIGINT
-  bool special = false;  // keep special tokens (<pad>, <|channel>, ...) in the text
+  bool special = false;        // keep special tokens (<pad>, <|channel>, ...) in the text
   int64_t max_tokens = -1;
   std::vector<int32_t> eos_token_ids;
   int64_t max_denoising_steps = 0;

@@ -36,8 +36,8 @@ char32_t next_codepoint(std::string_view s, size_t& i) {
 }
 
 bool in(std::span<const WidthRange> ranges, char32_t c) {
-  const auto it = std::upper_bound(ranges.begin(), ranges.end(), c,
-                                   [](char32_t v, const WidthRange& r) { return v < r.lo; });
+  const auto it =
+      std::upper_bound(ranges.begin(), ranges.end(), c, [](char32_t v, const WidthRange& r) { return v < r.lo; });
   return it != ranges.begin() && c <= std::prev(it)->hi;
 }
 
@@ -110,10 +110,14 @@ std::string sanitize_for_terminal(std::string_view text) {
   out.reserve(text.size());
   for (const char ch : text) {
     const auto b = static_cast<unsigned char>(ch);
-    if (b == '\n') out += '\n';
-    else if (b == '\t') out += ' ';
-    else if (b < 0x20 || b == 0x7F) out += "\xEF\xBF\xBD";
-    else out += ch;
+    if (b == '\n')
+      out += '\n';
+    else if (b == '\t')
+      out += ' ';
+    else if (b < 0x20 || b == 0x7F)
+      out += "\xEF\xBF\xBD";
+    else
+      out += ch;
   }
   return out;
 }
@@ -180,7 +184,10 @@ int LiveRegion::columns() {
 
 void LiveRegion::clear() {
   if (!drawn_) return;
-  std::fputs("\x1b" "8\x1b[J", out_);  // DECRC: back to the end of the permanent text; erase below
+  std::fputs(
+      "\x1b"
+      "8\x1b[J",
+      out_);  // DECRC: back to the end of the permanent text; erase below
   drawn_ = false;
 }
 
@@ -207,8 +214,15 @@ void LiveRegion::draw(std::string_view text) {
   const int region_rows = 1 + int(std::count(text.begin(), text.end(), '\n'));
   // Reserve the rows (IND scrolls at the bottom margin, keeping the column),
   // climb back to the end of the permanent text and save the position there.
-  for (int k = 0; k < region_rows; ++k) std::fputs("\x1b" "D", out_);
-  std::fprintf(out_, "\x1b[%dA\x1b" "7", region_rows);
+  for (int k = 0; k < region_rows; ++k)
+    std::fputs(
+        "\x1b"
+        "D",
+        out_);
+  std::fprintf(out_,
+               "\x1b[%dA\x1b"
+               "7",
+               region_rows);
   std::fputs("\x1b[?7l\n", out_);  // auto-wrap off; the region starts on the next row
   std::fwrite(text.data(), 1, text.size(), out_);
   std::fputs("\x1b[?7h", out_);

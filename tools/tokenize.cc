@@ -77,8 +77,10 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     cur.clear();
   };
   for (char c : text) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']') flush();
-    else cur += c;
+    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']')
+      flush();
+    else
+      cur += c;
   }
   flush();
   return ids;
@@ -118,8 +120,10 @@ int run_jsonl(const Tokenizer& tok, const Options& o, const std::string& input) 
       if (const auto* g = v.find("add_generation_prompt")) gen = g->as_bool(where + ": add_generation_prompt");
       if (const auto* t = v.find("enable_thinking")) think = t->as_bool(where + ": enable_thinking");
       std::string prompt = render_chat(tok, chat_messages_from_json(*list, where), gen, think, kind);
-      if (o.text) out.set("text", prompt);
-      else out.set("ids", ids_json(tok.encode(prompt, false)));
+      if (o.text)
+        out.set("text", prompt);
+      else
+        out.set("ids", ids_json(tok.encode(prompt, false)));
     } else {
       const json::Value* text = v.find("text");
       if (!text) throw Error(where + ": expected an object with \"text\"");

@@ -26,7 +26,8 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
                   std::to_string(cuda_device_count()) + " present)");
     return std::make_unique<CudaBackend>(options);
 #else
-    throw Error("backend '" + spec + "': this build of dgemma has no CUDA backend (it is built when CMake finds "
+    throw Error("backend '" + spec +
+                "': this build of dgemma has no CUDA backend (it is built when CMake finds "
                 "nvcc; see DGEMMA_CUDA) (available: cpu, inject:OP:LAYER:PASS:STEP:KIND)");
 #endif
   }

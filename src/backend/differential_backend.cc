@@ -50,8 +50,10 @@ OpComparison compare_output(const Tensor& ref, const Tensor& got, const Toleranc
 }
 
 static void pad_with_canary(Tensor& t) {
-  if (t.dtype == DType::kF32) t.f.resize(size_t(t.numel()) + kCanaryElements, kCanaryF32);
-  else t.i.resize(size_t(t.numel()) + kCanaryElements, kCanaryI32);
+  if (t.dtype == DType::kF32)
+    t.f.resize(size_t(t.numel()) + kCanaryElements, kCanaryF32);
+  else
+    t.i.resize(size_t(t.numel()) + kCanaryElements, kCanaryI32);
 }
 
 static bool canary_intact(Tensor& t) {
@@ -80,8 +82,10 @@ void DifferentialBackend::run(const OpCall& call) {
   for (size_t k = 0; k < outs.size(); ++k) {
     outs[k].dtype = call.out[k]->dtype;
     outs[k].shape = call.out[k]->shape;
-    if (outs[k].dtype == DType::kF32) outs[k].f.assign(size_t(outs[k].numel()), 0.0f);
-    else outs[k].i.assign(size_t(outs[k].numel()), 0);
+    if (outs[k].dtype == DType::kF32)
+      outs[k].f.assign(size_t(outs[k].numel()), 0.0f);
+    else
+      outs[k].i.assign(size_t(outs[k].numel()), 0);
     pad_with_canary(outs[k]);
     tc.out[k] = &outs[k];
   }

@@ -13,8 +13,8 @@
 namespace dgemma {
 
 struct Tolerance {
-  double atol = 1e-4;       // absolute
-  double rtol = 1e-3;       // relative to the largest |reference| element of the output
+  double atol = 1e-4;  // absolute
+  double rtol = 1e-3;  // relative to the largest |reference| element of the output
   double min_cosine = 0.99999;
 };
 
@@ -41,8 +41,7 @@ struct DifferentialOptions {
 
 class DifferentialBackend : public Backend {
  public:
-  DifferentialBackend(Backend& reference, Backend& target, DifferentialListener& listener,
-                      DifferentialOptions options)
+  DifferentialBackend(Backend& reference, Backend& target, DifferentialListener& listener, DifferentialOptions options)
       : ref_(reference), target_(target), listener_(listener), options_(options) {}
   std::string name() const override { return "diff(" + ref_.name() + " vs " + target_.name() + ")"; }
   void run(const OpCall& call) override;

@@ -11,10 +11,14 @@ namespace dgemma {
 
 std::string_view fault_kind_name(FaultKind kind) {
   switch (kind) {
-    case FaultKind::kValue: return "value";
-    case FaultKind::kNan: return "nan";
-    case FaultKind::kOutOfBounds: return "oob";
-    case FaultKind::kCrash: return "crash";
+    case FaultKind::kValue:
+      return "value";
+    case FaultKind::kNan:
+      return "nan";
+    case FaultKind::kOutOfBounds:
+      return "oob";
+    case FaultKind::kCrash:
+      return "crash";
   }
   return "?";
 }
@@ -48,9 +52,12 @@ InjectSpec parse_inject_spec(const std::string& text) {
       throw Error("injection spec '" + text + "': LAYER must be a layer index or 'model', got '" + parts[1] + "'");
     }
   }
-  if (parts[2] == "encoder") spec.pass = Pass::kEncoder;
-  else if (parts[2] == "decoder") spec.pass = Pass::kDecoder;
-  else throw Error("injection spec '" + text + "': PASS must be encoder or decoder, got '" + parts[2] + "'");
+  if (parts[2] == "encoder")
+    spec.pass = Pass::kEncoder;
+  else if (parts[2] == "decoder")
+    spec.pass = Pass::kDecoder;
+  else
+    throw Error("injection spec '" + text + "': PASS must be encoder or decoder, got '" + parts[2] + "'");
   try {
     size_t used = 0;
     spec.step = std::stoi(parts[3], &used);
@@ -59,18 +66,21 @@ InjectSpec parse_inject_spec(const std::string& text) {
     throw Error("injection spec '" + text + "': STEP must be a non-negative integer, got '" + parts[3] + "'");
   }
   const std::string& k = parts[4];
-  if (k == "value") spec.kind = FaultKind::kValue;
-  else if (k == "nan") spec.kind = FaultKind::kNan;
-  else if (k == "oob") spec.kind = FaultKind::kOutOfBounds;
-  else if (k == "crash") spec.kind = FaultKind::kCrash;
-  else throw Error("injection spec '" + text + "': KIND must be value, nan, oob or crash, got '" + k + "'");
+  if (k == "value")
+    spec.kind = FaultKind::kValue;
+  else if (k == "nan")
+    spec.kind = FaultKind::kNan;
+  else if (k == "oob")
+    spec.kind = FaultKind::kOutOfBounds;
+  else if (k == "crash")
+    spec.kind = FaultKind::kCrash;
+  else
+    throw Error("injection spec '" + text + "': KIND must be value, nan, oob or crash, got '" + k + "'");
   if (parts.size() == 6) spec.site = parts[5];
   return spec;
 }
 
-std::string InjectBackend::name() const {
-  return "inject(" + inner_->name() + ")";
-}
+std::string InjectBackend::name() const { return "inject(" + inner_->name() + ")"; }
 
 bool InjectBackend::matches(const OpCall& c) const {
   return !fired_ && c.kind == spec_.op && c.layer == spec_.layer && c.pass == spec_.pass && c.step == spec_.step &&
@@ -90,13 +100,17 @@ void InjectBackend::run(const OpCall& call) {
     const size_t n = size_t(o->numel());
     if (spec_.kind == FaultKind::kValue) {
       for (size_t k = 0; k < n; ++k) {
-        if (o->dtype == DType::kF32) o->f[k] += 1000.0f;
-        else o->i[k] += 1;
+        if (o->dtype == DType::kF32)
+          o->f[k] += 1000.0f;
+        else
+          o->i[k] += 1;
       }
     } else if (spec_.kind == FaultKind::kNan) {
       for (size_t k = 0; k < n; ++k) {
-        if (o->dtype == DType::kF32) o->f[k] = std::nanf("");
-        else o->i[k] = -1;
+        if (o->dtype == DType::kF32)
+          o->f[k] = std::nanf("");
+        else
+          o->i[k] = -1;
       }
     }
   }

@@ -16,9 +16,7 @@ class Fields {
       : obj_(obj), prefix_(std::move(prefix)), source_(std::move(source)) {}
 
   std::string where(const std::string& key) const { return source_ + ": " + prefix_ + key; }
-  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    throw Error(where(key) + ": " + why);
-  }
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const { throw Error(where(key) + ": " + why); }
   const json::Value* get(const std::string& key) const {
     const json::Value* v = obj_.find(key);
     return (v && !v->is_null()) ? v : nullptr;
@@ -79,8 +77,8 @@ RopeSpec parse_rope(const Fields& tf, const json::Value& rp, const std::string& 
   if (!(r.partial_rotary_factor > 0.0 && r.partial_rotary_factor <= 1.0))
     f.fail("partial_rotary_factor", "must be in (0, 1], got " + fmt(r.partial_rotary_factor));
   if (r.type == "default" && r.partial_rotary_factor != 1.0)
-    f.fail("partial_rotary_factor", "only the \"proportional\" RoPE type supports a partial factor, got " +
-                                        fmt(r.partial_rotary_factor));
+    f.fail("partial_rotary_factor",
+           "only the \"proportional\" RoPE type supports a partial factor, got " + fmt(r.partial_rotary_factor));
   return r;
 }
 
@@ -91,9 +89,7 @@ int RopeSpec::rotated_pairs(int head_dim) const {
   return head_dim / 2;
 }
 
-ModelConfig load_model_config(const std::string& path) {
-  return parse_model_config(read_text_file(path), path);
-}
+ModelConfig load_model_config(const std::string& path) { return parse_model_config(read_text_file(path), path); }
 
 ModelConfig parse_model_config(const std::string& text, const std::string& source) {
   json::ParseOptions po;
@@ -130,7 +126,8 @@ ModelConfig parse_model_config(const std::string& text, const std::string& sourc
   c.num_experts = int(t.positive_int("num_experts"));
   c.top_k_experts = int(t.positive_int("top_k_experts"));
   c.rms_norm_eps = t.number_or("rms_norm_eps", 1e-6);
-  if (!(c.rms_norm_eps > 0.0) || c.rms_norm_eps > 1.0) t.fail("rms_norm_eps", "must be in (0, 1], got " + fmt(c.rms_norm_eps));
+  if (!(c.rms_norm_eps > 0.0) || c.rms_norm_eps > 1.0)
+    t.fail("rms_norm_eps", "must be in (0, 1], got " + fmt(c.rms_norm_eps));
   c.final_logit_softcapping = t.number_or("final_logit_softcapping", 0.0);
   if (c.final_logit_softcapping < 0.0 || !std::isfinite(c.final_logit_softcapping))
     t.fail("final_logit_softcapping", "must be >= 0, got " + fmt(c.final_logit_softcapping));
@@ -175,8 +172,8 @@ ModelConfig parse_model_config(const std::string& text, const std::string& sourc
   const json::Value& lt = t.require("layer_types");
   const auto& arr = lt.as_array(t.where("layer_types"));
   if (int(arr.size()) != c.num_layers)
-    t.fail("layer_types", "has " + std::to_string(arr.size()) + " entries but num_hidden_layers is " +
-                              std::to_string(c.num_layers));
+    t.fail("layer_types",
+           "has " + std::to_string(arr.size()) + " entries but num_hidden_layers is " + std::to_string(c.num_layers));
 
   // RoPE parameters per layer type.
   const json::Value& rp = t.require("rope_parameters");
@@ -228,15 +225,15 @@ ModelConfig parse_model_config(const std::string& text, const std::string& sourc
         t.fail("global_head_dim", "missing: full-attention layer " + std::to_string(i) +
                                       " needs global_head_dim or per_layer_config." + std::to_string(i) + ".head_dim");
       if (L.num_kv_heads == 0)
-        t.fail("num_global_key_value_heads",
-               "missing: full-attention layer " + std::to_string(i) +
-                   " needs num_global_key_value_heads or per_layer_config." + std::to_string(i) +
-                   ".num_key_value_heads");
+        t.fail("num_global_key_value_heads", "missing: full-attention layer " + std::to_string(i) +
+                                                 " needs num_global_key_value_heads or per_layer_config." +
+                                                 std::to_string(i) + ".num_key_value_heads");
       if (c.global_head_dim == 0) c.global_head_dim = L.head_dim;
       if (c.num_global_kv_heads == 0) c.num_global_kv_heads = L.num_kv_heads;
     }
     if (L.head_dim % 2 != 0)
-      t.fail(key, "layer " + std::to_string(i) + " head dim " + std::to_string(L.head_dim) + " must be even (RoPE pairs)");
+      t.fail(key,
+             "layer " + std::to_string(i) + " head dim " + std::to_string(L.head_dim) + " must be even (RoPE pairs)");
     if (c.num_heads % L.num_kv_heads != 0)
       t.fail(key, "num_attention_heads " + std::to_string(c.num_heads) + " is not divisible by layer " +
                       std::to_string(i) + "'s " + std::to_string(L.num_kv_heads) + " key/value heads");

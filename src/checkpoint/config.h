@@ -11,7 +11,7 @@ namespace dgemma {
 enum class LayerType { kSliding, kFull };
 
 struct RopeSpec {
-  std::string type;         // "default" or "proportional"
+  std::string type;  // "default" or "proportional"
   double theta = 10000.0;
   double partial_rotary_factor = 1.0;
   // Number of rotated (i, i+d/2) pairs for head dim d (docs/model.md §1.4):

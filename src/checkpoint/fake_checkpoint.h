@@ -11,9 +11,9 @@
 namespace dgemma {
 
 struct FakeCheckpointOptions {
-  int shards = 4;                     // > 1 writes model.safetensors.index.json
+  int shards = 4;  // > 1 writes model.safetensors.index.json
   DType dtype = DType::kBF16;
-  bool include_vision = true;         // a few vision tensors that loaders skip
+  bool include_vision = true;            // a few vision tensors that loaders skip
   bool include_encoder_aliases = false;  // also store encoder copies of tied tensors
 };
 

@@ -4,22 +4,29 @@ namespace dgemma {
 
 const char* component_name(Component c) {
   switch (c) {
-    case Component::kEmbedding: return "embedding";
-    case Component::kAttention: return "attention";
-    case Component::kDenseMlp: return "dense_mlp";
-    case Component::kRouter: return "router";
-    case Component::kExperts: return "experts";
-    case Component::kSelfConditioning: return "self_conditioning";
-    case Component::kNormsScalars: return "norms_scalars";
+    case Component::kEmbedding:
+      return "embedding";
+    case Component::kAttention:
+      return "attention";
+    case Component::kDenseMlp:
+      return "dense_mlp";
+    case Component::kRouter:
+      return "router";
+    case Component::kExperts:
+      return "experts";
+    case Component::kSelfConditioning:
+      return "self_conditioning";
+    case Component::kNormsScalars:
+      return "norms_scalars";
   }
   return "?";
 }
 
 bool is_skipped_tensor(const std::string& name) {
   static const char* kPrefixes[] = {"model.encoder.vision_tower.", "model.encoder.embed_vision.",
-                                    "model.encoder.audio_tower.", "model.encoder.embed_audio.",
-                                    "model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
-                                    "model.embed_audio."};
+                                    "model.encoder.audio_tower.",  "model.encoder.embed_audio.",
+                                    "model.vision_tower.",         "model.embed_vision.",
+                                    "model.audio_tower.",          "model.embed_audio."};
   for (const char* p : kPrefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;
@@ -35,7 +42,9 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   auto own = [&](std::string name, std::vector<int64_t> shape, Component comp) {
     out.push_back({std::move(name), std::move(shape), comp, {}});
   };
-  out.push_back({kDecoderPrefix + "embed_tokens.weight", {V, H}, Component::kEmbedding,
+  out.push_back({kDecoderPrefix + "embed_tokens.weight",
+                 {V, H},
+                 Component::kEmbedding,
                  {kEncoderTextPrefix + "embed_tokens.weight", "lm_head.weight"}});
   tied("norm.weight", {H}, Component::kNormsScalars);
   own(kDecoderPrefix + "self_conditioning.pre_norm.weight", {H}, Component::kSelfConditioning);

@@ -15,7 +15,7 @@ const char* component_name(Component c);
 inline constexpr int kNumComponents = 7;
 
 struct ExpectedTensor {
-  std::string name;                  // canonical name (decoder side)
+  std::string name;  // canonical name (decoder side)
   std::vector<int64_t> shape;
   Component component;
   std::vector<std::string> aliases;  // tied names that may also be stored

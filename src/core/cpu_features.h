@@ -28,7 +28,7 @@ struct CpuFeatures {
   // (Linux: arch_prctl ARCH_REQ_XCOMP_PERM for the tile data, asked once here).
   bool amx_bf16 = false;
   bool amx_int8 = false;  // and int8 products on them (TDPBSSD, TDPBSUD: int8-dot)
-  std::string brand;  // e.g. "AMD EPYC 9xx5 ..." (empty when unknown)
+  std::string brand;      // e.g. "AMD EPYC 9xx5 ..." (empty when unknown)
   int logical_cores = 1;
 };
 

@@ -33,7 +33,8 @@ std::string data_file(const std::string& name) {
   }
   throw Error("dgemma's data file " + name + " was not found (looked in " + (looked.empty() ? "nothing" : looked) +
               "): install dgemma with `cmake --install BUILD --prefix P` and run P/bin/dgemma, or set "
-              "DGEMMA_DATA_DIR to a folder holding " + name);
+              "DGEMMA_DATA_DIR to a folder holding " +
+              name);
 }
 
 }  // namespace dgemma

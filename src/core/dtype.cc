@@ -14,17 +14,28 @@ struct Entry {
   bool is_float;
 };
 constexpr Entry kTable[] = {
-    {DType::kBool, "BOOL", 8, false},       {DType::kU8, "U8", 8, false},
-    {DType::kI8, "I8", 8, false},           {DType::kU16, "U16", 16, false},
-    {DType::kI16, "I16", 16, false},        {DType::kU32, "U32", 32, false},
-    {DType::kI32, "I32", 32, false},        {DType::kU64, "U64", 64, false},
-    {DType::kI64, "I64", 64, false},        {DType::kF16, "F16", 16, true},
-    {DType::kBF16, "BF16", 16, true},       {DType::kF32, "F32", 32, true},
-    {DType::kF64, "F64", 64, true},         {DType::kC64, "C64", 64, false},
-    {DType::kF8_E4M3, "F8_E4M3", 8, true},  {DType::kF8_E5M2, "F8_E5M2", 8, true},
-    {DType::kF8_E8M0, "F8_E8M0", 8, false}, {DType::kF8_E4M3FNUZ, "F8_E4M3FNUZ", 8, false},
-    {DType::kF8_E5M2FNUZ, "F8_E5M2FNUZ", 8, false}, {DType::kF4, "F4", 4, false},
-    {DType::kF6_E2M3, "F6_E2M3", 6, false}, {DType::kF6_E3M2, "F6_E3M2", 6, false},
+    {DType::kBool, "BOOL", 8, false},
+    {DType::kU8, "U8", 8, false},
+    {DType::kI8, "I8", 8, false},
+    {DType::kU16, "U16", 16, false},
+    {DType::kI16, "I16", 16, false},
+    {DType::kU32, "U32", 32, false},
+    {DType::kI32, "I32", 32, false},
+    {DType::kU64, "U64", 64, false},
+    {DType::kI64, "I64", 64, false},
+    {DType::kF16, "F16", 16, true},
+    {DType::kBF16, "BF16", 16, true},
+    {DType::kF32, "F32", 32, true},
+    {DType::kF64, "F64", 64, true},
+    {DType::kC64, "C64", 64, false},
+    {DType::kF8_E4M3, "F8_E4M3", 8, true},
+    {DType::kF8_E5M2, "F8_E5M2", 8, true},
+    {DType::kF8_E8M0, "F8_E8M0", 8, false},
+    {DType::kF8_E4M3FNUZ, "F8_E4M3FNUZ", 8, false},
+    {DType::kF8_E5M2FNUZ, "F8_E5M2FNUZ", 8, false},
+    {DType::kF4, "F4", 4, false},
+    {DType::kF6_E2M3, "F6_E2M3", 6, false},
+    {DType::kF6_E3M2, "F6_E3M2", 6, false},
 };
 const Entry& entry(DType t) {
   for (const auto& e : kTable)
@@ -74,7 +85,7 @@ uint16_t f32_to_f16(float f) {
   std::memcpy(&u, &f, 4);
   uint32_t sign = (u >> 16) & 0x8000;
   uint32_t a = u & 0x7fffffff;
-  if (a > 0x7f800000) return uint16_t(sign | 0x7e00);  // NaN
+  if (a > 0x7f800000) return uint16_t(sign | 0x7e00);   // NaN
   if (a >= 0x477ff000) return uint16_t(sign | 0x7c00);  // overflow -> Inf (after rounding)
   if (a < 0x38800000) {                                 // subnormal or zero in f16
     float af;
@@ -117,8 +128,10 @@ float load_as_f32(DType t, const void* data, size_t i) {
       std::memcpy(&d, static_cast<const char*>(data) + 8 * i, 8);
       return float(d);
     }
-    case DType::kF8_E4M3: return f8_e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
-    case DType::kF8_E5M2: return f8_e5m2_to_f32(static_cast<const uint8_t*>(data)[i]);
+    case DType::kF8_E4M3:
+      return f8_e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
+    case DType::kF8_E5M2:
+      return f8_e5m2_to_f32(static_cast<const uint8_t*>(data)[i]);
     default:
       throw Error("cannot read dtype " + std::string(dtype_name(t)) + " as a float");
   }

@@ -10,10 +10,28 @@
 namespace dgemma {
 
 enum class DType : uint8_t {
-  kBool, kU8, kI8, kU16, kI16, kU32, kI32, kU64, kI64,
-  kF16, kBF16, kF32, kF64, kC64,
-  kF8_E4M3, kF8_E5M2, kF8_E8M0, kF8_E4M3FNUZ, kF8_E5M2FNUZ,
-  kF4, kF6_E2M3, kF6_E3M2,
+  kBool,
+  kU8,
+  kI8,
+  kU16,
+  kI16,
+  kU32,
+  kI32,
+  kU64,
+  kI64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kC64,
+  kF8_E4M3,
+  kF8_E5M2,
+  kF8_E8M0,
+  kF8_E4M3FNUZ,
+  kF8_E5M2FNUZ,
+  kF4,
+  kF6_E2M3,
+  kF6_E3M2,
 };
 
 // The safetensors spelling ("BF16", "F8_E4M3", ...).

@@ -45,12 +45,21 @@ class Parser {
     if (pos_ >= s_.size()) fail("unexpected end of input");
     char c = s_[pos_];
     switch (c) {
-      case '{': return parse_object(depth);
-      case '[': return parse_array(depth);
-      case '"': return Value(parse_string());
-      case 't': expect_word("true"); return Value(true);
-      case 'f': expect_word("false"); return Value(false);
-      case 'n': expect_word("null"); return Value(nullptr);
+      case '{':
+        return parse_object(depth);
+      case '[':
+        return parse_array(depth);
+      case '"':
+        return Value(parse_string());
+      case 't':
+        expect_word("true");
+        return Value(true);
+      case 'f':
+        expect_word("false");
+        return Value(false);
+      case 'n':
+        expect_word("null");
+        return Value(nullptr);
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return parse_number();
         fail(std::string("unexpected character '") + printable(c) + "'");
@@ -239,8 +248,12 @@ void dump_into(std::string& out, const Value& v, int indent, int level) {
     }
   };
   switch (v.kind()) {
-    case Value::Kind::kNull: out += "null"; break;
-    case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; break;
+    case Value::Kind::kNull:
+      out += "null";
+      break;
+    case Value::Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      break;
     case Value::Kind::kNumber: {
       if (v.is_integer()) {
         out += std::to_string(v.as_int());
@@ -258,7 +271,9 @@ void dump_into(std::string& out, const Value& v, int indent, int level) {
       }
       break;
     }
-    case Value::Kind::kString: append_quoted(out, v.as_string()); break;
+    case Value::Kind::kString:
+      append_quoted(out, v.as_string());
+      break;
     case Value::Kind::kArray: {
       const auto& a = v.as_array();
       out += '[';
@@ -292,12 +307,18 @@ void dump_into(std::string& out, const Value& v, int indent, int level) {
 
 const char* kind_name(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::kNull: return "null";
-    case Value::Kind::kBool: return "boolean";
-    case Value::Kind::kNumber: return "number";
-    case Value::Kind::kString: return "string";
-    case Value::Kind::kArray: return "array";
-    case Value::Kind::kObject: return "object";
+    case Value::Kind::kNull:
+      return "null";
+    case Value::Kind::kBool:
+      return "boolean";
+    case Value::Kind::kNumber:
+      return "number";
+    case Value::Kind::kString:
+      return "string";
+    case Value::Kind::kArray:
+      return "array";
+    case Value::Kind::kObject:
+      return "object";
   }
   return "?";
 }
@@ -374,16 +395,35 @@ const char* decode_escape(std::string_view s, size_t& pos, std::string& out) {
   if (pos >= s.size()) return "unterminated escape";
   const char e = s[pos++];
   switch (e) {
-    case '"': out += '"'; return nullptr;
-    case '\\': out += '\\'; return nullptr;
-    case '/': out += '/'; return nullptr;
-    case 'b': out += '\b'; return nullptr;
-    case 'f': out += '\f'; return nullptr;
-    case 'n': out += '\n'; return nullptr;
-    case 'r': out += '\r'; return nullptr;
-    case 't': out += '\t'; return nullptr;
-    case 'u': break;
-    default: --pos; return "invalid escape character";
+    case '"':
+      out += '"';
+      return nullptr;
+    case '\\':
+      out += '\\';
+      return nullptr;
+    case '/':
+      out += '/';
+      return nullptr;
+    case 'b':
+      out += '\b';
+      return nullptr;
+    case 'f':
+      out += '\f';
+      return nullptr;
+    case 'n':
+      out += '\n';
+      return nullptr;
+    case 'r':
+      out += '\r';
+      return nullptr;
+    case 't':
+      out += '\t';
+      return nullptr;
+    case 'u':
+      break;
+    default:
+      --pos;
+      return "invalid escape character";
   }
   // Four hex digits; on a bad digit pos is past it (where readers report it).
   auto hex4 = [&](uint32_t& v) -> const char* {
@@ -392,10 +432,14 @@ const char* decode_escape(std::string_view s, size_t& pos, std::string& out) {
     for (int i = 0; i < 4; ++i) {
       const char c = s[pos++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= uint32_t(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= uint32_t(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= uint32_t(c - 'A' + 10);
-      else return "invalid hex digit in \\u escape";
+      if (c >= '0' && c <= '9')
+        v |= uint32_t(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= uint32_t(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= uint32_t(c - 'A' + 10);
+      else
+        return "invalid hex digit in \\u escape";
     }
     return nullptr;
   };
@@ -421,21 +465,46 @@ void append_quoted(std::string& out, std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     unsigned char c = s[i];
-    if (c == '"') { out += "\\\""; ++i; continue; }
-    if (c == '\\') { out += "\\\\"; ++i; continue; }
+    if (c == '"') {
+      out += "\\\"";
+      ++i;
+      continue;
+    }
+    if (c == '\\') {
+      out += "\\\\";
+      ++i;
+      continue;
+    }
     if (c < 0x20) {
       switch (c) {
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default: out += "\\u00"; out += hex[c >> 4]; out += hex[c & 15];
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
+        default:
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
       }
       ++i;
       continue;
     }
-    if (c < 0x80) { out += char(c); ++i; continue; }
+    if (c < 0x80) {
+      out += char(c);
+      ++i;
+      continue;
+    }
     // Copy one valid UTF-8 sequence, or emit U+FFFD for an invalid byte.
     const size_t n = utf8_sequence_length(s, i);
     if (n != 0) {

@@ -44,8 +44,10 @@ void Tensor::reshape(std::vector<int64_t> new_shape) {
 
 void Tensor::resize(std::vector<int64_t> new_shape) {
   shape = std::move(new_shape);
-  if (dtype == DType::kF32) f.resize(size_t(product(shape)));
-  else i.resize(size_t(product(shape)));
+  if (dtype == DType::kF32)
+    f.resize(size_t(product(shape)));
+  else
+    i.resize(size_t(product(shape)));
 }
 
 std::string Tensor::shape_string() const { return dgemma::shape_string(shape); }
@@ -55,11 +57,13 @@ void ensure_host(std::span<const Tensor* const> tensors) {
   std::vector<const Tensor*> queued;
   for (const Tensor* t : tensors) {
     if (!t->host_stale) continue;
-    if (!t->device) t->ensure_host();  // throws the "no current copy" error
+    if (!t->device) t->ensure_host();        // throws the "no current copy" error
     Tensor& self = const_cast<Tensor&>(*t);  // as in Tensor::ensure_host
     const size_t n = size_t(t->numel());
-    if (t->dtype == DType::kF32) self.f.resize(n);
-    else self.i.resize(n);
+    if (t->dtype == DType::kF32)
+      self.f.resize(n);
+    else
+      self.i.resize(n);
     t->device->queue_copy_to_host(self);
     queued.push_back(t);
     bool seen = false;
@@ -75,8 +79,10 @@ void Tensor::ensure_host() const {
   if (!device) throw Error("internal: tensor " + shape_string() + " has no current copy (host stale, no device data)");
   Tensor& self = const_cast<Tensor&>(*this);  // the host copy is a cache of the value
   const size_t n = size_t(numel());
-  if (dtype == DType::kF32) self.f.resize(n);
-  else self.i.resize(n);
+  if (dtype == DType::kF32)
+    self.f.resize(n);
+  else
+    self.i.resize(n);
   device->copy_to_host(self);
   host_stale = false;
 }

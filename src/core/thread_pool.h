@@ -30,10 +30,12 @@ class ThreadPool {
   }
   // Same for any callable, without wrapping it in a std::function (no heap
   // allocation per call for lambdas with many captures).
-  template <class Fn, class = std::enable_if_t<!std::is_same_v<std::decay_t<Fn>, std::function<void(int64_t, int64_t)>>>>
+  template <class Fn,
+            class = std::enable_if_t<!std::is_same_v<std::decay_t<Fn>, std::function<void(int64_t, int64_t)>>>>
   void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
-    run(n, grain, [](void* f, int64_t b, int64_t e) { (*static_cast<F*>(f))(b, e); },
+    run(
+        n, grain, [](void* f, int64_t b, int64_t e) { (*static_cast<F*>(f))(b, e); },
         const_cast<void*>(static_cast<const void*>(&fn)));
   }
 

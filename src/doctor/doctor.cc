@@ -206,7 +206,8 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
       done = true;
     }
   }
-  if (!run.fatal.empty() && !rep.first_failure) throw Error("doctor: the run failed before any op diverged: " + run.fatal);
+  if (!run.fatal.empty() && !rep.first_failure)
+    throw Error("doctor: the run failed before any op diverged: " + run.fatal);
   if (!done && !rep.first_failure) {
     if (begun.empty()) throw Error("doctor: the checked process " + run.status + " before running any op");
     const json::Value& b = *begun.begin()->second;
@@ -314,10 +315,9 @@ std::string doctor_report_text(const DoctorReport& r) {
     return s;
   }
   const OpFailure& f = *r.first_failure;
-  std::snprintf(line, sizeof line,
-                "\nFIRST FAILURE: op %s (%s), layer %s, %s pass, step %d, op #%lld: %s\n", f.op.c_str(),
-                f.site.c_str(), f.layer < 0 ? "model" : std::to_string(f.layer).c_str(), f.pass.c_str(), f.step,
-                (long long)f.index, f.kind.c_str());
+  std::snprintf(line, sizeof line, "\nFIRST FAILURE: op %s (%s), layer %s, %s pass, step %d, op #%lld: %s\n",
+                f.op.c_str(), f.site.c_str(), f.layer < 0 ? "model" : std::to_string(f.layer).c_str(), f.pass.c_str(),
+                f.step, (long long)f.index, f.kind.c_str());
   s += line;
   std::snprintf(line, sizeof line, "  inputs %s -> outputs %s\n", f.inputs.c_str(), f.outputs.c_str());
   s += line;

@@ -84,7 +84,7 @@ class ChatSession {
   std::vector<int32_t> closing_ids_;  // end of a model turn, e.g. "<turn|>\n"
   std::vector<int32_t> history_;
   std::vector<int32_t> cached_;
-  std::vector<int32_t> pending_;      // new_ids of the turn in progress
+  std::vector<int32_t> pending_;  // new_ids of the turn in progress
   std::vector<Turn> turns_;
   int64_t context_size_ = 0;
   int64_t reply_positions_ = 0;

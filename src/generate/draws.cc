@@ -34,8 +34,7 @@ double RandomDraws::sample_uniform(int64_t canvas, int64_t step, int64_t positio
   return stream.uniform_double();
 }
 
-int32_t RandomDraws::sample_token(int64_t canvas, int64_t step, int64_t position, const float* z,
-                                  int64_t vocab) const {
+int32_t RandomDraws::sample_token(int64_t canvas, int64_t step, int64_t position, const float* z, int64_t vocab) const {
   // Probabilities as softmax computes them in fp32 (exp(z - max)); their sum
   // and the running CDF are kept in double so that the 53-bit uniform is not
   // wasted on rounding.
@@ -56,8 +55,7 @@ int32_t RandomDraws::sample_token(int64_t canvas, int64_t step, int64_t position
 
 void RandomDraws::canvas_init(int64_t canvas, int64_t vocab, std::span<int32_t> out) {
   check_vocab(vocab, "RandomDraws::canvas_init");
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = uniform_token(canvas, 0, DrawPurpose::kInit, int64_t(i), vocab);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = uniform_token(canvas, 0, DrawPurpose::kInit, int64_t(i), vocab);
 }
 
 void RandomDraws::sample(int64_t canvas, int64_t step, const float* processed_logits, int64_t vocab,

@@ -63,8 +63,7 @@ class RandomDraws final : public DrawSource {
   int32_t uniform_token(int64_t canvas, int64_t step, DrawPurpose purpose, int64_t position, int64_t vocab) const;
   // Inverse CDF over the fp32 probabilities exp(z - max z) (normalized in
   // double) with a 53-bit uniform; never returns a zero-probability token.
-  int32_t sample_token(int64_t canvas, int64_t step, int64_t position, const float* logits_row,
-                       int64_t vocab) const;
+  int32_t sample_token(int64_t canvas, int64_t step, int64_t position, const float* logits_row, int64_t vocab) const;
 
   uint64_t seed() const { return seed_; }
 

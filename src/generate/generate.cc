@@ -122,8 +122,10 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
         }
       }
     };
-    if (pool != nullptr) pool->parallel_for(L, 1, rows);
-    else rows(0, L);
+    if (pool != nullptr)
+      pool->parallel_for(L, 1, rows);
+    else
+      rows(0, L);
   };
   // The same pass on the model (same results; bit-identical on the CPU).
   auto sample_on_model = [&](int64_t c, int64_t s, float temperature) {
@@ -183,8 +185,10 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
         run_rows(c, s, temperature);
         for (size_t i = 0; i < l; ++i)
           if (row_errors[i]) std::rethrow_exception(row_errors[i]);
-        if (config.greedy) sampled = argmax;  // temperature 0: draw B is the argmax
-        else if (!fuse_sample) draws.sample(c, s, out, V, sampled);
+        if (config.greedy)
+          sampled = argmax;  // temperature 0: draw B is the argmax
+        else if (!fuse_sample)
+          draws.sample(c, s, out, V, sampled);
       }
       check_tokens(sampled, V, "sample draw of " + step_name(c, s));
       const int64_t n_accepted = entropy_bound_accept(entropy, config.entropy_bound, accepted);

@@ -18,10 +18,10 @@ namespace dgemma {
 // One executed denoising step. Spans and pointers are valid only during the
 // callback (they point into buffers reused by the next step).
 struct StepEvent {
-  int64_t canvas = 0;     // canvas index, 0-based
-  int64_t step = 0;       // step within the canvas, 0-based execution order
-  int64_t cur_step = 0;   // remaining-steps counter, N .. 1 (docs/model.md §3.2)
-  float temperature = 0;  // bit-exact with the reference
+  int64_t canvas = 0;                   // canvas index, 0-based
+  int64_t step = 0;                     // step within the canvas, 0-based execution order
+  int64_t cur_step = 0;                 // remaining-steps counter, N .. 1 (docs/model.md §3.2)
+  float temperature = 0;                // bit-exact with the reference
   std::span<const int32_t> canvas_in;   // canvas fed to the decoder
   std::span<const int32_t> sampled;     // draw B (the "denoiser canvas")
   std::span<const uint8_t> accepted;    // entropy-bound mask, 0/1
@@ -32,17 +32,17 @@ struct StepEvent {
   int64_t n_accepted = 0;
   bool stable = false;
   bool confident = false;
-  bool stop = false;                    // stable && confident: last step of this canvas
+  bool stop = false;                        // stable && confident: last step of this canvas
   const float* processed_logits = nullptr;  // [L, V] fp32, z = logits / T
 };
 
 // One finished canvas.
 struct CanvasEvent {
   int64_t canvas = 0;
-  int64_t steps = 0;                    // executed denoising steps
-  std::span<const int32_t> argmax;      // the last step's argmax (what HF appends)
-  std::span<const int32_t> committed;   // after EOS handling (pad after the first EOS)
-  bool eos = false;                     // the canvas holds an EOS id: generation ends
+  int64_t steps = 0;                   // executed denoising steps
+  std::span<const int32_t> argmax;     // the last step's argmax (what HF appends)
+  std::span<const int32_t> committed;  // after EOS handling (pad after the first EOS)
+  bool eos = false;                    // the canvas holds an EOS id: generation ends
 };
 
 class GenerationObserver {
@@ -68,7 +68,7 @@ struct GenerationResult {
   // (docs/placement.md, requirement 9).
   std::vector<float> halt_entropy;
   std::vector<bool> converged;
-  int64_t decoder_forwards = 0;           // total decoder passes
+  int64_t decoder_forwards = 0;  // total decoder passes
   // Reference `_compute_tokens_per_forward`: generated tokens that are not
   // pad, divided by decoder passes, in float32 (0 if no pass ran).
   float tokens_per_forward = 0;

@@ -83,7 +83,8 @@ void validate_generation_config(const GenerationConfig& c, const std::string& so
   for (int32_t id : c.eos_token_ids)
     if (id < 0) invalid(source, "eos_token_id", std::to_string(id), "must be a token id >= 0");
   if (c.pad_token_id < 0) invalid(source, "pad_token_id", std::to_string(c.pad_token_id), "must be a token id >= 0");
-  if (c.context_size < 0) invalid(source, "context_size", std::to_string(c.context_size), "must be >= 0 (0 = no limit)");
+  if (c.context_size < 0)
+    invalid(source, "context_size", std::to_string(c.context_size), "must be >= 0 (0 = no limit)");
 }
 
 void apply_temperature_override(GenerationConfig& c, double temperature, const std::string& source) {

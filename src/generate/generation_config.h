@@ -22,15 +22,15 @@ struct GenerationConfig {
   // Defaults = the published checkpoint's generation_config.json (docs/model.md §3.1),
   // which equal the reference class fallbacks except for eos/pad.
   int64_t max_new_tokens = 256;
-  int64_t max_denoising_steps = 48;         // N, per canvas
-  double entropy_bound = 0.1;               // EntropyBoundSamplerConfig
-  double t_min = 0.4;                       // temperature at the last step
-  double t_max = 0.8;                       // temperature at the first step
-  int64_t stability_threshold = 1;          // argmax canvases of history
-  double confidence_threshold = 0.005;      // nats, mean over the canvas
+  int64_t max_denoising_steps = 48;                   // N, per canvas
+  double entropy_bound = 0.1;                         // EntropyBoundSamplerConfig
+  double t_min = 0.4;                                 // temperature at the last step
+  double t_max = 0.8;                                 // temperature at the first step
+  int64_t stability_threshold = 1;                    // argmax canvases of history
+  double confidence_threshold = 0.005;                // nats, mean over the canvas
   std::vector<int32_t> eos_token_ids = {1, 106, 50};  // <eos>, <turn|>, <|tool_response>
   int32_t pad_token_id = 0;
-  int32_t bos_token_id = 2;                 // informational (docs/model.md §3.6)
+  int32_t bos_token_id = 2;  // informational (docs/model.md §3.6)
   // HF `max_length` (0 = unset). As in the reference, it only applies while
   // max_new_tokens holds the default 256; see resolve_max_new_tokens.
   int64_t max_length = 0;

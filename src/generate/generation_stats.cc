@@ -52,21 +52,20 @@ std::string format_summary(const GenerationStats& s) {
     std::snprintf(b, sizeof b, "%.2f s", s.first_token_seconds);
     return std::string(b);
   }();
-  std::snprintf(buf, sizeof buf,
-                "prompt tokens     %lld%s\n"
-                "canvases          %lld x %lld positions, steps per canvas: %s\n"
-                "decoder passes    %lld (%.1f canvas positions/s)\n"
-                "generated tokens  %lld (%.2f tokens/s, stop: %s)\n"
-                "first token       %s (first committed canvas)\n"
-                "total time        %.2f s\n"
-                "peak memory       %.1f MiB (ru_maxrss)",
-                (long long)s.prompt_tokens,
-                s.reused_tokens > 0 ? (" new, " + std::to_string(s.reused_tokens) + " reused from the cache").c_str()
-                                    : "",
-                (long long)s.canvases, (long long)s.canvas_length, steps.empty() ? "-" : steps.c_str(),
-                (long long)s.decoder_forwards, s.positions_per_second(), (long long)s.emitted_tokens,
-                s.tokens_per_second(), s.stop_reason.c_str(), first.c_str(), s.seconds,
-                double(s.peak_rss_bytes) / (1024.0 * 1024.0));
+  std::snprintf(
+      buf, sizeof buf,
+      "prompt tokens     %lld%s\n"
+      "canvases          %lld x %lld positions, steps per canvas: %s\n"
+      "decoder passes    %lld (%.1f canvas positions/s)\n"
+      "generated tokens  %lld (%.2f tokens/s, stop: %s)\n"
+      "first token       %s (first committed canvas)\n"
+      "total time        %.2f s\n"
+      "peak memory       %.1f MiB (ru_maxrss)",
+      (long long)s.prompt_tokens,
+      s.reused_tokens > 0 ? (" new, " + std::to_string(s.reused_tokens) + " reused from the cache").c_str() : "",
+      (long long)s.canvases, (long long)s.canvas_length, steps.empty() ? "-" : steps.c_str(),
+      (long long)s.decoder_forwards, s.positions_per_second(), (long long)s.emitted_tokens, s.tokens_per_second(),
+      s.stop_reason.c_str(), first.c_str(), s.seconds, double(s.peak_rss_bytes) / (1024.0 * 1024.0));
   std::string text = buf;
   if (!s.halt_entropy.empty()) {
     text += "\nhalt entropy     ";

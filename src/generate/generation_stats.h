@@ -13,19 +13,19 @@
 namespace dgemma {
 
 struct GenerationStats {
-  int64_t prompt_tokens = 0;       // tokens encoded for this run (new, uncached)
-  int64_t reused_tokens = 0;       // cached positions reused from earlier turns
+  int64_t prompt_tokens = 0;  // tokens encoded for this run (new, uncached)
+  int64_t reused_tokens = 0;  // cached positions reused from earlier turns
   int64_t canvas_length = 0;
   int64_t canvases = 0;
   std::vector<int64_t> steps_per_canvas;
   std::vector<float> halt_entropy;  // GenerationResult::halt_entropy
   std::vector<bool> converged;      // GenerationResult::converged
   int64_t decoder_forwards = 0;
-  int64_t emitted_tokens = 0;      // tokens shown (before EOS, within -n)
-  double seconds = 0;              // whole generate() call, prefill included
-  double first_token_seconds = -1; // until the first canvas committed; < 0: none
-  int64_t peak_rss_bytes = 0;      // getrusage ru_maxrss
-  std::string stop_reason;         // "eos", "length", "cancelled"
+  int64_t emitted_tokens = 0;       // tokens shown (before EOS, within -n)
+  double seconds = 0;               // whole generate() call, prefill included
+  double first_token_seconds = -1;  // until the first canvas committed; < 0: none
+  int64_t peak_rss_bytes = 0;       // getrusage ru_maxrss
+  std::string stop_reason;          // "eos", "length", "cancelled"
 
   double positions_per_second() const;  // decoder canvas positions / s
   double tokens_per_second() const;     // emitted tokens / s
@@ -42,7 +42,10 @@ std::string format_summary(const GenerationStats& stats);
 // Measures a run: call start() right before generate(); forwards nothing.
 class StatsClock {
  public:
-  void start() { t0_ = std::chrono::steady_clock::now(); first_ = -1; }
+  void start() {
+    t0_ = std::chrono::steady_clock::now();
+    first_ = -1;
+  }
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
   // Call from on_canvas; remembers the first commit.
   void on_canvas() {

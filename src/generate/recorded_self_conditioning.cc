@@ -15,8 +15,7 @@ RecordedSelfConditioning::~RecordedSelfConditioning() = default;
 
 std::vector<float> RecordedSelfConditioning::floats(const std::string& name, size_t expected) const {
   const TensorInfo* info = file_->find(name);
-  if (info == nullptr)
-    throw Error(path_ + ": no tensor " + name + " (a recorded run has fewer steps than this one)");
+  if (info == nullptr) throw Error(path_ + ": no tensor " + name + " (a recorded run has fewer steps than this one)");
   if (info->dtype != DType::kF32 || size_t(info->numel()) != expected)
     throw Error(path_ + ": " + name + " is not F32 with " + std::to_string(expected) + " elements");
   const TensorView v = file_->view(*info);

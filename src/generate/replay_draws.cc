@@ -73,8 +73,8 @@ void ReplayDraws::take(const char* kind, bool column, int64_t canvas, int64_t st
                        std::span<int32_t> out) {
   const int64_t n = int64_t(out.size());
   const std::vector<int64_t> expected = column ? std::vector<int64_t>{n, 1} : std::vector<int64_t>{1, n};
-  const std::string context = std::string(kind) + " " + shape_string(expected) + " (canvas " +
-                              std::to_string(canvas) + (step >= 0 ? ", step " + std::to_string(step) : "") + ")";
+  const std::string context = std::string(kind) + " " + shape_string(expected) + " (canvas " + std::to_string(canvas) +
+                              (step >= 0 ? ", step " + std::to_string(step) : "") + ")";
   if (next_ >= draws_.size())
     throw Error("replay tape " + path_ + ": ran out after " + std::to_string(draws_.size()) +
                 " draws; generate() asked for " + draw_name(next_) + " = " + context);

@@ -15,7 +15,7 @@
 
 namespace dgemma {
 
-inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // docs/formats.md §1.4
+inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;   // docs/formats.md §1.4
 inline constexpr int64_t kMaxSafetensorsDim = int64_t(1) << 48;  // schema limit
 
 struct TensorInfo {
@@ -33,7 +33,7 @@ struct TensorInfo {
 struct SafetensorsHeader {
   std::vector<TensorInfo> tensors;
   std::vector<std::pair<std::string, std::string>> metadata;  // __metadata__
-  uint64_t data_offset = 0;                                     // 8 + N
+  uint64_t data_offset = 0;                                   // 8 + N
 };
 
 // Validates the 8-byte length prefix and the header of a whole file image
@@ -137,6 +137,5 @@ class SafetensorsWriter {
   std::vector<Pending> pending_;
   std::vector<std::pair<std::string, std::string>> metadata_;
 };
-
 
 }  // namespace dgemma

@@ -67,12 +67,11 @@ class Checker {
     while (first < text.size() && is_json_space(text[first])) ++first;
     if (first == text.size()) fail("header is empty (only whitespace)");
     const char c = text[first];
-    const bool value_start = c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9') ||
-                             c == 't' || c == 'f' || c == 'n';
+    const bool value_start =
+        c == '{' || c == '[' || c == '"' || c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n';
     if (!value_start) {
-      fail("header has a non-whitespace byte " + hex_byte(static_cast<unsigned char>(c)) +
-           " at header offset " + std::to_string(first) +
-           " before the JSON object (only space/tab/CR/LF padding is allowed)");
+      fail("header has a non-whitespace byte " + hex_byte(static_cast<unsigned char>(c)) + " at header offset " +
+           std::to_string(first) + " before the JSON object (only space/tab/CR/LF padding is allowed)");
     }
     json::ParseOptions opt;
     opt.source = source_ + ": header";
@@ -103,9 +102,8 @@ class Checker {
     } catch (const Error&) {
       return;  // not a padding problem; let the parser's message stand
     }
-    fail("header has a non-whitespace byte " + hex_byte(static_cast<unsigned char>(text[junk])) +
-         " at header offset " + std::to_string(junk) +
-         " after the JSON object (only space/tab/CR/LF padding is allowed)");
+    fail("header has a non-whitespace byte " + hex_byte(static_cast<unsigned char>(text[junk])) + " at header offset " +
+         std::to_string(junk) + " after the JSON object (only space/tab/CR/LF padding is allowed)");
   }
 
   const std::string& source_;
@@ -167,14 +165,12 @@ TensorInfo parse_tensor_entry(const Checker& ck, const std::string& name, const 
     ck.fail_tensor(name, "shape " + shape_str(info.shape) + " has an element count that overflows 64 bits");
 
   if (!offsets->is_array() || offsets->as_array().size() != 2) {
-    ck.fail_tensor(name, "data_offsets must be exactly two non-negative integers [begin, end], got " +
-                             brief(*offsets));
+    ck.fail_tensor(name, "data_offsets must be exactly two non-negative integers [begin, end], got " + brief(*offsets));
   }
   info.begin = read_non_negative(ck, name, offsets->as_array()[0], "data_offsets[0]");
   info.end = read_non_negative(ck, name, offsets->as_array()[1], "data_offsets[1]");
   if (info.begin > info.end) {
-    ck.fail_tensor(name, "data_offsets begin " + std::to_string(info.begin) + " > end " +
-                             std::to_string(info.end));
+    ck.fail_tensor(name, "data_offsets begin " + std::to_string(info.begin) + " > end " + std::to_string(info.end));
   }
 
   const std::string dtype_text(dtype_name(info.dtype));
@@ -219,17 +215,17 @@ uint64_t check_layout(const Checker& ck, std::vector<TensorInfo>& tensors) {
   for (const TensorInfo& t : tensors) {
     if (t.begin < expected) {
       ck.fail_tensor(t.name, "data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
-                                 "] overlap tensor " + json::quoted(prev->name) + " [" +
-                                 std::to_string(prev->begin) + ", " + std::to_string(prev->end) + "]");
+                                 "] overlap tensor " + json::quoted(prev->name) + " [" + std::to_string(prev->begin) +
+                                 ", " + std::to_string(prev->end) + "]");
     }
     if (t.begin > expected) {
       if (!prev) {
         ck.fail_tensor(t.name, "data starts at offset " + std::to_string(t.begin) +
                                    ", but the first tensor must start at 0 (gap)");
       }
-      ck.fail("gap of " + std::to_string(t.begin - expected) + " bytes between tensor " +
-              json::quoted(prev->name) + " (ends at " + std::to_string(expected) + ") and tensor " +
-              json::quoted(t.name) + " (begins at " + std::to_string(t.begin) + ")");
+      ck.fail("gap of " + std::to_string(t.begin - expected) + " bytes between tensor " + json::quoted(prev->name) +
+              " (ends at " + std::to_string(expected) + ") and tensor " + json::quoted(t.name) + " (begins at " +
+              std::to_string(t.begin) + ")");
     }
     expected = t.end;
     prev = &t;
@@ -262,8 +258,8 @@ SafetensorsHeader parse_safetensors(const uint8_t* bytes, uint64_t file_size, co
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];  // little-endian, §1.1
   if (n == 0) ck.fail("header length is 0");
   if (n > kMaxSafetensorsHeader) {
-    ck.fail("header length " + std::to_string(n) + " exceeds the limit of " +
-            std::to_string(kMaxSafetensorsHeader) + " bytes");
+    ck.fail("header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxSafetensorsHeader) +
+            " bytes");
   }
   if (n > file_size - 8) {
     ck.fail("header length " + std::to_string(n) + " runs past the end of the " + std::to_string(file_size) +

@@ -17,21 +17,50 @@ Tensor tensor_from_view(const TensorView& v) {
   Tensor t = Tensor::i32(v.shape());
   auto put = [&](size_t k, int64_t val) {
     if (val < INT32_MIN || val > INT32_MAX)
-      throw Error(std::string(v.file) + ": tensor \"" + v.name() + "\": value " + std::to_string(val) +
-                  " at index " + std::to_string(k) + " does not fit in int32");
+      throw Error(std::string(v.file) + ": tensor \"" + v.name() + "\": value " + std::to_string(val) + " at index " +
+                  std::to_string(k) + " does not fit in int32");
     t.i[k] = int32_t(val);
   };
   for (size_t k = 0; k < n; ++k) {
     const uint8_t* p = v.data;
     switch (v.dtype()) {
       case DType::kBool:
-      case DType::kU8: put(k, p[k]); break;
-      case DType::kI8: put(k, int8_t(p[k])); break;
-      case DType::kI16: { int16_t x; std::memcpy(&x, p + 2 * k, 2); put(k, x); break; }
-      case DType::kU16: { uint16_t x; std::memcpy(&x, p + 2 * k, 2); put(k, x); break; }
-      case DType::kI32: { int32_t x; std::memcpy(&x, p + 4 * k, 4); put(k, x); break; }
-      case DType::kU32: { uint32_t x; std::memcpy(&x, p + 4 * k, 4); put(k, int64_t(x)); break; }
-      case DType::kI64: { int64_t x; std::memcpy(&x, p + 8 * k, 8); put(k, x); break; }
+      case DType::kU8:
+        put(k, p[k]);
+        break;
+      case DType::kI8:
+        put(k, int8_t(p[k]));
+        break;
+      case DType::kI16: {
+        int16_t x;
+        std::memcpy(&x, p + 2 * k, 2);
+        put(k, x);
+        break;
+      }
+      case DType::kU16: {
+        uint16_t x;
+        std::memcpy(&x, p + 2 * k, 2);
+        put(k, x);
+        break;
+      }
+      case DType::kI32: {
+        int32_t x;
+        std::memcpy(&x, p + 4 * k, 4);
+        put(k, x);
+        break;
+      }
+      case DType::kU32: {
+        uint32_t x;
+        std::memcpy(&x, p + 4 * k, 4);
+        put(k, int64_t(x));
+        break;
+      }
+      case DType::kI64: {
+        int64_t x;
+        std::memcpy(&x, p + 8 * k, 8);
+        put(k, x);
+        break;
+      }
       case DType::kU64: {
         uint64_t x;
         std::memcpy(&x, p + 8 * k, 8);

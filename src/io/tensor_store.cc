@@ -38,15 +38,20 @@ bool is_regular_file(const std::string& path) {
 // index cannot make us open files elsewhere.
 void check_shard_name(const std::string& index, const std::string& tensor, const std::string& shard) {
   std::string why;
-  if (shard.empty()) why = "is empty";
-  else if (shard.find('/') != std::string::npos) why = "contains '/' (must be a plain file name)";
-  else if (shard.find('\\') != std::string::npos) why = "contains '\\' (must be a plain file name)";
-  else if (shard.find("..") != std::string::npos) why = "contains '..' (must be a plain file name)";
-  else if (shard == ".") why = "is not a file name";
-  else if (shard.find('\0') != std::string::npos) why = "contains a NUL byte";
+  if (shard.empty())
+    why = "is empty";
+  else if (shard.find('/') != std::string::npos)
+    why = "contains '/' (must be a plain file name)";
+  else if (shard.find('\\') != std::string::npos)
+    why = "contains '\\' (must be a plain file name)";
+  else if (shard.find("..") != std::string::npos)
+    why = "contains '..' (must be a plain file name)";
+  else if (shard == ".")
+    why = "is not a file name";
+  else if (shard.find('\0') != std::string::npos)
+    why = "contains a NUL byte";
   if (!why.empty()) {
-    throw Error(index + ": shard name " + json::quoted(shard) + " for tensor " + json::quoted(tensor) + " " +
-                why);
+    throw Error(index + ": shard name " + json::quoted(shard) + " for tensor " + json::quoted(tensor) + " " + why);
   }
 }
 
@@ -133,8 +138,8 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
       auto [pos, inserted] = store.views_.emplace(t.name, file->view(t));
       if (!inserted) {
         throw Error(index_path + ": tensor " + json::quoted(t.name) + " is stored in two shards: " +
-                    json::quoted(std::filesystem::path(std::string(pos->second.file)).filename().string()) +
-                    " and " + json::quoted(shard));
+                    json::quoted(std::filesystem::path(std::string(pos->second.file)).filename().string()) + " and " +
+                    json::quoted(shard));
       }
       if (!shard_of.count(t.name)) {
         throw Error(index_path + ": tensor " + json::quoted(t.name) + " in shard " + json::quoted(shard) +
@@ -144,8 +149,8 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
   }
   for (const auto& [tensor, shard] : shard_of) {
     if (!shards.at(shard)->find(tensor)) {
-      throw Error(index_path + ": weight_map maps tensor " + json::quoted(tensor) + " to shard " +
-                  json::quoted(shard) + ", which does not contain it");
+      throw Error(index_path + ": weight_map maps tensor " + json::quoted(tensor) + " to shard " + json::quoted(shard) +
+                  ", which does not contain it");
     }
   }
   for (auto& kv : shards) store.files_.push_back(std::move(kv.second));

@@ -13,10 +13,10 @@
 
 namespace dgemma {
 
-// Batched decoder pass (docs/model.md §2.3 per item; one pass for many canvases is what makes a batch cheaper than its items: docs/cuda.md §7.2). Rows are
-// ordered with the self-conditioned items first (those conditioned from the
-// host, then those conditioned on their own z), so that the soft embedding
-// and the self-conditioning MLP run once over one contiguous block of rows.
+// Batched decoder pass (docs/model.md §2.3 per item; one pass for many canvases is what makes a batch cheaper than its
+// items: docs/cuda.md §7.2). Rows are ordered with the self-conditioned items first (those conditioned from the host,
+// then those conditioned on their own z), so that the soft embedding and the self-conditioning MLP run once over one
+// contiguous block of rows.
 void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   processed_valid_ = false;  // not a decode_sample() of the model's cache
   if (items.empty()) return;
@@ -104,8 +104,7 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
   const int step = decoder_step_++;
   if (!sampling) {
     logits.ensure_host();
-    for (const size_t i : order)
-      std::memcpy(items[i].logits, logits.f.data() + row0[i] * V, size_t(rows[i] * V) * 4);
+    for (const size_t i : order) std::memcpy(items[i].logits, logits.f.data() + row0[i] * V, size_t(rows[i] * V) * 4);
     return;
   }
   // Each item's rows of the stacked logits (a slice on the model's backend),
@@ -141,8 +140,10 @@ void DiffusionGemma::decode_batch(std::span<const DecodeItem> items) {
     if (items[i].samples) sample_rows_out(slots[i], *fresh_z[i], step, *items[i].samples);
   // The whole pass succeeded: each sampling item's z becomes this pass's.
   for (const size_t i : order) {
-    if (items[i].samples) std::swap(*items[i].z, *fresh_z[i]);
-    else std::memcpy(items[i].logits, item_logits[i]->f.data(), size_t(rows[i] * V) * 4);
+    if (items[i].samples)
+      std::swap(*items[i].z, *fresh_z[i]);
+    else
+      std::memcpy(items[i].logits, item_logits[i]->f.data(), size_t(rows[i] * V) * 4);
   }
 }
 

@@ -19,8 +19,9 @@ void DiffusionGemma::decode_sample(const int32_t* canvas, bool use_self_conditio
                                    const double* uniforms, RowSamples& out) {
   const int64_t L = config_.canvas_length;
   if (use_self_conditioning && !processed_valid_)
-    throw Error("decode_sample: self-conditioning asked for, but the previous pass was not a decode_sample() of this "
-                "cache (encode, decode, truncate_cache or swap_cache came in between)");
+    throw Error(
+        "decode_sample: self-conditioning asked for, but the previous pass was not a decode_sample() of this "
+        "cache (encode, decode, truncate_cache or swap_cache came in between)");
   processed_valid_ = false;  // processed_ is overwritten below; valid again once the op succeeded
   const Tensor& logits = decode_logits(canvas, L, use_self_conditioning ? &processed_ : nullptr);
   const int step = decoder_step_++;

@@ -1,6 +1,5 @@
 #include "model/default_model.h"
 
-
 #include <unistd.h>
 
 #include <atomic>
@@ -146,11 +145,16 @@ void random_values(const ExpectedTensor& t, std::vector<float>& out) {
   const bool layer_scalar = t.name.size() >= 12 && t.name.compare(t.name.size() - 12, 12, "layer_scalar") == 0;
   for (float& x : out) {
     double v;
-    if (layer_scalar) v = 0.6 + 0.3 * rng.uniform();
-    else if (final_norm) v = 1.0 + 0.5 * rng.uniform();
-    else if (is_vector) v = 0.6 + 0.7 * rng.uniform();
-    else if (t.component == Component::kEmbedding) v = 0.5 * rng.normal();
-    else v = 0.15 * rng.normal();
+    if (layer_scalar)
+      v = 0.6 + 0.3 * rng.uniform();
+    else if (final_norm)
+      v = 1.0 + 0.5 * rng.uniform();
+    else if (is_vector)
+      v = 0.6 + 0.7 * rng.uniform();
+    else if (t.component == Component::kEmbedding)
+      v = 0.5 * rng.normal();
+    else
+      v = 0.15 * rng.normal();
     x = float(v);
   }
 }

@@ -36,7 +36,7 @@ std::string default_model_dir();
 std::string default_tokenizer_source();
 
 struct DefaultModel {
-  std::string dir;      // checkpoint folder (config.json, generation_config.json, tokenizer.json, model.safetensors)
+  std::string dir;       // checkpoint folder (config.json, generation_config.json, tokenizer.json, model.safetensors)
   bool created = false;  // true when this call generated it
   double seconds = 0;    // time spent creating it (0 when it existed)
 };

@@ -63,7 +63,7 @@ KvCache DiffusionGemma::empty_cache() const {
     int64_t retain = 0;
     if (L.type == LayerType::kSliding)
       retain = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
-                                                                  : std::max(1, config_.sliding_window - 1);
+                                                                 : std::max(1, config_.sliding_window - 1);
     cache.layers[size_t(i)].reset(L.num_kv_heads, L.head_dim, retain);
   }
   return cache;
@@ -77,10 +77,9 @@ void DiffusionGemma::check_cache_layout(const KvCache& other, const std::string&
     const LayerCache& a = cache_.layers[i];
     const LayerCache& b = other.layers[i];
     if (a.kv_heads != b.kv_heads || a.head_dim != b.head_dim || a.retain != b.retain)
-      throw Error(who + ": layer " + std::to_string(i) + " has kv_heads " + std::to_string(b.kv_heads) +
-                  ", head_dim " + std::to_string(b.head_dim) + ", retain " + std::to_string(b.retain) +
-                  "; the model expects " + std::to_string(a.kv_heads) + ", " + std::to_string(a.head_dim) + ", " +
-                  std::to_string(a.retain));
+      throw Error(who + ": layer " + std::to_string(i) + " has kv_heads " + std::to_string(b.kv_heads) + ", head_dim " +
+                  std::to_string(b.head_dim) + ", retain " + std::to_string(b.retain) + "; the model expects " +
+                  std::to_string(a.kv_heads) + ", " + std::to_string(a.head_dim) + ", " + std::to_string(a.retain));
   }
 }
 
@@ -223,8 +222,8 @@ Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const 
         aa.window = config_.sliding_window;
         aa.first_canvas_pos = cache.length;
       }
-      const int64_t visible = options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window
-                                                                                : config_.sliding_window - 1;
+      const int64_t visible =
+          options_.decoder_window == DecoderWindow::kStatic ? config_.sliding_window : config_.sliding_window - 1;
       first = std::max<int64_t>(0, lc.size() - visible);
     }
     // The keys a query sees: the cache's rows first.. and then the new ones.

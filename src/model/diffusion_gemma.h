@@ -123,8 +123,7 @@ class DiffusionGemma : public DiffusionModel {
   int decoder_step() const { return decoder_step_; }
 
  private:
-  DiffusionGemma(ModelConfig config, TensorStore store, std::unique_ptr<Backend> backend,
-                 const ModelOptions& options);
+  DiffusionGemma(ModelConfig config, TensorStore store, std::unique_ptr<Backend> backend, const ModelOptions& options);
   void run_layer(int layer, Pass pass, Tensor& x, const Tensor& positions);
   // The rows of one sequence in a batched decoder pass (decode_batch).
   struct BatchSegment {

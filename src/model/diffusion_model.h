@@ -14,9 +14,9 @@ class ThreadPool;
 // The per-row results of one denoising step's sampler pass (docs/model.md §3.2;
 // ops/row_sampling.h process_row), one entry per canvas position.
 struct RowSamples {
-  std::vector<int32_t> argmax;   // first maximum of z = logits / T
-  std::vector<float> entropy;    // of softmax(z), nats
-  std::vector<int32_t> sample;   // draw B (inverse CDF); -1 everywhere when no uniforms were given
+  std::vector<int32_t> argmax;  // first maximum of z = logits / T
+  std::vector<float> entropy;   // of softmax(z), nats
+  std::vector<int32_t> sample;  // draw B (inverse CDF); -1 everywhere when no uniforms were given
 };
 
 class DiffusionModel {

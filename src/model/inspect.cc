@@ -67,7 +67,8 @@ json::Value report_to_json(const CheckpointReport& r) {
   arch.set("hidden_size", c.hidden_size);
   arch.set("num_layers", c.num_layers);
   json::Array types;
-  for (const auto& L : c.layers) types.emplace_back(L.type == LayerType::kFull ? "full_attention" : "sliding_attention");
+  for (const auto& L : c.layers)
+    types.emplace_back(L.type == LayerType::kFull ? "full_attention" : "sliding_attention");
   arch.set("layer_types", std::move(types));
   arch.set("num_attention_heads", c.num_heads);
   arch.set("num_key_value_heads", c.num_kv_heads);
@@ -117,10 +118,14 @@ json::Value report_to_json(const CheckpointReport& r) {
 
 static std::string human_count(int64_t n) {
   char buf[64];
-  if (n >= 1000000000) std::snprintf(buf, sizeof buf, "%.3f B", double(n) / 1e9);
-  else if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.3f M", double(n) / 1e6);
-  else if (n >= 1000) std::snprintf(buf, sizeof buf, "%.3f K", double(n) / 1e3);
-  else std::snprintf(buf, sizeof buf, "%lld", (long long)n);
+  if (n >= 1000000000)
+    std::snprintf(buf, sizeof buf, "%.3f B", double(n) / 1e9);
+  else if (n >= 1000000)
+    std::snprintf(buf, sizeof buf, "%.3f M", double(n) / 1e6);
+  else if (n >= 1000)
+    std::snprintf(buf, sizeof buf, "%.3f K", double(n) / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%lld", (long long)n);
   return buf;
 }
 
@@ -150,9 +155,11 @@ std::string report_to_text(const CheckpointReport& r) {
   for (const auto& [k, v] : r.bytes_by_dtype) add("%-20s %14s\n", k.c_str(), human_bytes(v).c_str());
   add("\ntie groups      %zu (decoder tensors canonical; %zu alias copies stored in the files)\n", r.tie_groups.size(),
       r.aliases_stored.size());
-  add("skipped         %zu vision/audio tensors (%s)\n", r.skipped_tensors.size(), human_bytes(r.skipped_bytes).c_str());
+  add("skipped         %zu vision/audio tensors (%s)\n", r.skipped_tensors.size(),
+      human_bytes(r.skipped_bytes).c_str());
   add("\nmemory at context %lld: weights %s + KV cache %s + workspace %s = %s\n", (long long)r.context,
-      human_bytes(r.weight_bytes).c_str(), human_bytes(r.kv_cache_bytes).c_str(), human_bytes(r.workspace_bytes).c_str(),
+      human_bytes(r.weight_bytes).c_str(), human_bytes(r.kv_cache_bytes).c_str(),
+      human_bytes(r.workspace_bytes).c_str(),
       human_bytes(r.weight_bytes + r.kv_cache_bytes + r.workspace_bytes).c_str());
   return s;
 }

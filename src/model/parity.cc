@@ -17,12 +17,13 @@ std::vector<int32_t> ids_of(const TensorStore& in, const std::string& name, cons
 }
 
 // Positions must continue the cache contiguously (the engine computes them).
-void check_positions(const TensorStore& in, const std::string& name, const std::string& file, int64_t start,
-                     size_t n) {
+void check_positions(const TensorStore& in, const std::string& name, const std::string& file, int64_t start, size_t n) {
   const TensorView* v = in.find(name);
   if (!v) return;
   Tensor p = tensor_from_view(*v);
-  if (size_t(p.numel()) != n) throw Error(file + ": \"" + name + "\" has " + std::to_string(p.numel()) + " entries, expected " + std::to_string(n));
+  if (size_t(p.numel()) != n)
+    throw Error(file + ": \"" + name + "\" has " + std::to_string(p.numel()) + " entries, expected " +
+                std::to_string(n));
   for (size_t k = 0; k < n; ++k)
     if (p.i[k] != start + int64_t(k))
       throw Error(file + ": \"" + name + "\"[" + std::to_string(k) + "] = " + std::to_string(p.i[k]) + ", expected " +
@@ -40,8 +41,10 @@ Tensor with_batch(const Tensor& t) {
 
 void take_taps(const TapRecorder& rec, NamedTensors& out) {
   for (const auto& [name, t] : rec.taps()) {
-    if (name.find(".router.") != std::string::npos) out[name] = t;  // [T, k], as the golden files
-    else out[name] = with_batch(t);
+    if (name.find(".router.") != std::string::npos)
+      out[name] = t;  // [T, k], as the golden files
+    else
+      out[name] = with_batch(t);
   }
 }
 

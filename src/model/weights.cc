@@ -94,9 +94,8 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
       if (!source) {
         source = v;
         b.stored_as = n;
-      } else if (options.verify_tied_copies &&
-                 (v->dtype() != source->dtype() || v->nbytes() != source->nbytes() ||
-                  std::memcmp(v->data, source->data, v->nbytes()) != 0)) {
+      } else if (options.verify_tied_copies && (v->dtype() != source->dtype() || v->nbytes() != source->nbytes() ||
+                                                std::memcmp(v->data, source->data, v->nbytes()) != 0)) {
         conflicting.push_back(n + " differs from its tied tensor " + b.stored_as);
       }
     }

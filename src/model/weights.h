@@ -37,9 +37,9 @@ struct BoundTensor {
   ExpectedTensor expected;
   std::string stored_as;             // name actually read (canonical or an alias)
   std::vector<std::string> present;  // every stored name of this tie group
-  DType dtype = DType::kF32;          // the logical dtype (a quantized weight's original one)
-  uint64_t nbytes = 0;                // bytes stored (quantized: codes + scales)
-  std::string storage;                // how it is stored: the dtype name, or e.g. "nf4", "nvfp4", "affine4"
+  DType dtype = DType::kF32;         // the logical dtype (a quantized weight's original one)
+  uint64_t nbytes = 0;               // bytes stored (quantized: codes + scales)
+  std::string storage;               // how it is stored: the dtype name, or e.g. "nf4", "nvfp4", "affine4"
 };
 
 struct ModelWeights {
@@ -47,8 +47,8 @@ struct ModelWeights {
   WeightRef sc_pre_norm, sc_gate, sc_up, sc_down;
   std::vector<LayerWeights> layers;
 
-  std::vector<BoundTensor> bound;      // one per expected tensor, in order
-  std::vector<std::string> skipped;    // vision/audio tensors, not loaded
+  std::vector<BoundTensor> bound;    // one per expected tensor, in order
+  std::vector<std::string> skipped;  // vision/audio tensors, not loaded
   uint64_t skipped_bytes = 0;
   std::deque<std::vector<uint8_t>> owned;  // converted or realigned copies
 };

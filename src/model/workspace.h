@@ -1,10 +1,9 @@
 #pragma once
 // Activation buffers of the forward passes, one per op site ("mlp.up_proj",
 // "lm_head", ...), kept across layers, steps and passes so that a denoising
-// step allocates nothing once the first step has sized them (an allocation per step costs page faults and cache misses; the
-// output of an op is resized in place by prepare_op, which keeps the
-// capacity). A site is written once per layer, so a reference to its tensor
-// stays valid until the same site runs again.
+// step allocates nothing once the first step has sized them (an allocation per step costs page faults and cache misses;
+// the output of an op is resized in place by prepare_op, which keeps the capacity). A site is written once per layer,
+// so a reference to its tensor stays valid until the same site runs again.
 //
 // Reused buffers hold the previous layer's values, so an op that read its
 // output before writing all of it would silently compute garbage instead of

@@ -10,20 +10,34 @@ namespace dgemma {
 
 std::string_view op_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kSoftEmbedding: return "soft_embedding";
-    case OpKind::kRmsNorm: return "rms_norm";
-    case OpKind::kLinear: return "linear";
-    case OpKind::kRope: return "rope";
-    case OpKind::kAttention: return "attention";
-    case OpKind::kRouterTopk: return "router_topk";
-    case OpKind::kMoeExperts: return "moe_experts";
-    case OpKind::kGeluGlu: return "gelu_glu";
-    case OpKind::kAdd: return "add";
-    case OpKind::kScale: return "scale";
-    case OpKind::kSoftcap: return "softcap";
-    case OpKind::kConcatRows: return "concat_rows";
-    case OpKind::kSample: return "sample";
+    case OpKind::kEmbedding:
+      return "embedding";
+    case OpKind::kSoftEmbedding:
+      return "soft_embedding";
+    case OpKind::kRmsNorm:
+      return "rms_norm";
+    case OpKind::kLinear:
+      return "linear";
+    case OpKind::kRope:
+      return "rope";
+    case OpKind::kAttention:
+      return "attention";
+    case OpKind::kRouterTopk:
+      return "router_topk";
+    case OpKind::kMoeExperts:
+      return "moe_experts";
+    case OpKind::kGeluGlu:
+      return "gelu_glu";
+    case OpKind::kAdd:
+      return "add";
+    case OpKind::kScale:
+      return "scale";
+    case OpKind::kSoftcap:
+      return "softcap";
+    case OpKind::kConcatRows:
+      return "concat_rows";
+    case OpKind::kSample:
+      return "sample";
   }
   return "?";
 }
@@ -33,8 +47,10 @@ std::string_view op_scope(OpKind kind) {
     case OpKind::kEmbedding:
     case OpKind::kSoftEmbedding:
     case OpKind::kSoftcap:
-    case OpKind::kSample: return "model";
-    default: return "layer";  // concat_rows: the layer's KV cache
+    case OpKind::kSample:
+      return "model";
+    default:
+      return "layer";  // concat_rows: the layer's KV cache
   }
 }
 
@@ -54,8 +70,8 @@ class Checker {
   }
   void counts(size_t nin, size_t nw, size_t nout) const {
     if (c_.in.size() != nin || c_.w.size() != nw || c_.out.size() != nout)
-      fail("expected " + std::to_string(nin) + " inputs, " + std::to_string(nw) + " weights, " +
-           std::to_string(nout) + " outputs");
+      fail("expected " + std::to_string(nin) + " inputs, " + std::to_string(nw) + " weights, " + std::to_string(nout) +
+           " outputs");
     for (const Tensor* t : c_.in)
       if (!t) fail("null input");
     for (Tensor* t : c_.out)
@@ -68,14 +84,16 @@ class Checker {
     if (int64_t(have) != t.numel()) fail(std::string(what) + " storage does not match its shape " + t.shape_string());
   }
   void rank(const Tensor& t, size_t r, const char* what) const {
-    if (t.shape.size() != r) fail(std::string(what) + " must have rank " + std::to_string(r) + ", got " + t.shape_string());
+    if (t.shape.size() != r)
+      fail(std::string(what) + " must have rank " + std::to_string(r) + ", got " + t.shape_string());
   }
   void wshape(const WeightRef* w, std::vector<int64_t> want, const char* what) const {
     if (!w || w->empty()) fail(std::string(what) + " weight is missing");
     if (w->shape != want)
       fail(std::string(what) + " weight " + w->name + " has shape " + shape_string(w->shape) + ", expected " +
            shape_string(want));
-    if (!dtype_is_float(w->dtype)) fail(std::string(what) + " weight " + w->name + " has non-float dtype " + std::string(dtype_name(w->dtype)));
+    if (!dtype_is_float(w->dtype))
+      fail(std::string(what) + " weight " + w->name + " has non-float dtype " + std::string(dtype_name(w->dtype)));
   }
   void out_f32(size_t k, std::vector<int64_t> shape) const {
     Tensor& o = *c_.out[k];
@@ -121,8 +139,10 @@ void prepare_op(const OpCall& c) {
       break;
     }
     case OpKind::kRmsNorm: {
-      if (c.w.size() == 0) k.counts(1, 0, 1);
-      else k.counts(1, 1, 1);
+      if (c.w.size() == 0)
+        k.counts(1, 0, 1);
+      else
+        k.counts(1, 1, 1);
       k.dtype(*c.in[0], DType::kF32, "x");
       if (c.in[0]->shape.empty()) k.fail("x must have rank >= 1");
       if (!c.w.empty()) k.wshape(c.w[0], {c.in[0]->dim(-1)}, "norm");
@@ -219,7 +239,8 @@ void prepare_op(const OpCall& c) {
       // Indices still on a device are checked there (by the backend holding them).
       if (!c.in[1]->host_stale)
         for (int32_t e : c.in[1]->i)
-          if (e < 0 || e >= E) k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
+          if (e < 0 || e >= E)
+            k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
       k.out_f32(0, c.in[0]->shape);
       break;
     }
@@ -228,7 +249,8 @@ void prepare_op(const OpCall& c) {
       k.counts(2, 0, 1);
       k.dtype(*c.in[0], DType::kF32, "a");
       k.dtype(*c.in[1], DType::kF32, "b");
-      if (c.in[0]->shape != c.in[1]->shape) k.fail("shapes " + c.in[0]->shape_string() + " and " + c.in[1]->shape_string() + " differ");
+      if (c.in[0]->shape != c.in[1]->shape)
+        k.fail("shapes " + c.in[0]->shape_string() + " and " + c.in[1]->shape_string() + " differ");
       k.out_f32(0, c.in[0]->shape);
       break;
     }
@@ -269,8 +291,10 @@ void prepare_op(const OpCall& c) {
                std::to_string(c.attrs.skip_rows) + " exceeds the " + std::to_string(total) + " rows");
       std::vector<int64_t> shape = a.shape;
       shape[0] = c.attrs.take_rows > 0 ? c.attrs.take_rows : total - c.attrs.skip_rows;
-      if (a.dtype == DType::kI32) k.out_i32(0, std::move(shape));
-      else k.out_f32(0, std::move(shape));
+      if (a.dtype == DType::kI32)
+        k.out_i32(0, std::move(shape));
+      else
+        k.out_f32(0, std::move(shape));
       break;
     }
     case OpKind::kSample: {

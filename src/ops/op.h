@@ -20,7 +20,8 @@
 //                   concat_rows(cache, k) with that skip, without the copy, so that a device reads
 //                   its KV cache where it lies (attention_keys below).
 //   router_topk     in: x[M,H]              w: scale[H], proj[E,H], per_expert_scale[E]
-//                                                                    out: idx[M,k] I32, weight[M,k] (docs/model.md §1.5)
+//                                                                    out: idx[M,k] I32, weight[M,k] (docs/model.md
+//                                                                    §1.5)
 //   moe_experts     in: x[M,H], idx[M,k], weight[M,k]   w: gate_up[E,2I,H], down[E,H,I]
 //                                                                    out: [M,H] = Σ weight·down(gelu(gate)·up)
 //   gelu_glu        in: gate[M,I], up[M,I]                           out: gelu_tanh(gate)·up
@@ -28,7 +29,8 @@
 //   scale           in: x                   w: s[1]                  out: s·x
 //   softcap         in: x                                            out: cap·tanh(x/cap)
 //   concat_rows     in: a[Sa,...], b[Sb,...], ... (two or more; same dtype and row shape)
-//                                                                    out: [Sa+Sb+...-skip,...] = rows skip.. of (a then b ...)
+//                                                                    out: [Sa+Sb+...-skip,...] = rows skip.. of (a then
+//                                                                    b ...)
 //                   (the KV cache: gathering committed keys with the new ones,
 //                   appending to the cache with sliding-window eviction; a
 //                   batched pass stacking its sequences' self-conditioning);
@@ -82,15 +84,15 @@ std::string_view pass_name(Pass pass);
 
 // Which keys a query may see (docs/model.md §2.2, §2.4).
 enum class AttentionMask : uint8_t {
-  kNone,            // decoder: every given key (the key set itself encodes the window)
-  kCausalWindow,    // encoder: kpos <= qpos and (window == 0 or qpos - kpos < window)
-  kCommittedWindow, // decoder A/B variant (JAX after its 2026-07 fix): committed keys
-                    // (kpos < first_canvas_pos) only if kpos > qpos - window
+  kNone,             // decoder: every given key (the key set itself encodes the window)
+  kCausalWindow,     // encoder: kpos <= qpos and (window == 0 or qpos - kpos < window)
+  kCommittedWindow,  // decoder A/B variant (JAX after its 2026-07 fix): committed keys
+                     // (kpos < first_canvas_pos) only if kpos > qpos - window
 };
 
 struct OpAttrs {
-  float eps = 0.0f;          // rms_norm, router_topk
-  float scale = 1.0f;        // embedding, soft_embedding
+  float eps = 0.0f;    // rms_norm, router_topk
+  float scale = 1.0f;  // embedding, soft_embedding
   // embedding, soft_embedding: the run computes like the reference in bf16.
   // soft_embedding rounds the logits and their softmax to bf16 before the
   // product (docs/model.md §3.3), and rows of a quantized table are rounded to bf16
@@ -98,17 +100,17 @@ struct OpAttrs {
   // precision, never from the table's storage dtype: a bf16 checkpoint run in
   // fp32 is the reference in float32.
   bool round_to_bf16 = false;
-  float cap = 0.0f;          // softcap
-  int top_k = 0;             // router_topk
-  int rope_pairs = 0;        // rope: rotated (i, i+d/2) pairs
-  double rope_theta = 0.0;   // rope
+  float cap = 0.0f;         // softcap
+  int top_k = 0;            // router_topk
+  int rope_pairs = 0;       // rope: rotated (i, i+d/2) pairs
+  double rope_theta = 0.0;  // rope
   AttentionMask mask = AttentionMask::kNone;
-  int window = 0;                 // attention
-  int64_t first_canvas_pos = 0;   // attention kCommittedWindow
-  int64_t skip_rows = 0;          // concat_rows: leading rows of the concatenation left out;
-                                  // attention: leading rows of the cache left out
-  float temperature = 0.0f;       // sample (> 0)
-  int64_t take_rows = 0;          // concat_rows: rows kept after the skipped ones (0: all the rest)
+  int window = 0;                // attention
+  int64_t first_canvas_pos = 0;  // attention kCommittedWindow
+  int64_t skip_rows = 0;         // concat_rows: leading rows of the concatenation left out;
+                                 // attention: leading rows of the cache left out
+  float temperature = 0.0f;      // sample (> 0)
+  int64_t take_rows = 0;         // concat_rows: rows kept after the skipped ones (0: all the rest)
 };
 
 struct OpCall {
@@ -116,7 +118,7 @@ struct OpCall {
   std::string_view site;  // instance within the layer, e.g. "self_attn.q_proj"
   int layer = -1;         // -1: runs once per pass (model level)
   Pass pass = Pass::kEncoder;
-  int step = 0;           // denoising step (0 for encoder passes)
+  int step = 0;  // denoising step (0 for encoder passes)
   std::vector<const Tensor*> in;
   std::vector<const WeightRef*> w;
   std::vector<Tensor*> out;

@@ -15,7 +15,8 @@ namespace {
 // NaN is "nan" whatever its sign bit (a device may change it).
 std::string bad_row_reason(int64_t logit, float value) {
   if (logit < 0) return "every logit is -inf";
-  return std::string("logit ") + std::to_string(logit) + " is " + (std::isnan(value) ? std::string("nan") : std::to_string(value));
+  return std::string("logit ") + std::to_string(logit) + " is " +
+         (std::isnan(value) ? std::string("nan") : std::to_string(value));
 }
 
 std::string bad_row_message(const std::string& where, int64_t row, int64_t logit, float value) {

@@ -60,7 +60,8 @@ PlanLayout read_plan_layout(const std::string& path, int num_layers) {
     if (const json::Value* head = tensors->find("lm_head.weight")) {
       layout.model_device = head->as_string(path + ": tensors[\"lm_head.weight\"]");
       if (std::find(layout.devices.begin(), layout.devices.end(), layout.model_device) == layout.devices.end())
-        throw Error(path + ": lm_head.weight is placed on '" + layout.model_device + "', which is not a device of the plan");
+        throw Error(path + ": lm_head.weight is placed on '" + layout.model_device +
+                    "', which is not a device of the plan");
     }
   }
   return layout;

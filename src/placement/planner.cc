@@ -30,9 +30,9 @@ struct Sizes {
   Unit global;               // embedding table, final norm, self-conditioning
   std::vector<Unit> layers;  // one per layer pair
   uint64_t embed_table = 0;
-  uint64_t layer_workspace = 0;   // transient buffers of one pass on a layer device
-  uint64_t head_workspace = 0;    // logits / sampler / self-conditioning on the head device
-  uint64_t hidden_handoff = 0;    // one hand-off of hidden states
+  uint64_t layer_workspace = 0;  // transient buffers of one pass on a layer device
+  uint64_t head_workspace = 0;   // logits / sampler / self-conditioning on the head device
+  uint64_t hidden_handoff = 0;   // one hand-off of hidden states
 };
 
 Sizes measure(const ModelConfig& c, const std::map<std::string, uint64_t>& bytes, const PlanRequest& r) {
@@ -47,8 +47,10 @@ Sizes measure(const ModelConfig& c, const std::map<std::string, uint64_t>& bytes
       for (int64_t d : t.shape) b *= uint64_t(d);
     }
     const int li = layer_of(t.name);
-    if (li >= 0) s.layers[size_t(li)].weights += b;
-    else s.global.weights += b;
+    if (li >= 0)
+      s.layers[size_t(li)].weights += b;
+    else
+      s.global.weights += b;
     if (t.component == Component::kEmbedding) s.embed_table = b;
   }
   const uint64_t B = uint64_t(r.max_batch), L = uint64_t(c.canvas_length), H = uint64_t(c.hidden_size);
@@ -57,15 +59,16 @@ Sizes measure(const ModelConfig& c, const std::map<std::string, uint64_t>& bytes
     const uint64_t rows = ls.type == LayerType::kSliding
                               ? uint64_t(std::min<int64_t>(r.max_context, c.sliding_window - 1))
                               : uint64_t(r.max_context);
-    s.layers[size_t(i)].kv = 2 * B * rows * uint64_t(ls.num_kv_heads) * uint64_t(ls.head_dim) *
-                             uint64_t(r.kv_bytes_per_element);
+    s.layers[size_t(i)].kv =
+        2 * B * rows * uint64_t(ls.num_kv_heads) * uint64_t(ls.head_dim) * uint64_t(r.kv_bytes_per_element);
   }
   // One pass over a canvas (prefill is chunked to canvas-sized pieces): fp32
   // activations of the widest layer, attention scores over context + canvas,
   // and MoE dispatch at capacity = canvas length x top-k (no dropped routes).
   uint64_t widest = 0, scores = 0;
   for (const LayerSpec& ls : c.layers) {
-    const uint64_t q = uint64_t(c.num_heads) * uint64_t(ls.head_dim), kv = uint64_t(ls.num_kv_heads) * uint64_t(ls.head_dim);
+    const uint64_t q = uint64_t(c.num_heads) * uint64_t(ls.head_dim),
+                   kv = uint64_t(ls.num_kv_heads) * uint64_t(ls.head_dim);
     widest = std::max(widest, 8 * H + 2 * q + 2 * kv + 3 * uint64_t(c.intermediate_size) +
                                   uint64_t(c.top_k_experts) * (2 * uint64_t(c.moe_intermediate_size) + H));
     scores = std::max(scores, uint64_t(c.num_heads) * (uint64_t(r.max_context) + L));
@@ -120,7 +123,7 @@ Assignment fill(const Sizes& s, const std::vector<uint64_t>& limit, const PlanRe
     }
     if (last < next) {
       if (d == 0 && load_of(s, -1, -2, true, false, r) > limit[0]) return a;  // head alone does not fit
-      continue;  // this device takes nothing; try the next
+      continue;                                                               // this device takes nothing; try the next
     }
     a.first[size_t(d)] = next;
     a.last[size_t(d)] = last;
@@ -140,8 +143,10 @@ uint64_t min_capacity(const Sizes& s, int D, const PlanRequest& r) {
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
     std::vector<uint64_t> lim(size_t(D), usable(mid, r.utilization));
-    if (fill(s, lim, r).ok) hi = mid;
-    else lo = mid + 1;
+    if (fill(s, lim, r).ok)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
@@ -151,10 +156,14 @@ uint64_t min_capacity(const Sizes& s, int D, const PlanRequest& r) {
 std::string gib(uint64_t b) {
   char buf[64];
   const double x = double(b);
-  if (b >= (uint64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", x / double(uint64_t(1) << 30));
-  else if (b >= (uint64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", x / double(uint64_t(1) << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", x / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)b);
+  if (b >= (uint64_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", x / double(uint64_t(1) << 30));
+  else if (b >= (uint64_t(1) << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", x / double(uint64_t(1) << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.2f KiB", x / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)b);
   return buf;
 }
 
@@ -179,15 +188,24 @@ uint64_t parse_bytes(const std::string& text) {
   for (const char* p = r.ptr; p < e; ++p)
     if (*p != ' ') unit += char(std::tolower(static_cast<unsigned char>(*p)));
   double mul = 1;
-  if (unit.empty() || unit == "b") mul = 1;
-  else if (unit == "kib" || unit == "k") mul = 1024.0;
-  else if (unit == "mib" || unit == "m") mul = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") mul = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") mul = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") mul = 1e3;
-  else if (unit == "mb") mul = 1e6;
-  else if (unit == "gb") mul = 1e9;
-  else if (unit == "tb") mul = 1e12;
+  if (unit.empty() || unit == "b")
+    mul = 1;
+  else if (unit == "kib" || unit == "k")
+    mul = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    mul = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    mul = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    mul = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    mul = 1e3;
+  else if (unit == "mb")
+    mul = 1e6;
+  else if (unit == "gb")
+    mul = 1e9;
+  else if (unit == "tb")
+    mul = 1e12;
   else
     throw Error("invalid byte unit '" + std::string(r.ptr, e) + "' in '" + text +
                 "' (B, K/KiB, M/MiB, G/GiB, T/TiB binary; KB, MB, GB, TB decimal)");
@@ -202,8 +220,7 @@ std::vector<DeviceSpec> parse_device_list(const std::string& text) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw Error("device '" + item + "': expected NAME=SIZE, e.g. cuda:0=80GiB");
+    if (eq == std::string::npos || eq == 0) throw Error("device '" + item + "': expected NAME=SIZE, e.g. cuda:0=80GiB");
     DeviceSpec d;
     d.name = item.substr(0, eq);
     d.capacity_bytes = parse_bytes(item.substr(eq + 1));
@@ -267,9 +284,10 @@ Plan make_plan(const ModelConfig& c, const std::map<std::string, uint64_t>& byte
   }
   if (!a.ok) {
     const uint64_t need = min_capacity(s, D, r);
-    throw PlanError("the model does not fit on " + std::to_string(D) + " device(s) with this strategy: it needs at least " +
-                        gib(need) + " per device (weights, KV cache for batch " + std::to_string(r.max_batch) +
-                        " x context " + std::to_string(r.max_context) + ", workspace and margin, at " +
+    throw PlanError("the model does not fit on " + std::to_string(D) +
+                        " device(s) with this strategy: it needs at least " + gib(need) +
+                        " per device (weights, KV cache for batch " + std::to_string(r.max_batch) + " x context " +
+                        std::to_string(r.max_context) + ", workspace and margin, at " +
                         std::to_string(int(r.utilization * 100)) + "% utilization); nothing is offloaded silently",
                     need);
   }
@@ -325,7 +343,8 @@ Plan make_plan(const ModelConfig& c, const std::map<std::string, uint64_t>& byte
   }
   // Stage hand-offs, per pass (encoder commit and every denoising step).
   for (size_t k = 1; k < plan.devices.size(); ++k)
-    plan.edges.push_back({plan.devices[k - 1].name, plan.devices[k].name, "hidden states [B, L, H] fp32", s.hidden_handoff});
+    plan.edges.push_back(
+        {plan.devices[k - 1].name, plan.devices[k].name, "hidden states [B, L, H] fp32", s.hidden_handoff});
   if (plan.devices.size() > 1) {
     if (replica) {
       plan.edges.push_back({plan.devices.back().name, head,
@@ -384,8 +403,8 @@ json::Value plan_to_json(const Plan& p) {
 std::string plan_to_text(const Plan& p) {
   std::string s;
   char line[512];
-  std::snprintf(line, sizeof line, "%-10s %8s %12s %12s %12s %12s %12s  %s\n", "device", "layers", "weights", "kv_cache",
-                "workspace", "total", "capacity", "notes");
+  std::snprintf(line, sizeof line, "%-10s %8s %12s %12s %12s %12s %12s  %s\n", "device", "layers", "weights",
+                "kv_cache", "workspace", "total", "capacity", "notes");
   s += line;
   for (const auto& d : p.devices) {
     std::string layers = d.first_layer < 0 ? "-" : std::to_string(d.first_layer) + "-" + std::to_string(d.last_layer);
@@ -397,7 +416,8 @@ std::string plan_to_text(const Plan& p) {
                   gib(d.total()).c_str(), gib(d.capacity_bytes).c_str(), notes.c_str());
     s += line;
   }
-  std::snprintf(line, sizeof line, "\n%zu tie groups, each on one device (layer pair i = encoder layer i + decoder layer i)\n",
+  std::snprintf(line, sizeof line,
+                "\n%zu tie groups, each on one device (layer pair i = encoder layer i + decoder layer i)\n",
                 p.tie_groups.size());
   s += line;
   for (const auto& e : p.edges) {

@@ -38,7 +38,7 @@ struct PlanRequest {
   PlanStrategy strategy = PlanStrategy::kSequential;
   int64_t max_batch = 1;
   int64_t max_context = 4096;
-  int kv_bytes_per_element = 2;     // bf16 cache on devices
+  int kv_bytes_per_element = 2;  // bf16 cache on devices
   double utilization = 0.9;
   uint64_t margin_bytes = uint64_t(512) << 20;  // per device
   bool replicate_embedding = false;
@@ -59,7 +59,7 @@ struct PlanEdge {
 };
 
 struct Plan {
-  std::vector<DevicePlan> devices;  // only devices that received work
+  std::vector<DevicePlan> devices;                   // only devices that received work
   std::map<std::string, std::string> tensor_device;  // every canonical and alias name -> device
   std::vector<std::vector<std::string>> tie_groups;
   std::vector<PlanEdge> edges;

@@ -46,9 +46,12 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 std::string torch_dtype_name(DType t) {
   switch (t) {
-    case DType::kBF16: return "bfloat16";
-    case DType::kF16: return "float16";
-    default: return "float32";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    default:
+      return "float32";
   }
 }
 
@@ -85,10 +88,14 @@ Action choose(const ExpectedTensor& ex, const TensorView& v, const ExportOptions
     case ExportFormat::kMlx4: {
       // mlx-vlm's diffusion_gemma quant_predicate (docs/formats.md §4.4).
       int bits = 0;
-      if (c == Component::kAttention || c == Component::kDenseMlp) bits = 8;
-      else if (c == Component::kExperts || c == Component::kSelfConditioning) bits = 4;
-      else if (c == Component::kEmbedding && o.quantize_embeddings) bits = 8;
-      else if (router_proj && o.quantize_router) bits = 8;
+      if (c == Component::kAttention || c == Component::kDenseMlp)
+        bits = 8;
+      else if (c == Component::kExperts || c == Component::kSelfConditioning)
+        bits = 4;
+      else if (c == Component::kEmbedding && o.quantize_embeddings)
+        bits = 8;
+      else if (router_proj && o.quantize_router)
+        bits = 8;
       const int64_t cols = ex.shape.back();
       const int group = cols % 64 == 0 ? 64 : cols % 32 == 0 ? 32 : 0;
       if (bits == 0 || group == 0) return Action::kCopy;
@@ -136,8 +143,11 @@ class Exporter {
     const TensorView& v = *it.src;
     const std::string& name = v.name();
     switch (it.action) {
-      case Action::kDrop: return;
-      case Action::kCopy: w_.declare(name, v.dtype(), v.shape()); return;
+      case Action::kDrop:
+        return;
+      case Action::kCopy:
+        w_.declare(name, v.dtype(), v.shape());
+        return;
       case Action::kNf4: {
         const int64_t n = v.numel(), nb = (n + 63) / 64;
         const bool dq = o_.nf4_double_quant;
@@ -174,7 +184,8 @@ class Exporter {
 
   void produce(const Item& it) {
     switch (it.action) {
-      case Action::kDrop: return;
+      case Action::kDrop:
+        return;
       case Action::kCopy: {
         // In pieces, handing each piece's input pages back once written.
         const uint64_t n = it.src->nbytes(), piece = uint64_t(64) << 20;
@@ -184,9 +195,12 @@ class Exporter {
         }
         return;
       }
-      case Action::kNf4: return produce_nf4(*it.src);
-      case Action::kNvfp4Experts: return produce_nvfp4(it);
-      case Action::kAffine: return produce_affine(it);
+      case Action::kNf4:
+        return produce_nf4(*it.src);
+      case Action::kNvfp4Experts:
+        return produce_nvfp4(it);
+      case Action::kAffine:
+        return produce_affine(it);
     }
   }
 
@@ -270,7 +284,8 @@ class Exporter {
     const uint64_t ssize = sd == DType::kF32 ? 4 : 2;
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
       const int64_t r = std::min(step, rows - r0);
-      quant::AffinePacked q = quant::quantize_affine(source_of(v, r0 * cols, r * cols), r, cols, it.bits, it.group, sd, o_.threads);
+      quant::AffinePacked q =
+          quant::quantize_affine(source_of(v, r0 * cols, r * cols), r, cols, it.bits, it.group, sd, o_.threads);
       w_.write(p + ".weight", q.codes.data(), q.codes.size(), uint64_t(r0 * cols * it.bits / 8));
       const uint64_t at = uint64_t(r0 * (cols / it.group)) * ssize;
       w_.write(p + ".scales", q.scales.data(), q.scales.size(), at);
@@ -320,7 +335,7 @@ void prepare_out_dir(const std::string& in_dir, const std::string& out_dir) {
 // Stored tensor name -> expected tensor; the first stored name of each tie
 // group (canonical first) is the one kept.
 std::map<std::string, std::pair<const ExpectedTensor*, bool>> map_names(const std::vector<ExpectedTensor>& expected,
-                                                                         const TensorStore& store) {
+                                                                        const TensorStore& store) {
   std::map<std::string, std::pair<const ExpectedTensor*, bool>> m;
   for (const ExpectedTensor& ex : expected) {
     bool kept = false;
@@ -346,16 +361,20 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
 
 std::string_view export_format_name(ExportFormat f) {
   switch (f) {
-    case ExportFormat::kNf4: return "nf4";
-    case ExportFormat::kNvfp4Experts: return "nvfp4-experts";
-    case ExportFormat::kMlx4: return "mlx4";
+    case ExportFormat::kNf4:
+      return "nf4";
+    case ExportFormat::kNvfp4Experts:
+      return "nvfp4-experts";
+    case ExportFormat::kMlx4:
+      return "mlx4";
   }
   return "?";
 }
 
 ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& o) {
   if (o.format == ExportFormat::kNvfp4Experts && (o.quantize_embeddings || o.quantize_router))
-    throw Error("nvfp4-experts quantizes the routed experts only (docs/formats.md §3.1); embeddings and router stay BF16");
+    throw Error(
+        "nvfp4-experts quantizes the routed experts only (docs/formats.md §3.1); embeddings and router stay BF16");
   const std::string config_path = (fs::path(in_dir) / "config.json").string();
   const ModelConfig config = load_model_config(config_path);
   const TensorStore store = TensorStore::open_dir(in_dir);
@@ -374,12 +393,17 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
     report.input_bytes += it.src->nbytes();
     if (auto f = names.find(n); f != names.end()) {
       it.ex = f->second.first;
-      if (!f->second.second) it.action = Action::kDrop;  // tied copy of a kept tensor
-      else if (it.src->shape() == it.ex->shape) it.action = choose(*it.ex, *it.src, o, it);
+      if (!f->second.second)
+        it.action = Action::kDrop;  // tied copy of a kept tensor
+      else if (it.src->shape() == it.ex->shape)
+        it.action = choose(*it.ex, *it.src, o, it);
     }
-    if (it.action == Action::kDrop) ++report.dropped;
-    else if (it.action == Action::kCopy) ++report.copied;
-    else ++report.quantized;
+    if (it.action == Action::kDrop)
+      ++report.dropped;
+    else if (it.action == Action::kCopy)
+      ++report.copied;
+    else
+      ++report.quantized;
     items.push_back(it);
   }
 
@@ -422,7 +446,7 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
     cfg.set("quantization_config", q);
   } else if (o.format == ExportFormat::kNvfp4Experts) {
     json::Array exclude = {json::Value("lm_head"), json::Value("*embed_tokens*"), json::Value("*self_attn*"),
-                           json::Value("*mlp*"), json::Value("*router*"), json::Value("*self_conditioning*"),
+                           json::Value("*mlp*"),   json::Value("*router*"),       json::Value("*self_conditioning*"),
                            json::Value("*vision*")};
     json::Value producer = json::Object{};
     producer.set("name", "modelopt");
@@ -513,7 +537,8 @@ void export_dequantized(const std::string& in_dir, const std::string& out_dir) {
     const int64_t cols = o.ex->shape.empty() ? 1 : o.ex->shape.back(), rows = product(o.ex->shape) / cols;
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
-      if (o.ref.quant) dequantize_reference(*o.ref.quant, r, 0, cols, row.data());
+      if (o.ref.quant)
+        dequantize_reference(*o.ref.quant, r, 0, cols, row.data());
       else
         for (int64_t c = 0; c < cols; ++c) row[size_t(c)] = load_as_f32(o.ref.dtype, o.ref.data, size_t(r * cols + c));
       w.write(o.ex->name, row.data(), uint64_t(cols) * 4, uint64_t(r * cols) * 4);

@@ -27,8 +27,10 @@ uint8_t f32_to_e4m3(float v) {
   int lo = 0, hi = 0x7e;  // t[lo] <= a < t[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (t[mid] <= a) lo = mid;
-    else hi = mid;
+    if (t[mid] <= a)
+      lo = mid;
+    else
+      hi = mid;
   }
   const float dl = a - t[lo], dh = t[hi] - a;
   int code = dl < dh ? lo : dh < dl ? hi : ((lo & 1) ? hi : lo);  // ties to even mantissa

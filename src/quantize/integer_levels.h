@@ -25,11 +25,10 @@ bool int8_dot_supported(const QuantizedWeight& w);
 // choose their products from it; the others ignore it.
 enum class I8Values : uint8_t { kS8, kU8, kS16 };
 
-// A weight's integer values and scale layout on the integer path (backend/cpu/int8_dot.h): the value V of each 4-bit code (NF4's 15-bit levels, NVFP4's
-// 2·E2M1, MLX 4-bit's code itself), NF4's cmax / 32767, the columns per
-// weight scale, and whether an MLX bias is folded. Shared with the CUDA
-// backend's int8-dot kernels (backend/cuda/int8_dot_kernels.cu), so that
-// both compute the same integers and scales.
+// A weight's integer values and scale layout on the integer path (backend/cpu/int8_dot.h): the value V of each 4-bit
+// code (NF4's 15-bit levels, NVFP4's 2·E2M1, MLX 4-bit's code itself), NF4's cmax / 32767, the columns per weight
+// scale, and whether an MLX bias is folded. Shared with the CUDA backend's int8-dot kernels
+// (backend/cuda/int8_dot_kernels.cu), so that both compute the same integers and scales.
 struct Int8WeightValues {
   int16_t levels[16] = {};
   float nf4_factor = 0.0f;

@@ -32,7 +32,8 @@ int int_field(const json::Value& obj, const char* key, int dflt, const std::stri
   const json::Value* v = obj.find(key);
   if (!v || v->is_null()) return dflt;
   const int64_t x = v->as_int(where + "." + key);
-  if (x <= 0 || x > (1 << 20)) throw Error(where + "." + key + ": expected a positive integer, got " + std::to_string(x));
+  if (x <= 0 || x > (1 << 20))
+    throw Error(where + "." + key + ": expected a positive integer, got " + std::to_string(x));
   return int(x);
 }
 
@@ -109,10 +110,12 @@ void parse_hf_config(QuantContext& q, const json::Value& qc, const std::string& 
       return false;
     };
     if (flag("load_in_8bit", "_load_in_8bit"))
-      throw Error(where + ".load_in_8bit: bitsandbytes 8-bit (LLM.int8) checkpoints are not supported; "
-                          "NF4 (load_in_4bit) is (docs/formats.md §2)");
+      throw Error(where +
+                  ".load_in_8bit: bitsandbytes 8-bit (LLM.int8) checkpoints are not supported; "
+                  "NF4 (load_in_4bit) is (docs/formats.md §2)");
     if (const json::Value* t = qc.find("bnb_4bit_quant_type"); t && t->is_string() && t->as_string() != "nf4")
-      throw Error(where + ".bnb_4bit_quant_type: \"" + t->as_string() + "\" is not supported (only nf4, docs/formats.md §2)");
+      throw Error(where + ".bnb_4bit_quant_type: \"" + t->as_string() +
+                  "\" is not supported (only nf4, docs/formats.md §2)");
     q.kind = CheckpointQuant::kBitsAndBytes;
     q.source = where;
   } else if (method == "modelopt") {
@@ -145,10 +148,14 @@ void sniff_tensor_names(QuantContext& q, const TensorStore& store) {
 
 std::string_view checkpoint_quant_name(CheckpointQuant q) {
   switch (q) {
-    case CheckpointQuant::kNone: return "none";
-    case CheckpointQuant::kBitsAndBytes: return "bitsandbytes-nf4";
-    case CheckpointQuant::kModelOpt: return "modelopt-nvfp4";
-    case CheckpointQuant::kMlx: return "mlx-affine";
+    case CheckpointQuant::kNone:
+      return "none";
+    case CheckpointQuant::kBitsAndBytes:
+      return "bitsandbytes-nf4";
+    case CheckpointQuant::kModelOpt:
+      return "modelopt-nvfp4";
+    case CheckpointQuant::kMlx:
+      return "mlx-affine";
   }
   return "?";
 }

@@ -206,8 +206,10 @@ AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols,
           int q = 0;
           if (scale > 0.0f) q = std::clamp(int(std::lround((x[k] - bias) / scale)), 0, levels);
           const int64_t col = g * group + k;
-          if (bits == 8) p.codes[size_t(r * cols + col)] = uint8_t(q);
-          else p.codes[size_t(r * (cols / 2) + col / 2)] |= (col % 2 == 0) ? uint8_t(q) : uint8_t(q << 4);
+          if (bits == 8)
+            p.codes[size_t(r * cols + col)] = uint8_t(q);
+          else
+            p.codes[size_t(r * (cols / 2) + col / 2)] |= (col % 2 == 0) ? uint8_t(q) : uint8_t(q << 4);
         }
       }
     }

@@ -34,17 +34,17 @@ struct Nf4Packed {
   int blocksize = 64;
   bool double_quant = true;
   int nested_blocksize = 256;
-  std::vector<uint8_t> codes;          // ceil(n/2) bytes, element 2k in the high nibble
-  std::vector<float> absmax;           // per block (without double quant)
-  std::vector<uint8_t> absmax_codes;   // per block (double quant)
-  std::vector<float> nested_absmax;    // per nested block (double quant)
-  float nested_offset = 0.0f;          // mean of the block absmax values (double quant)
+  std::vector<uint8_t> codes;         // ceil(n/2) bytes, element 2k in the high nibble
+  std::vector<float> absmax;          // per block (without double quant)
+  std::vector<uint8_t> absmax_codes;  // per block (double quant)
+  std::vector<float> nested_absmax;   // per nested block (double quant)
+  float nested_offset = 0.0f;         // mean of the block absmax values (double quant)
 };
 // Codes by nearest NF4 value of x / absmax(block); with double quant the
 // absmax values minus their mean are coded with bitsandbytes' dynamic 8-bit
 // map in blocks of `nested_blocksize` (§2.3).
-Nf4Packed quantize_nf4(const FloatSource& src, int blocksize = 64, bool double_quant = true,
-                       int nested_blocksize = 256, int threads = 1);
+Nf4Packed quantize_nf4(const FloatSource& src, int blocksize = 64, bool double_quant = true, int nested_blocksize = 256,
+                       int threads = 1);
 // The double-quant step alone: fills absmax_codes, nested_absmax and
 // nested_offset of `p` from block maxima `absmax` (for chunked writers).
 void nf4_double_quantize(const std::vector<float>& absmax, int nested_blocksize, Nf4Packed& p);
@@ -72,8 +72,8 @@ struct AffinePacked {
 };
 // Per group: bias = min, scale = (max - min) / (2^bits - 1), both rounded to
 // scale_dtype first, q = round((x - bias) / scale) clamped.
-AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols, int bits, int group,
-                             DType scale_dtype, int threads = 1);
+AffinePacked quantize_affine(const FloatSource& src, int64_t rows, int64_t cols, int bits, int group, DType scale_dtype,
+                             int threads = 1);
 
 // ---- int8 (ours) ---------------------------------------------------------------
 struct Int8Packed {
@@ -94,8 +94,8 @@ Fp8Packed quantize_fp8(const FloatSource& src, int64_t rows, int64_t cols, int b
 
 // ---- in-memory quantized weights (quantize at load, tests) --------------------
 struct QuantizeParams {
-  int block = 0;  // 0: the scheme's default (NF4 64, NVFP4 16, affine 64, int8 64, fp8 the row)
-  int bits = 4;   // affine: 4 or 8
+  int block = 0;             // 0: the scheme's default (NF4 64, NVFP4 16, affine 64, int8 64, fp8 the row)
+  int bits = 4;              // affine: 4 or 8
   bool double_quant = true;  // NF4
   // NVFP4: rows per stored slice and per shared global scale. A fused expert
   // gate_up [E, 2I, H] uses slice_rows I and scale_rows 2I (gate and up of an

@@ -17,9 +17,9 @@ constexpr const char* kStatePrefix = ".quant_state.bitsandbytes__";
 // QuantState.from_dict's valid_qs_keys (docs/formats.md §2.1): the non-tensor
 // fields that may appear in the JSON blob.
 bool known_state_key(const std::string& k) {
-  static const char* kKeys[] = {"quant_type", "blocksize", "dtype", "shape", "nested_blocksize", "nested_dtype",
-                                "nested_offset", "absmax", "quant_map", "nested_absmax", "nested_quant_map",
-                                "quant_state"};
+  static const char* kKeys[] = {"quant_type",       "blocksize",     "dtype",  "shape",     "nested_blocksize",
+                                "nested_dtype",     "nested_offset", "absmax", "quant_map", "nested_absmax",
+                                "nested_quant_map", "quant_state"};
   return std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* s) { return k == s; }) != std::end(kKeys);
 }
 

@@ -17,8 +17,9 @@ std::shared_ptr<QuantizedWeight> read_mlx_affine(const QuantContext& ctx, const 
   const TensorView& w = require(ctx, path + ".weight", need);
   const TensorView* biases = store.find(path + ".biases");
   if (!biases)
-    throw Error(need + ": no " + path + ".biases: only MLX affine mode is supported (mxfp4/mxfp8/nvfp4 modes "
-                       "have no biases; docs/formats.md §4.2)");
+    throw Error(need + ": no " + path +
+                ".biases: only MLX affine mode is supported (mxfp4/mxfp8/nvfp4 modes "
+                "have no biases; docs/formats.md §4.2)");
 
   MlxQuantParams params = ctx.mlx_default;
   std::string params_source = ctx.source + ": quantization";
@@ -29,7 +30,8 @@ std::shared_ptr<QuantizedWeight> read_mlx_affine(const QuantContext& ctx, const 
   if (ctx.mlx_from_config && !params.quantized)
     throw Error(need + ": module is quantized but " + params_source + " says it is not");
   if (ctx.mlx_from_config && params.mode != "affine")
-    throw Error(params_source + ": mode \"" + params.mode + "\" is not supported (MLX affine only, docs/formats.md §4.2)");
+    throw Error(params_source + ": mode \"" + params.mode +
+                "\" is not supported (MLX affine only, docs/formats.md §4.2)");
 
   // Shapes: weight U32 [..., in·bits/32], scales/biases [..., in/group].
   const int64_t in = ex.shape.back();
@@ -56,7 +58,8 @@ std::shared_ptr<QuantizedWeight> read_mlx_affine(const QuantContext& ctx, const 
   if (bits != 4 && bits != 8)
     throw Error(where(w) + ": MLX affine " + std::to_string(bits) + "-bit is not supported (4 and 8 are)");
   if (group != 32 && group != 64 && group != 128)
-    throw Error(where(w) + ": MLX group size " + std::to_string(group) + " is not one of 32, 64, 128 (docs/formats.md §4.2)");
+    throw Error(where(w) + ": MLX group size " + std::to_string(group) +
+                " is not one of 32, 64, 128 (docs/formats.md §4.2)");
   const DType sd = scales->dtype();
   if (sd != DType::kBF16 && sd != DType::kF16 && sd != DType::kF32)
     throw Error(where(*scales) + ": scales must be BF16, F16 or F32, got " + std::string(dtype_name(sd)));

@@ -91,8 +91,10 @@ std::shared_ptr<QuantizedWeight> read_modelopt_nvfp4(const QuantContext& ctx, co
     for (int64_t e = 0; e < E; ++e) {
       const std::string pre = base + std::to_string(e) + ".";
       std::vector<std::pair<std::string, int64_t>> parts;  // module, first row
-      if (gate_up) parts = {{pre + "gate_proj", e * rows}, {pre + "up_proj", e * rows + rows / 2}};
-      else parts = {{pre + "down_proj", e * rows}};
+      if (gate_up)
+        parts = {{pre + "gate_proj", e * rows}, {pre + "up_proj", e * rows + rows / 2}};
+      else
+        parts = {{pre + "down_proj", e * rows}};
       for (const auto& [module, row0] : parts) {
         QuantSlice s;
         if (!read_linear(ctx, module, gate_up ? rows / 2 : rows, cols, row0, *q, s))

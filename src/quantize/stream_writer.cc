@@ -50,8 +50,9 @@ uint64_t SafetensorsStreamWriter::nbytes(const std::string& name) const { return
 void SafetensorsStreamWriter::begin(const std::string& path) {
   std::vector<std::pair<const std::string*, Entry*>> order;
   for (auto& [name, e] : tensors_) order.emplace_back(&name, &e);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return dtype_bits(a.second->dtype) > dtype_bits(b.second->dtype); });
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return dtype_bits(a.second->dtype) > dtype_bits(b.second->dtype);
+  });
   std::string header = "{";
   if (!metadata_.empty()) {
     std::sort(metadata_.begin(), metadata_.end());
@@ -79,7 +80,8 @@ void SafetensorsStreamWriter::begin(const std::string& path) {
   }
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
-  if (header.size() > kMaxSafetensorsHeader) throw Error("SafetensorsStreamWriter: header of " + path + " is too large");
+  if (header.size() > kMaxSafetensorsHeader)
+    throw Error("SafetensorsStreamWriter: header of " + path + " is too large");
   data_bytes_ = offset;
   path_ = path;
   tmp_ = path + ".tmp." + std::to_string(::getpid());

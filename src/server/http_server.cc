@@ -124,8 +124,7 @@ void log_request(const httplib::Request& req, const httplib::Response& res) {
   t_log = RequestLog{};
   char ms[32] = "-";
   if (l.timed)
-    std::snprintf(ms, sizeof ms, "%.0f",
-                  std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
+    std::snprintf(ms, sizeof ms, "%.0f", std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
   const std::string tokens = l.prompt_tokens >= 0 ? std::to_string(l.prompt_tokens) + "+" +
                                                         std::to_string(std::max<int64_t>(l.completion_tokens, 0))
                                                   : "-";
@@ -198,8 +197,10 @@ struct HttpServer::Impl {
     // library included).
     svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       metrics.count_request(endpoint_label(req.path), res.status);
-      if (options.log_requests) log_request(req, res);
-      else t_log = RequestLog{};
+      if (options.log_requests)
+        log_request(req, res);
+      else
+        t_log = RequestLog{};
     });
     svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
       t_log = RequestLog{};
@@ -286,8 +287,7 @@ struct HttpServer::Impl {
   // --api-key: every route but /health, /metrics and CORS preflights needs
   // "Authorization: Bearer KEY"; otherwise 401 (and false).
   bool authorized(const httplib::Request& req, httplib::Response& res) const {
-    if (options.api_key.empty() || bearer_matches(req.get_header_value("Authorization"), options.api_key))
-      return true;
+    if (options.api_key.empty() || bearer_matches(req.get_header_value("Authorization"), options.api_key)) return true;
     res.set_header("WWW-Authenticate", "Bearer");
     set_error(res, ApiError(401,
                             req.has_header("Authorization")
@@ -308,9 +308,9 @@ struct HttpServer::Impl {
   void wait_until_started(ActiveRequest& active, int fd) {
     while (!active.wait_started(kPoll)) {
       if (stopping || peer_closed(fd)) {
-        throw stopping ? shutting_down()
-                       : ApiError(499, "the client closed the connection", "invalid_request_error", "",
-                                  "client_closed_request");
+        throw stopping
+            ? shutting_down()
+            : ApiError(499, "the client closed the connection", "invalid_request_error", "", "client_closed_request");
       }
     }
     if (active.started()) return;
@@ -447,8 +447,8 @@ int HttpServer::bind() {
   if (o.port == 0) {
     port = impl_->svr.bind_to_any_port(o.host);
     if (port < 0)
-      throw Error("serve: cannot listen on " + o.host + " (any free port): " +
-                  (errno != 0 ? std::strerror(errno) : "the address cannot be bound"));
+      throw Error("serve: cannot listen on " + o.host +
+                  " (any free port): " + (errno != 0 ? std::strerror(errno) : "the address cannot be bound"));
   } else if (!impl_->svr.bind_to_port(o.host, o.port)) {
     const int err = errno;
     const std::string where = o.host + ":" + std::to_string(o.port);

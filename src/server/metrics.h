@@ -1,9 +1,9 @@
 #pragma once
 // Server metrics in the Prometheus text exposition format (GET /metrics):
 // counters of requests (by endpoint and status), tokens, canvases, denoising
-// steps, cancellations, decoder passes and the sequences they batched; gauges of the queue depth and in-flight sequences;
-// histograms of time to first token, request latency, queue wait and
-// decoder-step time. Thread-safe; every update is a short critical section.
+// steps, cancellations, decoder passes and the sequences they batched; gauges of the queue depth and in-flight
+// sequences; histograms of time to first token, request latency, queue wait and decoder-step time. Thread-safe; every
+// update is a short critical section.
 #include <array>
 #include <cstdint>
 #include <map>

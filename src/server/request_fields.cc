@@ -21,9 +21,18 @@ struct HonouredField {
 
 // Parsed by parse_request (request.cc).
 constexpr HonouredField kHonoured[] = {
-    {"model", kBoth},       {"messages", kChatOnly}, {"prompt", kCompletionOnly}, {"max_tokens", kBoth},
-    {"max_completion_tokens", kBoth}, {"temperature", kBoth}, {"t_min", kBoth}, {"t_max", kBoth},
-    {"max_denoising_steps", kBoth},   {"seed", kBoth},        {"stop", kBoth},  {"stream", kBoth},
+    {"model", kBoth},
+    {"messages", kChatOnly},
+    {"prompt", kCompletionOnly},
+    {"max_tokens", kBoth},
+    {"max_completion_tokens", kBoth},
+    {"temperature", kBoth},
+    {"t_min", kBoth},
+    {"t_max", kBoth},
+    {"max_denoising_steps", kBoth},
+    {"seed", kBoth},
+    {"stop", kBoth},
+    {"stream", kBoth},
     {"stream_options", kBoth},
 };
 
@@ -74,18 +83,25 @@ constexpr NoOpField kNoOp[] = {
      "no insertion mode"},
     {"tools", kBoth, is_empty_array, "[]", "no tool calling"},
     {"functions", kBoth, is_empty_array, "[]", "no tool calling"},
-    {"tool_choice", kBoth, [](const Value& v) { return is_string_in(v, {"none", "auto"}); }, "\"none\" or \"auto\"",
-     "no tool calling"},
-    {"function_call", kBoth, [](const Value& v) { return is_string_in(v, {"none", "auto"}); },
+    {"tool_choice", kBoth,
+     [](const Value& v) {
+       return is_string_in(v, {"none", "auto"});
+     },
+     "\"none\" or \"auto\"", "no tool calling"},
+    {"function_call", kBoth,
+     [](const Value& v) {
+       return is_string_in(v, {"none", "auto"});
+     },
      "\"none\" or \"auto\"", "no tool calling"},
     {"parallel_tool_calls", kBoth, [](const Value& v) { return v.is_bool(); }, "a boolean", "no tool calling"},
     {"logit_bias", kBoth, is_empty_object, "{}", "no logit bias"},
-    {"response_format", kBoth, is_text_response_format, "{\"type\": \"text\"}",
-     "no JSON mode or structured output"},
+    {"response_format", kBoth, is_text_response_format, "{\"type\": \"text\"}", "no JSON mode or structured output"},
     {"modalities", kBoth, is_text_modalities, "[\"text\"]", "text-only model"},
-    {"store", kBoth, [](const Value& v) { return v.is_bool() && !v.as_bool(); }, "false",
-     "completions are not stored"},
-    {"service_tier", kBoth, [](const Value& v) { return is_string_in(v, {"auto", "default"}); },
+    {"store", kBoth, [](const Value& v) { return v.is_bool() && !v.as_bool(); }, "false", "completions are not stored"},
+    {"service_tier", kBoth,
+     [](const Value& v) {
+       return is_string_in(v, {"auto", "default"});
+     },
      "\"auto\" or \"default\"", "one service tier"},
     {"user", kBoth, [](const Value& v) { return v.is_string(); }, "a string", "it is an end-user id"},
     {"metadata", kBoth, [](const Value& v) { return v.is_object(); }, "an object", "it is bookkeeping"},
@@ -138,8 +154,7 @@ void reject_unsupported_message_fields(const Value& message, const std::string& 
     } else if (key == "tool_calls" || key == "annotations") {
       if (!value.is_null() && !is_empty_array(value)) unsupported(p, "'" + p + "' is not supported (no tool calling)");
     } else if (key == "name") {
-      if (!value.is_null())
-        unsupported(p, "'" + p + "' is not supported: the chat template has no participant names");
+      if (!value.is_null()) unsupported(p, "'" + p + "' is not supported: the chat template has no participant names");
     } else {
       unsupported(p, "'" + p + "' is not a message field this server supports (role, content)");
     }

@@ -33,8 +33,7 @@ SharedModel::SharedModel(DiffusionModel& model, MakeCache make_cache, SwapCache 
 SharedModel::SharedModel(DiffusionGemma& model, int max_batch, bool sample_rows)
     : SharedModel(
           model, [&model] { return model.empty_cache(); }, [&model](KvCache& c) { model.swap_cache(c); },
-          [&model](std::span<const DecodeRequest> requests) { model.decode_batch(requests); },
-          max_batch) {
+          [&model](std::span<const DecodeRequest> requests) { model.decode_batch(requests); }, max_batch) {
   sample_rows_ = sample_rows;
 }
 
@@ -203,8 +202,9 @@ void SequenceModel::decode_sample(const int32_t* canvas, bool use_self_condition
                                   const double* uniforms, RowSamples& out) {
   if (!samples_rows()) return DiffusionModel::decode_sample(canvas, use_self_conditioning, temperature, uniforms, out);
   if (use_self_conditioning && !z_valid_)
-    throw Error("decode_sample: self-conditioning asked for, but the previous pass of this sequence was not a "
-                "decode_sample() (encode, decode or truncate_cache came in between)");
+    throw Error(
+        "decode_sample: self-conditioning asked for, but the previous pass of this sequence was not a "
+        "decode_sample() (encode, decode or truncate_cache came in between)");
   z_valid_ = false;  // until this pass has put its z in place
   SharedModel::DecodeRequest r;
   r.canvas = canvas;
@@ -264,7 +264,8 @@ bool Scheduler::submit(std::shared_ptr<Job> job) {
   std::lock_guard<std::mutex> lock(mu_);
   // Admitted jobs (running or waiting) are at most slots + max_queue: a job
   // that finds a free slot never counts against the queue.
-  if (stopping_ || closed_ || int64_t(queue_.size() + running_.size()) >= int64_t(workers_.size()) + max_queue_) return false;
+  if (stopping_ || closed_ || int64_t(queue_.size() + running_.size()) >= int64_t(workers_.size()) + max_queue_)
+    return false;
   job->queued_at = std::chrono::steady_clock::now();
   queue_.push_back(std::move(job));
   publish();

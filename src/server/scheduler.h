@@ -79,8 +79,8 @@ class SharedModel {
 
   DiffusionModel& model() { return model_; }
   KvCache make_cache() const { return make_cache_(); }
-  uint64_t passes() const { return passes_.load(); }  // encoder + decoder passes run (a batch counts once)
-  uint64_t decode_calls() const { return decode_calls_.load(); }      // decoder passes sequences asked for
+  uint64_t passes() const { return passes_.load(); }              // encoder + decoder passes run (a batch counts once)
+  uint64_t decode_calls() const { return decode_calls_.load(); }  // decoder passes sequences asked for
   uint64_t decoder_passes() const { return decoder_passes_.load(); }  // decoder passes run (a batch counts once)
   bool batching() const { return bool(decode_batch_); }
   // Whether sequences run their sampler passes in the model's batched pass.
@@ -118,8 +118,8 @@ class SharedModel {
   std::condition_variable cv_;
   uint64_t next_ticket_ = 0;
   uint64_t serving_ = 0;
-  std::shared_ptr<Batch> open_;  // the batch still taking requests, if any
-  int decoding_ = 0;             // sequences between two decoder passes, not in a batch
+  std::shared_ptr<Batch> open_;                       // the batch still taking requests, if any
+  int decoding_ = 0;                                  // sequences between two decoder passes, not in a batch
   std::chrono::steady_clock::duration last_batch_{};  // how long the last batched pass took
   Metrics* metrics_ = nullptr;
   std::atomic<uint64_t> passes_{0}, decode_calls_{0}, decoder_passes_{0};

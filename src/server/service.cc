@@ -263,9 +263,9 @@ int64_t CompletionService::fit_max_tokens(const CompletionRequest& req, int64_t 
   const char* param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
   const std::string where = "the context size " + std::to_string(limit) + " (-c/--ctx-size)";
   if (prompt_tokens >= limit)
-    throw invalid_request("the prompt has " + std::to_string(prompt_tokens) + " tokens; with the answer it exceeds " +
-                              where,
-                          param, "context_length_exceeded");
+    throw invalid_request(
+        "the prompt has " + std::to_string(prompt_tokens) + " tokens; with the answer it exceeds " + where, param,
+        "context_length_exceeded");
   // Whole canvases are generated (docs/model.md §3.4): max_tokens occupies
   // ceil(max_tokens / L) * L positions after the prompt.
   const int64_t L = canvas_length_;
@@ -277,12 +277,10 @@ int64_t CompletionService::fit_max_tokens(const CompletionRequest& req, int64_t 
   if (!req.max_tokens && room > 0) return room;
   throw invalid_request("the prompt (" + std::to_string(prompt_tokens) + " tokens) plus " +
                             (req.max_tokens ? "max_tokens " : "the default max_tokens ") + std::to_string(wanted) +
-                            " (generated as " + std::to_string(needed / L) + " whole canvases of " +
-                            std::to_string(L) + " tokens) needs " + std::to_string(prompt_tokens + needed) +
-                            " positions, over " + where + "; at most " + std::to_string(room) +
-                            " new tokens fit after this prompt",
-                        req.max_tokens ? "max_tokens" : param,
-                        "context_length_exceeded");
+                            " (generated as " + std::to_string(needed / L) + " whole canvases of " + std::to_string(L) +
+                            " tokens) needs " + std::to_string(prompt_tokens + needed) + " positions, over " + where +
+                            "; at most " + std::to_string(room) + " new tokens fit after this prompt",
+                        req.max_tokens ? "max_tokens" : param, "context_length_exceeded");
 }
 
 std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest& req, Clock::time_point arrived) {
@@ -297,9 +295,12 @@ std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest
   // survive JavaScript numbers; greedy requests without a seed use 0 (the
   // initial canvas and the renoise draws still come from the seed), so equal
   // greedy requests give equal answers.
-  if (req.seed) s.seed = *req.seed;
-  else if (s.config.greedy) s.seed = 0;
-  else s.seed = random_seed();
+  if (req.seed)
+    s.seed = *req.seed;
+  else if (s.config.greedy)
+    s.seed = 0;
+  else
+    s.seed = random_seed();
   auto active = std::make_shared<ActiveRequest>(tokenizer_, metrics_, std::move(s));
   if (!scheduler_.submit(active)) {
     if (scheduler_.closed())

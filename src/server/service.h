@@ -42,8 +42,8 @@ struct ServiceOptions {
   // true: control-token text in chat message content ("<turn|>") becomes
   // control ids, as in the reference; false (default): content is plain text.
   bool special_tokens_in_content = false;
-  int slots = 1;                     // in-flight sequences
-  int64_t max_queue = 64;            // waiting requests beyond the slots; more get 429
+  int slots = 1;           // in-flight sequences
+  int64_t max_queue = 64;  // waiting requests beyond the slots; more get 429
 };
 
 struct StreamEvent {

@@ -53,8 +53,8 @@ class AddedTokenMatcher {
   int32_t child(int32_t node, unsigned char byte) const;
 
   struct Node {
-    int32_t token = -1;         // index into tokens_ when a pattern ends here
-    uint32_t first_edge = 0;    // edges_[first_edge, first_edge + edge_count)
+    int32_t token = -1;       // index into tokens_ when a pattern ends here
+    uint32_t first_edge = 0;  // edges_[first_edge, first_edge + edge_count)
     uint32_t edge_count = 0;
   };
   struct Edge {

@@ -146,8 +146,7 @@ void BpeModel::finalize(BpeOptions options, const std::string& source) {
   opt_ = std::move(options);
   if (opt_.has_unk) {
     unk_id_ = vocab_.find(opt_.unk_token);
-    if (unk_id_ < 0)
-      throw Error(source + ": model.unk_token \"" + opt_.unk_token + "\" is not in the vocabulary");
+    if (unk_id_ < 0) throw Error(source + ": model.unk_token \"" + opt_.unk_token + "\" is not in the vocabulary");
   }
   for (int b = 0; b < 256; ++b) {
     char name[8];

@@ -17,9 +17,8 @@ void require_token(const Tokenizer& tok, std::string_view content, const char* t
                        "a Gemma 3 tokenizer does not have the Gemma 4 turn markers)"
                      : ""));
   if (!tok.is_added(id))
-    throw Error(std::string("chat template ") + tmpl + ": \"" + std::string(content) + "\" (id " +
-                std::to_string(id) + ") is not an added token in " + tok.source() +
-                ", so encoding the prompt would split it");
+    throw Error(std::string("chat template ") + tmpl + ": \"" + std::string(content) + "\" (id " + std::to_string(id) +
+                ") is not an added token in " + tok.source() + ", so encoding the prompt would split it");
 }
 
 // The rendered prompt as it is built: template markup (control tokens and
@@ -34,8 +33,10 @@ class PromptWriter {
  private:
   PromptWriter& add(std::string_view s, bool is_content) {
     if (s.empty()) return *this;
-    if (!parts_.empty() && parts_.back().is_content == is_content) parts_.back().text += s;
-    else parts_.push_back({std::string(s), is_content});
+    if (!parts_.empty() && parts_.back().is_content == is_content)
+      parts_.back().text += s;
+    else
+      parts_.push_back({std::string(s), is_content});
     return *this;
   }
   std::vector<ChatPromptPart> parts_;
@@ -72,8 +73,10 @@ std::vector<ChatPromptPart> render_gemma3(const Tokenizer& tok, const std::vecto
     const ChatMessage& m = messages[i];
     size_t index0 = i - first;
     if ((m.role == "user") != (index0 % 2 == 0))
-      throw Error("chat template gemma3: conversation roles must alternate user/assistant/user/assistant/... "
-                  "(message " + std::to_string(i) + " has role \"" + m.role + "\")");
+      throw Error(
+          "chat template gemma3: conversation roles must alternate user/assistant/user/assistant/... "
+          "(message " +
+          std::to_string(i) + " has role \"" + m.role + "\")");
     std::string role = m.role == "assistant" ? "model" : m.role;
     out.markup("<start_of_turn>").markup(role).markup("\n");
     if (index0 == 0 && first > 0) out.content(first_user_prefix).markup("\n\n");
@@ -157,8 +160,10 @@ std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vecto
     const ChatMessage& m = messages[i];
     std::string role = m.role == "assistant" ? "model" : m.role;
     out.markup("<|turn>").markup(role).markup("\n");
-    if (role == "model" && !m.parts) out.content(strip_thinking(m.content));
-    else render_content(m);
+    if (role == "model" && !m.parts)
+      out.content(strip_thinking(m.content));
+    else
+      render_content(m);
     out.markup("<turn|>\n");
   }
   if (add_generation_prompt) {
@@ -181,9 +186,12 @@ ChatTemplateKind detect_chat_template(const Tokenizer& tokenizer) {
 
 const char* chat_template_name(ChatTemplateKind kind) {
   switch (kind) {
-    case ChatTemplateKind::kAuto: return "auto";
-    case ChatTemplateKind::kGemma4: return "gemma4";
-    case ChatTemplateKind::kGemma3: return "gemma3";
+    case ChatTemplateKind::kAuto:
+      return "auto";
+    case ChatTemplateKind::kGemma4:
+      return "gemma4";
+    case ChatTemplateKind::kGemma3:
+      return "gemma3";
   }
   return "?";
 }
@@ -198,7 +206,8 @@ ChatTemplateKind parse_chat_template_kind(std::string_view name) {
 std::vector<ChatPromptPart> render_chat_parts(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
                                               bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
   if (kind == ChatTemplateKind::kAuto) kind = detect_chat_template(tokenizer);
-  if (kind == ChatTemplateKind::kGemma4) return render_gemma4(tokenizer, messages, add_generation_prompt, enable_thinking);
+  if (kind == ChatTemplateKind::kGemma4)
+    return render_gemma4(tokenizer, messages, add_generation_prompt, enable_thinking);
   return render_gemma3(tokenizer, messages, add_generation_prompt);
 }
 

@@ -127,9 +127,7 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
           for (size_t p = 0; p < t.size(); p += utf8_len(static_cast<unsigned char>(t[p]))) starts.push_back(p);
           starts.push_back(t.size());
           size_t n = starts.size() - 1;
-          auto is_content = [&](size_t i) {
-            return t.compare(starts[i], starts[i + 1] - starts[i], step.from) == 0;
-          };
+          auto is_content = [&](size_t i) { return t.compare(starts[i], starts[i + 1] - starts[i], step.from) == 0; };
           size_t cut_b = 0, cut_e = n;
           while (cut_b < step.start && cut_b < n && is_content(cut_b)) ++cut_b;
           while (n - cut_e < step.stop && cut_e > cut_b && is_content(cut_e - 1)) --cut_e;

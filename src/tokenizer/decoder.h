@@ -21,8 +21,8 @@ class Decoder {
   struct Step {
     enum class Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind;
     std::string from = {}, to = {};  // Replace pattern/content; Strip content; Metaspace replacement
-    size_t start = 0, stop = 0;  // Strip
-    bool prepend = true;         // Metaspace: prepend_scheme != never
+    size_t start = 0, stop = 0;      // Strip
+    bool prepend = true;             // Metaspace: prepend_scheme != never
   };
   void add(const json::Value& v, const std::string& source);
   bool present_ = false;

@@ -24,7 +24,7 @@ class Normalizer {
  private:
   struct Step {
     enum class Kind { kReplace, kPrepend, kStrip } kind;
-    std::string from = {}, to = {};  // Replace: pattern and content; Prepend: `to`
+    std::string from = {}, to = {};    // Replace: pattern and content; Prepend: `to`
     bool left = false, right = false;  // Strip
   };
   void add(const json::Value& v, const std::string& source);

@@ -23,9 +23,7 @@ class PieceTable {
   // bound by cache misses on the hash table; staging the probes (hash and
   // prefetch all, then read) overlaps those misses.
   void find_batch(const std::string_view* pieces, int32_t* ids, size_t n) const;
-  bool has_id(int32_t id) const {
-    return id >= 0 && size_t(id) < entries_.size() && entries_[size_t(id)].len != kNone;
-  }
+  bool has_id(int32_t id) const { return id >= 0 && size_t(id) < entries_.size() && entries_[size_t(id)].len != kNone; }
   // The piece of `id` (has_id(id) must hold).
   std::string_view piece(int32_t id) const {
     const Entry& e = entries_[size_t(id)];

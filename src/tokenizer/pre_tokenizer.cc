@@ -8,8 +8,8 @@
 
 namespace dgemma::tok {
 
-std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::string_view pattern,
-                                                SplitBehavior behavior, bool invert) {
+std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::string_view pattern, SplitBehavior behavior,
+                                                bool invert) {
   // Matches cover the whole text as alternating (span, is_match) runs, like
   // Rust `Pattern::find_matches` for an escaped literal.
   struct Run {
@@ -21,7 +21,8 @@ std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::stri
     runs.push_back({0, text.size(), false});
   } else {
     size_t prev = 0;
-    for (size_t hit = text.find(pattern); hit != std::string_view::npos; hit = text.find(pattern, hit + pattern.size())) {
+    for (size_t hit = text.find(pattern); hit != std::string_view::npos;
+         hit = text.find(pattern, hit + pattern.size())) {
       if (hit != prev) runs.push_back({prev, hit, false});
       runs.push_back({hit, hit + pattern.size(), true});
       prev = hit + pattern.size();
@@ -43,8 +44,10 @@ std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::stri
     case SplitBehavior::kContiguous: {
       bool previous = false;
       for (const Run& r : runs) {
-        if (r.match == previous && !out.empty()) out.back().e = r.e;
-        else out.push_back({r.b, r.e, false});
+        if (r.match == previous && !out.empty())
+          out.back().e = r.e;
+        else
+          out.push_back({r.b, r.e, false});
         previous = r.match;
       }
       break;
@@ -52,8 +55,10 @@ std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::stri
     case SplitBehavior::kMergedWithPrevious: {
       bool previous = false;
       for (const Run& r : runs) {
-        if (r.match && !previous && !out.empty()) out.back().e = r.e;
-        else out.push_back({r.b, r.e, false});
+        if (r.match && !previous && !out.empty())
+          out.back().e = r.e;
+        else
+          out.push_back({r.b, r.e, false});
         previous = r.match;
       }
       break;
@@ -62,8 +67,10 @@ std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::stri
       bool previous = false;
       for (size_t i = runs.size(); i-- > 0;) {
         const Run& r = runs[i];
-        if (r.match && !previous && !out.empty()) out.back().b = r.b;
-        else out.push_back({r.b, r.e, false});
+        if (r.match && !previous && !out.empty())
+          out.back().b = r.b;
+        else
+          out.push_back({r.b, r.e, false});
         previous = r.match;
       }
       std::reverse(out.begin(), out.end());
@@ -92,12 +99,18 @@ void PreTokenizer::add(const json::Value& v, const std::string& source) {
     check_fields(v, what, {"type", "pattern", "behavior", "invert"});
     Step s{Step::Kind::kSplit, string_pattern(field(v, what, "pattern"), what)};
     const std::string& b = field(v, what, "behavior").as_string(what + " behavior");
-    if (b == "Removed") s.behavior = SplitBehavior::kRemoved;
-    else if (b == "Isolated") s.behavior = SplitBehavior::kIsolated;
-    else if (b == "MergedWithPrevious") s.behavior = SplitBehavior::kMergedWithPrevious;
-    else if (b == "MergedWithNext") s.behavior = SplitBehavior::kMergedWithNext;
-    else if (b == "Contiguous") s.behavior = SplitBehavior::kContiguous;
-    else throw Error(what + ": behavior \"" + b + "\" is not supported");
+    if (b == "Removed")
+      s.behavior = SplitBehavior::kRemoved;
+    else if (b == "Isolated")
+      s.behavior = SplitBehavior::kIsolated;
+    else if (b == "MergedWithPrevious")
+      s.behavior = SplitBehavior::kMergedWithPrevious;
+    else if (b == "MergedWithNext")
+      s.behavior = SplitBehavior::kMergedWithNext;
+    else if (b == "Contiguous")
+      s.behavior = SplitBehavior::kContiguous;
+    else
+      throw Error(what + ": behavior \"" + b + "\" is not supported");
     if (const auto* inv = optional_field(v, "invert")) s.invert = inv->as_bool(what + " invert");
     steps_.push_back(std::move(s));
   } else if (type == "Metaspace") {
@@ -106,10 +119,14 @@ void PreTokenizer::add(const json::Value& v, const std::string& source) {
     bool have_scheme = false;
     if (const auto* ps = optional_field(v, "prepend_scheme")) {
       const std::string& name = ps->as_string(what + " prepend_scheme");
-      if (name == "always") s.prepend = Step::Prepend::kAlways;
-      else if (name == "first") s.prepend = Step::Prepend::kFirst;
-      else if (name == "never") s.prepend = Step::Prepend::kNever;
-      else throw Error(what + ": prepend_scheme \"" + name + "\" is not supported");
+      if (name == "always")
+        s.prepend = Step::Prepend::kAlways;
+      else if (name == "first")
+        s.prepend = Step::Prepend::kFirst;
+      else if (name == "never")
+        s.prepend = Step::Prepend::kNever;
+      else
+        throw Error(what + ": prepend_scheme \"" + name + "\" is not supported");
       have_scheme = true;
     }
     // Legacy files: add_prefix_space=false means prepend_scheme "never".
@@ -134,8 +151,7 @@ void PreTokenizer::apply(std::vector<PreToken>& tokens) const {
       if (step.kind == Step::Kind::kMetaspace) {
         // Rust `Metaspace::pre_tokenize`.
         replace_all(t.text, " ", step.pattern);
-        bool prepend = step.prepend == Step::Prepend::kAlways ||
-                       (step.prepend == Step::Prepend::kFirst && t.at_start);
+        bool prepend = step.prepend == Step::Prepend::kAlways || (step.prepend == Step::Prepend::kFirst && t.at_start);
         if (prepend && t.text.compare(0, step.pattern.size(), step.pattern) != 0) t.text.insert(0, step.pattern);
         if (!step.split) {
           if (!t.text.empty()) next.push_back(std::move(t));
@@ -151,8 +167,8 @@ void PreTokenizer::apply(std::vector<PreToken>& tokens) const {
           continue;
         }
         for (size_t i = 0; i < pieces.size(); ++i)
-          next.push_back({t.text.substr(pieces[i].first, pieces[i].second - pieces[i].first),
-                          t.at_start && pieces[i].first == 0});
+          next.push_back(
+              {t.text.substr(pieces[i].first, pieces[i].second - pieces[i].first), t.at_start && pieces[i].first == 0});
       }
     }
     tokens = std::move(next);

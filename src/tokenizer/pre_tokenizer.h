@@ -20,8 +20,8 @@ enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWith
 
 // Rust `NormalizedString::split` with a String pattern: pieces of `text`
 // (non-empty, in order) as [begin, end) offsets.
-std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::string_view pattern,
-                                                SplitBehavior behavior, bool invert);
+std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::string_view pattern, SplitBehavior behavior,
+                                                bool invert);
 
 class PreTokenizer {
  public:

@@ -42,8 +42,10 @@ void tokenize_normalized(const Tokenizer::Impl& t, std::string text, bool at_sta
                          std::vector<int32_t>& ids) {
   if (text.empty()) return;
   auto bpe = [&](std::string_view word) {
-    if (reference) t.model.tokenize_uncut(word, ids);
-    else t.model.tokenize(word, ids);
+    if (reference)
+      t.model.tokenize_uncut(word, ids);
+    else
+      t.model.tokenize(word, ids);
   };
   if (t.pre_tokenizer.is_identity()) {
     bpe(text);
@@ -69,8 +71,10 @@ void tokenize_chunk(const Tokenizer::Impl& t, const tok::AddedTokenMatcher& norm
   std::vector<tok::Segment> segs;
   normalized_matcher.split(norm, segs);
   for (const auto& s : segs) {
-    if (s.id >= 0) ids.push_back(s.id);
-    else tokenize_normalized(t, norm.substr(s.begin, s.end - s.begin), at_start && s.begin == 0, reference, ids);
+    if (s.id >= 0)
+      ids.push_back(s.id);
+    else
+      tokenize_normalized(t, norm.substr(s.begin, s.end - s.begin), at_start && s.begin == 0, reference, ids);
   }
 }
 
@@ -124,8 +128,7 @@ std::vector<int32_t> Tokenizer::encode_reference(std::string_view text, bool add
   return encode_impl({&piece, 1}, add_special, true);
 }
 
-std::vector<int32_t> Tokenizer::encode_impl(std::span<const TextPiece> pieces, bool add_special,
-                                            bool reference) const {
+std::vector<int32_t> Tokenizer::encode_impl(std::span<const TextPiece> pieces, bool add_special, bool reference) const {
   const Impl& t = *impl_;
   size_t total = 0;
   for (const TextPiece& p : pieces) {
@@ -152,14 +155,18 @@ std::vector<int32_t> Tokenizer::encode_impl(std::span<const TextPiece> pieces, b
   size_t offset = 0;
   for (const TextPiece& p : pieces) {
     if (!p.special_tokens && !p.text.empty()) {
-      if (!plain.empty() && plain.back().second == offset) plain.back().second += p.text.size();
-      else plain.emplace_back(offset, offset + p.text.size());
+      if (!plain.empty() && plain.back().second == offset)
+        plain.back().second += p.text.size();
+      else
+        plain.emplace_back(offset, offset + p.text.size());
     }
     offset += p.text.size();
   }
   std::vector<tok::Segment> segs;
-  if (t.raw_matcher.empty()) segs.push_back({0, text.size(), -1});
-  else t.raw_matcher.split(text, segs, plain);
+  if (t.raw_matcher.empty())
+    segs.push_back({0, text.size(), -1});
+  else
+    t.raw_matcher.split(text, segs, plain);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
   if (add_special) ids = t.post_processor.prefix();

@@ -20,8 +20,8 @@ namespace dgemma {
 struct Tokenizer::Impl {
   std::string source;
   tok::BpeModel model;
-  std::vector<tok::AddedToken> added;  // never resized after load (views below)
-  tok::PieceTable added_index;         // content -> id of the added tokens
+  std::vector<tok::AddedToken> added;         // never resized after load (views below)
+  tok::PieceTable added_index;                // content -> id of the added tokens
   tok::AddedTokenMatcher raw_matcher;         // normalized == false
   tok::AddedTokenMatcher normalized_matcher;  // normalized == true
   // normalized_matcher without the special tokens (Tokenizer::encode_plain).

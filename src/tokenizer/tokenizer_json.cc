@@ -134,9 +134,8 @@ void parse_merges(const Section& s, const std::string& source, BpeModel& model) 
       int32_t l = ids[3 * i], r = ids[3 * i + 1], m = ids[3 * i + 2];
       if (l < 0 || r < 0 || m < 0) {
         std::string_view missing = views[3 * i + (l < 0 ? 0 : r < 0 ? 1 : 2)];
-        throw Error(source + ": model.merges[" + std::to_string(rank + i) + "] (" + json::quoted(views[3 * i]) +
-                    ", " + json::quoted(views[3 * i + 1]) + "): piece " + json::quoted(missing) +
-                    " is not in the vocabulary");
+        throw Error(source + ": model.merges[" + std::to_string(rank + i) + "] (" + json::quoted(views[3 * i]) + ", " +
+                    json::quoted(views[3 * i + 1]) + "): piece " + json::quoted(missing) + " is not in the vocabulary");
       }
       merges.prefetch(l, r);
     }
@@ -256,8 +255,7 @@ std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, con
       const json::Value* strategy = v.is_object() ? v.find("strategy") : nullptr;
       bool harmless = v.is_null() || (key == "padding" && strategy && strategy->is_string() &&
                                       strategy->as_string() == "BatchLongest");
-      if (!harmless)
-        throw Error(source + ": " + key + " is not supported (expected null, got " + json::dump(v) + ")");
+      if (!harmless) throw Error(source + ": " + key + " is not supported (expected null, got " + json::dump(v) + ")");
     } else if (key == "added_tokens") {
       added = std::move(v);
     } else if (key == "normalizer") {
@@ -329,8 +327,8 @@ std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, con
   } raw, normalized, normalized_plain;
   for (const AddedToken& a : t.added) {
     t.pieces[size_t(a.id)] = a.content;
-    t.flags[size_t(a.id)] = Tokenizer::Impl::kPresent | Tokenizer::Impl::kAdded |
-                            (a.special ? Tokenizer::Impl::kSpecial : 0);
+    t.flags[size_t(a.id)] =
+        Tokenizer::Impl::kPresent | Tokenizer::Impl::kAdded | (a.special ? Tokenizer::Impl::kSpecial : 0);
     std::string p = a.content;
     if (a.normalized) t.normalizer.apply(p);
     Patterns& all = a.normalized ? normalized : raw;

@@ -53,12 +53,24 @@ inline T emu_atomic(T* p, T v, T (*op)(T, T)) {
   *p = op(old, v);
   return old;
 }
-inline int atomicAdd(int* p, int v) { return emu_atomic<int>(p, v, [](int a, int b) { return int(unsigned(a) + unsigned(b)); }); }
-inline unsigned atomicAdd(unsigned* p, unsigned v) { return emu_atomic<unsigned>(p, v, [](unsigned a, unsigned b) { return a + b; }); }
-inline float atomicAdd(float* p, float v) { return emu_atomic<float>(p, v, [](float a, float b) { return a + b; }); }
-inline int atomicMax(int* p, int v) { return emu_atomic<int>(p, v, [](int a, int b) { return a > b ? a : b; }); }
-inline int atomicMin(int* p, int v) { return emu_atomic<int>(p, v, [](int a, int b) { return a < b ? a : b; }); }
-inline int atomicExch(int* p, int v) { return emu_atomic<int>(p, v, [](int, int b) { return b; }); }
+inline int atomicAdd(int* p, int v) {
+  return emu_atomic<int>(p, v, [](int a, int b) { return int(unsigned(a) + unsigned(b)); });
+}
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return emu_atomic<unsigned>(p, v, [](unsigned a, unsigned b) { return a + b; });
+}
+inline float atomicAdd(float* p, float v) {
+  return emu_atomic<float>(p, v, [](float a, float b) { return a + b; });
+}
+inline int atomicMax(int* p, int v) {
+  return emu_atomic<int>(p, v, [](int a, int b) { return a > b ? a : b; });
+}
+inline int atomicMin(int* p, int v) {
+  return emu_atomic<int>(p, v, [](int a, int b) { return a < b ? a : b; });
+}
+inline int atomicExch(int* p, int v) {
+  return emu_atomic<int>(p, v, [](int, int b) { return b; });
+}
 inline int atomicCAS(int* p, int compare, int v) {
   const int old = *p;
   if (old == compare) *p = v;
@@ -69,8 +81,7 @@ template <class T>
 inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
   const auto* c = ::dgemma::cuda_emu::current_context();
-  const unsigned lane =
-      (c->thread_idx.x + c->block_dim.x * (c->thread_idx.y + c->block_dim.y * c->thread_idx.z)) % 32u;
+  const unsigned lane = (c->thread_idx.x + c->block_dim.x * (c->thread_idx.y + c->block_dim.y * c->thread_idx.z)) % 32u;
   // Within segments of `width` lanes, as on the GPU.
   const unsigned seg = lane & ~unsigned(width - 1);
   const unsigned src = seg | ((lane ^ unsigned(lane_mask)) & unsigned(width - 1));
@@ -169,7 +180,8 @@ template <int M, int N, int K, class T>
 inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
   detail::check_pointer(p, ldm, sizeof(T), "wmma::store_matrix_sync");
   for (int r = 0; r < M; ++r)
-    for (int c = 0; c < N; ++c) (layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) = f.x[r * N + c];
+    for (int c = 0; c < N; ++c)
+      (layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) = f.x[r * N + c];
 }
 
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC>
@@ -211,10 +223,13 @@ class HostLaunch {
   template <class... Args>
   void operator()(Args... args) const {
     if (!launch_begins(name_, grid_, block_, stream_, dynamic_shared_, reinterpret_cast<const void*>(kernel_))) return;
-    enqueue_work(stream_, [name = name_, grid = grid_, block = block_, kernel = kernel_, smem = dynamic_shared_, args...] {
-      const std::function<void()> body = [&] { kernel(args...); };
-      launch_ends(name, run_grid(name, grid, block, body, smem));
-    }, name_);
+    enqueue_work(
+        stream_,
+        [name = name_, grid = grid_, block = block_, kernel = kernel_, smem = dynamic_shared_, args...] {
+          const std::function<void()> body = [&] { kernel(args...); };
+          launch_ends(name, run_grid(name, grid, block, body, smem));
+        },
+        name_);
   }
 
  private:

@@ -86,60 +86,67 @@ cublasStatus_t gemm(const char* name, cublasHandle_t handle, cublasOperation_t t
   const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
   // Stored shapes: A is m×k (k×m when transposed), B is k×n (n×k).
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max<int64_t>(1, a_rows) || ldb < std::max<int64_t>(1, b_rows) ||
-      ldc < std::max(1, m) || !alpha || !beta)
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max<int64_t>(1, a_rows) ||
+      ldb < std::max<int64_t>(1, b_rows) || ldc < std::max(1, m) || !alpha || !beta)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
   if (handle->device != current_device()) {  // its work would go to another device's memory
-    illegal_address(std::string(name) + ": handle of device " + std::to_string(handle->device) +
-                    " used while device " + std::to_string(current_device()) + " is current");
+    illegal_address(std::string(name) + ": handle of device " + std::to_string(handle->device) + " used while device " +
+                    std::to_string(current_device()) + " is current");
     return CUBLAS_STATUS_SUCCESS;
   }
   if (!launch_begins(name, dim3(1), dim3(1), handle->stream)) return CUBLAS_STATUS_EXECUTION_FAILED;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (handle->stream && cudaStreamIsCapturing(handle->stream, &capture) == cudaSuccess &&
       capture == cudaStreamCaptureStatusActive && !handle->workspace) {
-    refuse_in_capture(handle->stream, std::string(name) + " captured without a workspace of its own (cuBLAS allocates "
-                                                          "its default one in the graph: cublasSetWorkspace)");
+    refuse_in_capture(handle->stream, std::string(name) +
+                                          " captured without a workspace of its own (cuBLAS allocates "
+                                          "its default one in the graph: cublasSetWorkspace)");
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   // alpha and beta are read at the call (host pointers, as cuBLAS's default
   // pointer mode); the product runs in stream order (deferred streams).
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  enqueue_work(handle->stream, [=] {
-    const bool reads_ab = k > 0 && al != 0.0f;
-    std::vector<float> acc(static_cast<size_t>(m));
-    for (int64_t q = 0; q < batch; ++q) {
-      const char* a = static_cast<const char*>(A) + q * stride_a * esize;
-      const char* b = static_cast<const char*>(B) + q * stride_b * esize;
-      float* c = static_cast<float*>(C) + q * stride_c;
-      auto inside = [](const void* p, int64_t elems, int64_t size) {
-        return elems == 0 || device_range_ok(p, size_t(elems * size));
-      };
-      const char* outside = nullptr;
-      if (reads_ab && !inside(a, span(a_rows, a_cols, lda), esize)) outside = "A";
-      else if (reads_ab && !inside(b, span(b_rows, b_cols, ldb), esize)) outside = "B";
-      else if (!inside(c, span(m, n, ldc), 4)) outside = "C";
-      if (outside) {
-        illegal_address(std::string(name) + ": matrix " + outside + " of product " + std::to_string(q) + " (m=" +
-                        std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " lda=" +
-                        std::to_string(lda) + " ldb=" + std::to_string(ldb) + " ldc=" + std::to_string(ldc) +
-                        ") reaches outside its device allocation");
-        return;  // the fault shows at the next synchronization
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        if (reads_ab) {
-          for (int64_t p = 0; p < k; ++p) {
-            const float bv = element(b, bf16, tb ? p * ldb + j : j * ldb + p);
-            for (int64_t i = 0; i < m; ++i) acc[size_t(i)] += element(a, bf16, ta ? i * lda + p : p * lda + i) * bv;
+  enqueue_work(
+      handle->stream,
+      [=] {
+        const bool reads_ab = k > 0 && al != 0.0f;
+        std::vector<float> acc(static_cast<size_t>(m));
+        for (int64_t q = 0; q < batch; ++q) {
+          const char* a = static_cast<const char*>(A) + q * stride_a * esize;
+          const char* b = static_cast<const char*>(B) + q * stride_b * esize;
+          float* c = static_cast<float*>(C) + q * stride_c;
+          auto inside = [](const void* p, int64_t elems, int64_t size) {
+            return elems == 0 || device_range_ok(p, size_t(elems * size));
+          };
+          const char* outside = nullptr;
+          if (reads_ab && !inside(a, span(a_rows, a_cols, lda), esize))
+            outside = "A";
+          else if (reads_ab && !inside(b, span(b_rows, b_cols, ldb), esize))
+            outside = "B";
+          else if (!inside(c, span(m, n, ldc), 4))
+            outside = "C";
+          if (outside) {
+            illegal_address(std::string(name) + ": matrix " + outside + " of product " + std::to_string(q) +
+                            " (m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                            " lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) +
+                            " ldc=" + std::to_string(ldc) + ") reaches outside its device allocation");
+            return;  // the fault shows at the next synchronization
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            if (reads_ab) {
+              for (int64_t p = 0; p < k; ++p) {
+                const float bv = element(b, bf16, tb ? p * ldb + j : j * ldb + p);
+                for (int64_t i = 0; i < m; ++i) acc[size_t(i)] += element(a, bf16, ta ? i * lda + p : p * lda + i) * bv;
+              }
+            }
+            float* cj = c + j * ldc;
+            for (int64_t i = 0; i < m; ++i) cj[i] = be == 0.0f ? al * acc[size_t(i)] : al * acc[size_t(i)] + be * cj[i];
           }
         }
-        float* cj = c + j * ldc;
-        for (int64_t i = 0; i < m; ++i) cj[i] = be == 0.0f ? al * acc[size_t(i)] : al * acc[size_t(i)] + be * cj[i];
-      }
-    }
-  }, name);
+      },
+      name);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -153,12 +160,11 @@ cublasStatus_t cublas_gemm_ex(cublasHandle_t handle, cublasOperation_t transa, c
               Ctype, ldc, 0, 1, compute);
 }
 
-cublasStatus_t cublas_gemm_strided_batched_ex(cublasHandle_t handle, cublasOperation_t transa,
-                                              cublasOperation_t transb, int m, int n, int k, const void* alpha,
-                                              const void* A, cudaDataType Atype, int lda, long long stride_a,
-                                              const void* B, cudaDataType Btype, int ldb, long long stride_b,
-                                              const void* beta, void* C, cudaDataType Ctype, int ldc,
-                                              long long stride_c, int batch, cublasComputeType_t compute,
+cublasStatus_t cublas_gemm_strided_batched_ex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                              int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype,
+                                              int lda, long long stride_a, const void* B, cudaDataType Btype, int ldb,
+                                              long long stride_b, const void* beta, void* C, cudaDataType Ctype,
+                                              int ldc, long long stride_c, int batch, cublasComputeType_t compute,
                                               cublasGemmAlgo_t) {
   return gemm("cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k, alpha, A, Atype, lda, stride_a, B, Btype,
               ldb, stride_b, beta, C, Ctype, ldc, stride_c, batch, compute);
@@ -166,23 +172,35 @@ cublasStatus_t cublas_gemm_strided_batched_ex(cublasHandle_t handle, cublasOpera
 
 const char* cublas_status_name(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    default: return "CUBLAS_STATUS_UNKNOWN";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    default:
+      return "CUBLAS_STATUS_UNKNOWN";
   }
 }
 
 const char* cublas_status_string(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    default: return "unknown error";
+    case CUBLAS_STATUS_SUCCESS:
+      return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "the library was not initialized";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "the functionality requested is not supported";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "the GPU program failed to execute";
+    default:
+      return "unknown error";
   }
 }
 

@@ -29,12 +29,11 @@ cublasStatus_t cublas_gemm_ex(cublasHandle_t handle, cublasOperation_t transa, c
 // The same for `batch` products at element strides stride_a, stride_b,
 // stride_c (cublasGemmStridedBatchedEx), each checked as one product.
 // Both take fp32 matrices, or bf16 A and B (CUDA_R_16BF) with an fp32 C.
-cublasStatus_t cublas_gemm_strided_batched_ex(cublasHandle_t handle, cublasOperation_t transa,
-                                              cublasOperation_t transb, int m, int n, int k, const void* alpha,
-                                              const void* A, cudaDataType Atype, int lda, long long stride_a,
-                                              const void* B, cudaDataType Btype, int ldb, long long stride_b,
-                                              const void* beta, void* C, cudaDataType Ctype, int ldc,
-                                              long long stride_c, int batch, cublasComputeType_t compute,
+cublasStatus_t cublas_gemm_strided_batched_ex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                              int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype,
+                                              int lda, long long stride_a, const void* B, cudaDataType Btype, int ldb,
+                                              long long stride_b, const void* beta, void* C, cudaDataType Ctype,
+                                              int ldc, long long stride_c, int batch, cublasComputeType_t compute,
                                               cublasGemmAlgo_t algo);
 const char* cublas_status_name(cublasStatus_t status);
 const char* cublas_status_string(cublasStatus_t status);

@@ -85,7 +85,7 @@ struct CUgraphExec_st {
 
 struct CUstream_st {
   unsigned flags = 0;
-  int device = 0;  // the device current when it was created
+  int device = 0;                 // the device current when it was created
   CUgraph_st* capture = nullptr;  // the graph being captured, if any
   bool capture_invalidated = false;
   // Deferred mode: the work not yet run, in order; `always` work (frees)
@@ -104,7 +104,7 @@ struct CUmemPoolHandle_st {
 // between them took.
 struct CUevent_st {
   int device = 0;
-  bool recorded = false;  // the record ran (in deferred mode: when its stream got there)
+  bool recorded = false;          // the record ran (in deferred mode: when its stream got there)
   cudaStream_t stream = nullptr;  // of the last record
   std::chrono::steady_clock::time_point at;
 };
@@ -158,8 +158,9 @@ int device_count() {
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
     if (*end != '\0' || v < 1 || v > kMaxDevices) {
-      std::fprintf(stderr, "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_DEVICES='%s' is not a count in [1, %d]; using 1\n",
-                   e, kMaxDevices);
+      std::fprintf(stderr,
+                   "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_DEVICES='%s' is not a count in [1, %d]; using 1\n", e,
+                   kMaxDevices);
       return 1;
     }
     return int(v);
@@ -277,7 +278,8 @@ bool guarded_memory() {
     const char* e = std::getenv("DGEMMA_CUDA_EMULATED_MEMORY");
     if (!e || !*e || std::strcmp(e, "plain") == 0) return false;
     if (std::strcmp(e, "guarded") == 0) return true;
-    std::fprintf(stderr, "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_MEMORY='%s' is neither plain nor guarded; using plain\n",
+    std::fprintf(stderr,
+                 "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_MEMORY='%s' is neither plain nor guarded; using plain\n",
                  e);
     return false;
   }();
@@ -551,7 +553,8 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
   }
   if (!stream_on_current_device(stream)) {
     fail(cudaErrorInvalidResourceHandle);
-    std::fprintf(stderr, "dgemma CUDA emulator: kernel %s launched into a stream that is not of the current device %d\n",
+    std::fprintf(stderr,
+                 "dgemma CUDA emulator: kernel %s launched into a stream that is not of the current device %d\n",
                  kernel, t_device);
     return false;
   }
@@ -645,13 +648,24 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int dev) {
   if (!value) return emu::fail(cudaErrorInvalidValue);
   if (dev < 0 || dev >= emu::device_count()) return emu::fail(cudaErrorInvalidDevice);
   switch (attr) {
-    case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess;
-    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
-    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
-    case cudaDevAttrMaxGridDimX: *value = 0x7fffffff; return cudaSuccess;
+    case cudaDevAttrMemoryPoolsSupported:
+      *value = 1;
+      return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = 1024;
+      return cudaSuccess;
+    case cudaDevAttrWarpSize:
+      *value = 32;
+      return cudaSuccess;
+    case cudaDevAttrMaxGridDimX:
+      *value = 0x7fffffff;
+      return cudaSuccess;
     case cudaDevAttrMaxGridDimY:
-    case cudaDevAttrMaxGridDimZ: *value = 65535; return cudaSuccess;
-    default: return emu::fail(cudaErrorInvalidValue);
+    case cudaDevAttrMaxGridDimZ:
+      *value = 65535;
+      return cudaSuccess;
+    default:
+      return emu::fail(cudaErrorInvalidValue);
   }
 }
 
@@ -669,45 +683,76 @@ cudaError_t cudaPeekAtLastError() {
 
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorIllegalState: return "cudaErrorIllegalState";
-    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
-    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
-    case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidMemcpyDirection:
+      return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorGraphExecUpdateFailure:
+      return "cudaErrorGraphExecUpdateFailure";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 
 const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorIllegalState: return "the resource is not in a valid state to perform the requested operation";
-    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
-    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorInvalidMemcpyDirection:
+      return "invalid copy direction for memcpy";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorNotReady:
+      return "device not ready";
+    case cudaErrorIllegalState:
+      return "the resource is not in a valid state to perform the requested operation";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
     case cudaErrorGraphExecUpdateFailure:
       return "the graph update was not performed because it included changes which violated constraints specific "
              "to instantiated graph update";
-    default: return "unknown error";
+    default:
+      return "unknown error";
   }
 }
 
@@ -842,8 +887,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e) return emu::fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t err = emu::broken()) return emu::fail(err);
   // An event of one device recorded on another device's stream is invalid.
-  if (!emu::stream_on_current_device(s) || e->device != emu::t_device)
-    return emu::fail(cudaErrorInvalidResourceHandle);
+  if (!emu::stream_on_current_device(s) || e->device != emu::t_device) return emu::fail(cudaErrorInvalidResourceHandle);
   if (emu::capture_refuses(s, "cudaEventRecord on the capturing stream (event nodes are not emulated)"))
     return cudaErrorStreamCaptureUnsupported;
   e->recorded = false;
@@ -933,7 +977,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
   if (!status) return emu::fail(cudaErrorInvalidValue);
   if (!emu::stream_ok(s)) return emu::fail(cudaErrorInvalidResourceHandle);
-  *status = !s || !s->capture            ? cudaStreamCaptureStatusNone
+  *status = !s || !s->capture        ? cudaStreamCaptureStatusNone
             : s->capture_invalidated ? cudaStreamCaptureStatusInvalidated
                                      : cudaStreamCaptureStatusActive;
   return cudaSuccess;

@@ -30,8 +30,7 @@ const std::vector<Site> kSites = {
     {OpKind::kRouterTopk, 0, Pass::kDecoder, 1}, {OpKind::kMoeExperts, 3, Pass::kEncoder, 0},
     {OpKind::kGeluGlu, 2, Pass::kDecoder, 0},    {OpKind::kAdd, 1, Pass::kDecoder, 1},
     {OpKind::kScale, 3, Pass::kDecoder, 1},      {OpKind::kSoftcap, -1, Pass::kDecoder, 1},
-    {OpKind::kConcatRows, 2, Pass::kEncoder, 0},
-    {OpKind::kSample, -1, Pass::kDecoder, 1},
+    {OpKind::kConcatRows, 2, Pass::kEncoder, 0}, {OpKind::kSample, -1, Pass::kDecoder, 1},
 };
 
 std::string spec_of(const Site& s, const char* kind) {

@@ -36,10 +36,10 @@ TEST(DTypeTable, NamesBitsAndKinds) {
     bool is_float;
   };
   const Row rows[] = {
-      {"BOOL", 8, false},    {"U8", 8, false},         {"I8", 8, false},          {"U16", 16, false},
-      {"I16", 16, false},    {"U32", 32, false},       {"I32", 32, false},        {"U64", 64, false},
-      {"I64", 64, false},    {"F16", 16, true},        {"BF16", 16, true},        {"F32", 32, true},
-      {"F64", 64, true},     {"C64", 64, false},       {"F8_E4M3", 8, true},      {"F8_E5M2", 8, true},
+      {"BOOL", 8, false},    {"U8", 8, false},          {"I8", 8, false},          {"U16", 16, false},
+      {"I16", 16, false},    {"U32", 32, false},        {"I32", 32, false},        {"U64", 64, false},
+      {"I64", 64, false},    {"F16", 16, true},         {"BF16", 16, true},        {"F32", 32, true},
+      {"F64", 64, true},     {"C64", 64, false},        {"F8_E4M3", 8, true},      {"F8_E5M2", 8, true},
       {"F8_E8M0", 8, false}, {"F8_E4M3FNUZ", 8, false}, {"F8_E5M2FNUZ", 8, false}, {"F4", 4, false},
       {"F6_E2M3", 6, false}, {"F6_E3M2", 6, false},
   };
@@ -139,11 +139,11 @@ TEST(F16, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // halfway, to even (down)
   EXPECT_EQ(f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // halfway, to even (up)
   EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // halfway to 2^16: even is Inf
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);      // halfway 0 / min subnormal
-  EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);      // halfway 1 / 2 subnormal units
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);               // halfway to 2^16: even is Inf
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // halfway 0 / min subnormal
+  EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);  // halfway 1 / 2 subnormal units
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25) * 1.0001f), 0x0001);
-  EXPECT_EQ(f32_to_f16(std::ldexp(2047.0f, -25)), 0x0400);   // largest subnormal + half: to normal
+  EXPECT_EQ(f32_to_f16(std::ldexp(2047.0f, -25)), 0x0400);  // largest subnormal + half: to normal
 }
 
 TEST(F16, ExhaustiveRoundTrip) {
@@ -180,8 +180,9 @@ TEST(F16, MatchesReferenceOnRandomFloats) {
   std::uniform_real_distribution<float> exponent(-27.0f, 17.0f);
   for (int i = 0; i < 200000; ++i) {
     // Half the samples in f16's range (dense in interesting cases), half any bits.
-    float f = (i % 2) ? float_of(any_bits(rng)) : std::ldexp(1.0f + float(any_bits(rng) % 4096) / 4096.0f,
-                                                            int(exponent(rng))) * ((i % 4 == 0) ? -1.0f : 1.0f);
+    float f = (i % 2) ? float_of(any_bits(rng))
+                      : std::ldexp(1.0f + float(any_bits(rng) % 4096) / 4096.0f, int(exponent(rng))) *
+                            ((i % 4 == 0) ? -1.0f : 1.0f);
     if (std::isnan(f)) continue;
     ASSERT_EQ(f32_to_f16(f), reference(f)) << std::hexfloat << f;
   }
@@ -196,7 +197,7 @@ TEST(F8E4M3, KnownValues) {
   EXPECT_EQ(f8_e4m3_to_f32(0xb8), -1.0f);
   EXPECT_EQ(f8_e4m3_to_f32(0x7e), 448.0f);  // max finite (e4m3fn)
   EXPECT_EQ(f8_e4m3_to_f32(0xfe), -448.0f);
-  EXPECT_EQ(f8_e4m3_to_f32(0x78), 256.0f);  // exponent 15 is finite in fn
+  EXPECT_EQ(f8_e4m3_to_f32(0x78), 256.0f);                // exponent 15 is finite in fn
   EXPECT_EQ(f8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // min subnormal
   EXPECT_EQ(f8_e4m3_to_f32(0x07), std::ldexp(7.0f, -9));  // max subnormal
   EXPECT_EQ(f8_e4m3_to_f32(0x08), std::ldexp(1.0f, -6));  // min normal

@@ -304,7 +304,10 @@ TEST(JsonDump, StringEscapes) {
   EXPECT_EQ(json::quoted(std::string("\x01\x1f\0", 3)), R"("\u0001\u001f\u0000")");
   EXPECT_EQ(json::quoted("/ \xc3\xa9 \xf0\x9f\x98\x80"), "\"/ \xc3\xa9 \xf0\x9f\x98\x80\"");
   // Invalid bytes become U+FFFD so that the output is always valid JSON.
-  EXPECT_EQ(json::quoted("a\xff" "b"), "\"a\xef\xbf\xbd" "b\"");
+  EXPECT_EQ(json::quoted("a\xff"
+                         "b"),
+            "\"a\xef\xbf\xbd"
+            "b\"");
   EXPECT_EQ(json::quoted("\xed\xa0\x80"), "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
   EXPECT_TRUE(is_valid_utf8(json::quoted("\xc3")));
 }

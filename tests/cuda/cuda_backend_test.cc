@@ -46,7 +46,6 @@ TEST(CudaBackend, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (n
 
 #else
 
-
 const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
 
 struct Rng {
@@ -59,8 +58,8 @@ struct Rng {
 // Inputs and weights of one op call, with stable addresses.
 struct Case {
   std::deque<Tensor> in;
-  std::deque<std::vector<float>> f32_data;
-  std::deque<std::vector<uint16_t>> u16_data;
+  std::deque<std::vector<float> > f32_data;
+  std::deque<std::vector<uint16_t> > u16_data;
   std::deque<WeightRef> weights;
   OpCall call;
   std::string what;  // for failure messages
@@ -138,12 +137,11 @@ void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4,
   // the CPU has the mode).
   // Attention in the dot mode rounds Q, K, V and the probabilities alike.
   const bool dot_product =
-      dot_mode(gpu) &&
-      (cs.call.kind == OpKind::kAttention ||
-       ((cs.call.kind == OpKind::kLinear || cs.call.kind == OpKind::kMoeExperts) &&
-        std::any_of(cs.call.w.begin(), cs.call.w.end(), [](const WeightRef* w) {
-          return w->quant ? fp8_dot_weights(*w->quant) : w->dtype == DType::kBF16;
-        })));
+      dot_mode(gpu) && (cs.call.kind == OpKind::kAttention ||
+                        ((cs.call.kind == OpKind::kLinear || cs.call.kind == OpKind::kMoeExperts) &&
+                         std::any_of(cs.call.w.begin(), cs.call.w.end(), [](const WeightRef* w) {
+                           return w->quant ? fp8_dot_weights(*w->quant) : w->dtype == DType::kBF16;
+                         })));
   // Attention: each probability is rounded at its block's running maximum,
   // which differs between the CPU's key blocks (128) and the device's tiles,
   // so a rounded probability may differ by one bf16 step (2^-8 relative),
@@ -174,9 +172,8 @@ void expect_matches_cpu(Backend& gpu, Case& cs, size_t nout, double rtol = 1e-4,
       }
     }
     EXPECT_EQ(nan_mismatch, 0u) << "output " << k << ": NaN in one backend only";
-    EXPECT_LE(max_abs, atol + rtol * max_ref)
-        << "output " << k << ": element " << worst << " cpu " << ref[k].f[worst] << " cuda " << got[k].f[worst]
-        << " (max |ref| " << max_ref << ")";
+    EXPECT_LE(max_abs, atol + rtol * max_ref) << "output " << k << ": element " << worst << " cpu " << ref[k].f[worst]
+                                              << " cuda " << got[k].f[worst] << " (max |ref| " << max_ref << ")";
   }
 }
 
@@ -214,7 +211,8 @@ TEST_P(CudaOps, Embedding) {
       cs.input_i32({M}, ids);
       cs.weight("table", {V, H}, dt, r, -1, 1);
       cs.call.attrs.scale = r.f(0.5f, 8.0f);
-      cs.what = "embedding V=" + std::to_string(V) + " H=" + std::to_string(H) + " M=" + std::to_string(M) + " " + dt_name(dt);
+      cs.what = "embedding V=" + std::to_string(V) + " H=" + std::to_string(H) + " M=" + std::to_string(M) + " " +
+                dt_name(dt);
       expect_matches_cpu(gpu(), cs, 1);
     }
 }
@@ -267,7 +265,8 @@ TEST_P(CudaOps, Linear) {
       cs.call.kind = OpKind::kLinear;
       cs.input_f32({M, K}, r, -1, 1);
       cs.weight("W", {N, K}, dt, r, -0.5, 0.5);
-      cs.what = "linear M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " " + dt_name(dt);
+      cs.what =
+          "linear M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N) + " " + dt_name(dt);
       expect_matches_cpu(gpu(), cs, 1);
     }
 }
@@ -434,7 +433,8 @@ TEST_P(CudaOps, MoeExpertsManyRowsPerExpert) {
 TEST_P(CudaOps, Elementwise) {
   for (int s = 0; s < kCases; ++s) {
     Rng r(uint32_t(900 + s));
-    const std::vector<int64_t> shape = s == 0 ? std::vector<int64_t>{300001} : std::vector<int64_t>{r.i(1, 9), r.i(1, 700)};
+    const std::vector<int64_t> shape =
+        s == 0 ? std::vector<int64_t>{300001} : std::vector<int64_t>{r.i(1, 9), r.i(1, 700)};
     for (OpKind kind : {OpKind::kGeluGlu, OpKind::kAdd, OpKind::kScale, OpKind::kSoftcap}) {
       Case cs;
       cs.call.kind = kind;

@@ -34,7 +34,6 @@ TEST(CudaResident, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (
 
 #else
 
-
 const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
 
 std::vector<int32_t> prompt_of(int64_t n, int64_t vocab) {
@@ -62,7 +61,7 @@ struct GpuModel {
   // two cross golden_a's sliding window of 16) and canvases.
   struct Sequences {
     std::vector<KvCache> caches;
-    std::vector<std::vector<int32_t>> canvases;
+    std::vector<std::vector<int32_t> > canvases;
   };
   Sequences three_sequences() {
     Sequences s;
@@ -247,8 +246,8 @@ TEST(CudaResident, BatchedDecodeEqualsSinglePasses) {
     r.model->swap_cache(caches[i]);
     return logits;
   };
-  std::vector<std::vector<float>> sc = {single(1, nullptr), {}, single(0, nullptr)};
-  std::vector<std::vector<float>> want, got(3, std::vector<float>(static_cast<size_t>(L * V)));
+  std::vector<std::vector<float> > sc = {single(1, nullptr), {}, single(0, nullptr)};
+  std::vector<std::vector<float> > want, got(3, std::vector<float>(static_cast<size_t>(L * V)));
   for (size_t i = 0; i < 3; ++i) want.push_back(single(i, sc[i].empty() ? nullptr : sc[i].data()));
   std::vector<DecodeItem> items(3);
   for (size_t i = 0; i < 3; ++i) {
@@ -262,7 +261,7 @@ TEST(CudaResident, BatchedDecodeEqualsSinglePasses) {
   const CudaTraffic t = r.gpu->traffic();
   const int64_t R = 3 * L;
   EXPECT_EQ(t.h2d_bytes, 2 * L * V * 4 + 3 * R * 4);  // logits of two; ids, positions, per-sequence positions
-  EXPECT_EQ(t.d2h_bytes, R * V * 4 + 20);  // the logits and the routing status, with one wait
+  EXPECT_EQ(t.d2h_bytes, R * V * 4 + 20);             // the logits and the routing status, with one wait
   EXPECT_EQ(t.synchronizations, 1);
 #if DGEMMA_CUDA_EMULATION
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "sequence " << i;
@@ -290,8 +289,8 @@ TEST(CudaResident, BatchedSamplerPassesStayOnTheDevice) {
   const float temps[3] = {0.8f, 1.0f, 1.25f};
   std::vector<double> uniforms(static_cast<size_t>(L));
   for (size_t k = 0; k < uniforms.size(); ++k) uniforms[k] = double(k * 29 % 97) / 97.0;
-  std::vector<std::vector<RowSamples>> want(3, std::vector<RowSamples>(2));
-  std::vector<std::vector<float>> want_z(3, std::vector<float>(static_cast<size_t>(L * V)));
+  std::vector<std::vector<RowSamples> > want(3, std::vector<RowSamples>(2));
+  std::vector<std::vector<float> > want_z(3, std::vector<float>(static_cast<size_t>(L * V)));
   for (size_t i = 0; i < 3; ++i) {
     r.model->swap_cache(caches[i]);
     for (int step = 0; step < 2; ++step)
@@ -316,8 +315,8 @@ TEST(CudaResident, BatchedSamplerPassesStayOnTheDevice) {
     r.model->decode_batch(items);
     const CudaTraffic t = r.gpu->traffic();
     const int64_t R = 3 * L;
-    EXPECT_EQ(t.h2d_bytes, 20 * R) << "step " << step;  // ids, positions, per-sequence positions, uniforms (8 B)
-    EXPECT_EQ(t.d2h_bytes, 12 * R + 20) << "step " << step;      // argmax, entropy, draw; the routing status
+    EXPECT_EQ(t.h2d_bytes, 20 * R) << "step " << step;       // ids, positions, per-sequence positions, uniforms (8 B)
+    EXPECT_EQ(t.d2h_bytes, 12 * R + 20) << "step " << step;  // argmax, entropy, draw; the routing status
     EXPECT_EQ(t.synchronizations, 1) << "step " << step;
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_TRUE(z[i].host_stale) << "z of sequence " << i << " came to the host";

@@ -44,7 +44,6 @@ TEST(CudaSample, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (nv
 
 #else
 
-
 using testing::bits;
 using testing::kNegInf;
 using testing::run_sample;

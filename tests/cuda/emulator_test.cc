@@ -367,8 +367,10 @@ TEST(CudaEmulatorDeathTest, HostDereferenceOfDeviceMemoryIsCaughtInGuardedMode) 
                "host code read or wrote emulated device memory at 0x[0-9a-f]+, 12 bytes into a 64-byte allocation of "
                "device 0");
   unsetenv("DGEMMA_CUDA_EMULATED_MEMORY");
-  if (asan) setenv("ASAN_OPTIONS", saved_asan.c_str(), 1);
-  else unsetenv("ASAN_OPTIONS");
+  if (asan)
+    setenv("ASAN_OPTIONS", saved_asan.c_str(), 1);
+  else
+    unsetenv("ASAN_OPTIONS");
 }
 
 // ---- runtime ---------------------------------------------------------------
@@ -432,8 +434,8 @@ TEST(CudaEmulator, GemmMatchesAPlainProductForEveryTransposeCase) {
         cudaMemcpy(dC, C0.data(), C0.size() * 4, cudaMemcpyHostToDevice);
         const float alpha = 1.5f;
         ASSERT_EQ(cuda_emu::cublas_gemm_ex(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
-                                           &alpha, dA, CUDA_R_32F, lda, dB, CUDA_R_32F, ldb, &beta, dC, CUDA_R_32F,
-                                           ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                           &alpha, dA, CUDA_R_32F, lda, dB, CUDA_R_32F, ldb, &beta, dC, CUDA_R_32F, ldc,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                   CUBLAS_STATUS_SUCCESS);
         const std::vector<float> got = to_host(dC, C.size());
         const std::vector<float> want = reference_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -520,7 +522,8 @@ TEST(CudaEmulator, WmmaMultipliesTiles) {
   float* c = device_alloc<float>(256);
   ASSERT_EQ(cudaMemcpy(a, ha.data(), 512, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(b, hb.data(), 512, cudaMemcpyHostToDevice), cudaSuccess);
-  DGEMMA_LAUNCH(wmma_tile, 1, 32, nullptr)(static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b), c);
+  DGEMMA_LAUNCH(wmma_tile, 1, 32, nullptr)
+  (static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b), c);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   const std::vector<float> got = to_host(c, 256);
   for (int i = 0; i < 16; ++i)
@@ -532,8 +535,8 @@ TEST(CudaEmulator, WmmaMultipliesTiles) {
     }
   // Through memory: the tile gains the product once (every lane of the warp
   // loads before any stores), not once per lane.
-  DGEMMA_LAUNCH(wmma_accumulate_in_memory, 1, 32, nullptr)(static_cast<const __nv_bfloat16*>(a),
-                                                           static_cast<const __nv_bfloat16*>(b), c);
+  DGEMMA_LAUNCH(wmma_accumulate_in_memory, 1, 32, nullptr)
+  (static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b), c);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   const std::vector<float> twice = to_host(c, 256);
   for (int i = 0; i < 256; ++i) EXPECT_EQ(twice[size_t(i)], 2.0f * got[size_t(i)] - 1.0f) << i;
@@ -587,7 +590,7 @@ TEST(CudaEmulator, DeferredStreamsRunWorkWhenTheHostWaits) {
   int host[32];
   for (int& v : host) v = 5;
   ASSERT_EQ(cudaMemcpyAsync(d, host, sizeof host, cudaMemcpyHostToDevice, s), cudaSuccess);
-  for (int& v : host) v = 6;  // after the call: a pageable source was taken at the call
+  for (int& v : host) v = 6;                 // after the call: a pageable source was taken at the call
   DGEMMA_LAUNCH(set_value, 1, 16, s)(d, 7);  // the first 16 become 7
   EXPECT_EQ(d[0], 0) << "the kernel ran before the host waited";  // the emulator's device memory is host memory
   EXPECT_EQ(to_host(d, 1)[0], 0) << "a legacy-stream copy waited for a non-blocking stream";
@@ -598,7 +601,8 @@ TEST(CudaEmulator, DeferredStreamsRunWorkWhenTheHostWaits) {
   EXPECT_EQ(cudaEventElapsedTime(&ms, e, e), cudaErrorNotReady);
   cudaGetLastError();
   int back[32] = {};
-  ASSERT_EQ(cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s), cudaSuccess);  // waits, as to pageable memory
+  ASSERT_EQ(cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s),
+            cudaSuccess);  // waits, as to pageable memory
   EXPECT_EQ(back[0], 7);
   EXPECT_EQ(back[20], 5);
   EXPECT_EQ(cudaEventElapsedTime(&ms, e, e), cudaSuccess);
@@ -775,7 +779,7 @@ TEST(CudaEmulator, WhatBreaksACaptureIsRefusedAndInvalidatesIt) {
     return cuda_emu::cublas_gemm_ex(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, mat, CUDA_R_32F, 2, mat, CUDA_R_32F,
                                     2, &zero, mat, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
-  const std::vector<std::pair<const char*, std::function<cudaError_t()>>> breakers = {
+  const std::vector<std::pair<const char*, std::function<cudaError_t()> > > breakers = {
       {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(s); }},
       {"copy from pageable memory",
        [&] { return cudaMemcpyAsync(d, pageable, sizeof pageable, cudaMemcpyHostToDevice, s); }},
@@ -786,9 +790,7 @@ TEST(CudaEmulator, WhatBreaksACaptureIsRefusedAndInvalidatesIt) {
       {"cudaMemcpy", [&] { return cudaMemcpy(pageable, d, sizeof pageable, cudaMemcpyDeviceToHost); }},
       {"cudaEventRecord", [&] { return cudaEventRecord(ev, s); }},
       {"cuBLAS without a workspace",
-       [&] {
-         return product() == CUBLAS_STATUS_EXECUTION_FAILED ? cudaGetLastError() : cudaErrorUnknown;
-       }},
+       [&] { return product() == CUBLAS_STATUS_EXECUTION_FAILED ? cudaGetLastError() : cudaErrorUnknown; }},
   };
   for (const auto& [what, call] : breakers) {
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess) << what;
@@ -868,9 +870,9 @@ int gemm_reading_past_an_allocation() {
   float* a = device_alloc<float>(31);  // 4×8 needs 32
   float* c = device_alloc<float>(16);
   const float one = 1, zero = 0;
-  const cublasStatus_t s = cuda_emu::cublas_gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 8, &one, a, CUDA_R_32F, 4, a,
-                                                    CUDA_R_32F, 8, &zero, c, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F,
-                                                    CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t s =
+      cuda_emu::cublas_gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 8, &one, a, CUDA_R_32F, 4, a, CUDA_R_32F, 8, &zero, c,
+                               CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   return s == CUBLAS_STATUS_SUCCESS && cudaStreamSynchronize(nullptr) == cudaErrorIllegalAddress ? 0 : 1;
 }
 

@@ -6,8 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 
-#define REQUIRE_CUDA_DEVICE()                                                                        \
-  do {                                                                                               \
-    if (!::dgemma::cuda_device_available())                                                          \
-      GTEST_SKIP() << "no CUDA device: " << ::dgemma::cuda_unavailable_reason();                     \
+#define REQUIRE_CUDA_DEVICE()                                                                                          \
+  do {                                                                                                                 \
+    if (!::dgemma::cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << ::dgemma::cuda_unavailable_reason(); \
   } while (0)

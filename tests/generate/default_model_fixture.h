@@ -30,9 +30,8 @@ inline const Tokenizer& default_model_tokenizer() {
 struct DefaultModelCleanup {
   ~DefaultModelCleanup() {
     std::error_code ec;
-    std::filesystem::remove_all(std::filesystem::temp_directory_path() /
-                                    ("dgemma_default_model_test_" + std::to_string(::getpid())),
-                                ec);
+    std::filesystem::remove_all(
+        std::filesystem::temp_directory_path() / ("dgemma_default_model_test_" + std::to_string(::getpid())), ec);
   }
 };
 

@@ -59,8 +59,8 @@ TEST(DefaultModel, TokenizerIsGemma4Style) {
   EXPECT_EQ(detect_chat_template(tok), ChatTemplateKind::kGemma4);
   // docs/model.md §3.6 golden, thinking off.
   const std::vector<ChatMessage> m = {{"user", "Write a long essay about Portugal.", {}}};
-  const std::vector<int32_t> want = {2,      105, 2364, 107, 6974, 496, 1440,  20494, 1003, 23613,
-                                     236761, 106, 107,  105, 4368, 107, 100,   45518, 107,  101};
+  const std::vector<int32_t> want = {2,      105, 2364, 107, 6974, 496, 1440, 20494, 1003, 23613,
+                                     236761, 106, 107,  105, 4368, 107, 100,  45518, 107,  101};
   EXPECT_EQ(encode_chat(tok, m, true, false), want);
   EXPECT_EQ(tok.encode("Hello", true), (std::vector<int32_t>{2, 9259}));
 }
@@ -70,9 +70,8 @@ TEST(DefaultModel, Gemma4TokenizerRejectsOtherFiles) {
 }
 
 TEST(DefaultModel, GenerationIsDeterministic) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("dgemma_default_model_again_" + std::to_string(::getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("dgemma_default_model_again_" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(dir);
   write_default_model(dir, default_tokenizer_source());
   for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "model.safetensors"})

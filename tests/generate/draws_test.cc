@@ -143,9 +143,8 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(ReplayDraws, ReplaysInOrderAndChecksKinds) {
-  const std::string path = write_tape("ok", {{"draw.000", {{1, 3}, {5, 6, 7}}},
-                                             {"draw.001", {{3, 1}, {1, 2, 3}}},
-                                             {"draw.002", {{1, 3}, {9, 8, 7}}}});
+  const std::string path = write_tape(
+      "ok", {{"draw.000", {{1, 3}, {5, 6, 7}}}, {"draw.001", {{3, 1}, {1, 2, 3}}}, {"draw.002", {{1, 3}, {9, 8, 7}}}});
   ReplayDraws tape(path);
   EXPECT_EQ(tape.size(), 3u);
   std::vector<int32_t> out(3);

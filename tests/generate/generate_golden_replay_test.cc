@@ -17,11 +17,11 @@
 namespace dgemma {
 namespace {
 
-using testing::GoldenCase;
-using testing::TapeModel;
 using testing::bits;
 using testing::effective_config;
+using testing::GoldenCase;
 using testing::StepRecorder;
+using testing::TapeModel;
 
 class GenerateGoldenReplay : public ::testing::TestWithParam<const char*> {};
 

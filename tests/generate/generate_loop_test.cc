@@ -182,7 +182,7 @@ TEST(GenerateLoop, EosEndsGenerationAndPadsTheRestOfTheCanvas) {
   for (int32_t t : expected_targets(model, 3, 4)) want.push_back(t);
   for (int32_t t : {model.target(7), 1, 0, 0}) want.push_back(t);
   EXPECT_EQ(r.sequences, want);
-  EXPECT_EQ(model.encodes.size(), 2u);  // the EOS canvas is never encoded
+  EXPECT_EQ(model.encodes.size(), 2u);           // the EOS canvas is never encoded
   EXPECT_EQ(r.tokens_per_forward, 6.0f / 4.0f);  // pads do not count
 }
 

@@ -148,11 +148,12 @@ TEST(GenerationConfig, ErrorsNameFileFieldAndValue) {
   expect_error([] { parse_generation_config(R"({"confidence_threshold": 0})", "g.json"); },
                {"confidence_threshold", "0"});
   expect_error(
-      [] { parse_generation_config(R"({"sampler_config": {"_cls_name": "EntropyBoundSamplerConfig", "entropy_bound": -1}})",
-                                   "g.json"); },
+      [] {
+        parse_generation_config(
+            R"({"sampler_config": {"_cls_name": "EntropyBoundSamplerConfig", "entropy_bound": -1}})", "g.json");
+      },
       {"entropy_bound", "-1"});
-  expect_error([] { parse_generation_config(R"({"eos_token_id": [1, -2]})", "g.json"); },
-               {"eos_token_id[1]", "-2"});
+  expect_error([] { parse_generation_config(R"({"eos_token_id": [1, -2]})", "g.json"); }, {"eos_token_id[1]", "-2"});
 }
 
 TEST(GenerationConfig, UnknownSamplerIsRefusedByName) {
@@ -163,8 +164,7 @@ TEST(GenerationConfig, UnknownSamplerIsRefusedByName) {
       {"g.json", "sampler_config._cls_name", "AutoRegressiveEulerSamplerConfig"});
   expect_error(
       [] {
-        parse_generation_config(R"({"linear_temperature_schedule_config": {"_cls_name": "CosineSchedule"}})",
-                                "g.json");
+        parse_generation_config(R"({"linear_temperature_schedule_config": {"_cls_name": "CosineSchedule"}})", "g.json");
       },
       {"CosineSchedule"});
 }

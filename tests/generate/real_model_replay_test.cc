@@ -30,9 +30,9 @@
 namespace dgemma {
 namespace {
 
-using testing::GoldenCase;
 using testing::bits;
 using testing::effective_config;
+using testing::GoldenCase;
 using testing::RecordedStep;
 using testing::StepRecorder;
 

@@ -35,7 +35,7 @@ std::unique_ptr<DiffusionGemma> golden_model() {
 
 GenerationConfig three_canvases(bool greedy) {
   GenerationConfig c = load_generation_config(testing::golden_a_dir() + "/generation_config.json").config;
-  c.max_new_tokens = 48;  // 3 canvases of 16
+  c.max_new_tokens = 48;   // 3 canvases of 16
   c.entropy_bound = 12.0;  // accept several positions per step (random weights: ~6 nats each)
   c.eos_token_ids = {};    // run every canvas
   c.greedy = greedy;

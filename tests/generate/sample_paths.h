@@ -62,17 +62,27 @@ class FullRecorder : public GenerationObserver {
  public:
   explicit FullRecorder(int64_t lv) : lv_(lv) {}
   void on_step(const StepEvent& e) override {
-    FullStep s{e.canvas, e.step, e.cur_step, e.n_accepted, float_bits(&e.temperature, 1)[0],
-               float_bits(&e.mean_entropy, 1)[0], e.stable, e.confident, e.stop,
-               {e.canvas_in.begin(), e.canvas_in.end()}, {e.sampled.begin(), e.sampled.end()},
-               {e.argmax.begin(), e.argmax.end()}, {e.canvas_out.begin(), e.canvas_out.end()},
-               {e.accepted.begin(), e.accepted.end()}, float_bits(e.entropy.data(), e.entropy.size()),
+    FullStep s{e.canvas,
+               e.step,
+               e.cur_step,
+               e.n_accepted,
+               float_bits(&e.temperature, 1)[0],
+               float_bits(&e.mean_entropy, 1)[0],
+               e.stable,
+               e.confident,
+               e.stop,
+               {e.canvas_in.begin(), e.canvas_in.end()},
+               {e.sampled.begin(), e.sampled.end()},
+               {e.argmax.begin(), e.argmax.end()},
+               {e.canvas_out.begin(), e.canvas_out.end()},
+               {e.accepted.begin(), e.accepted.end()},
+               float_bits(e.entropy.data(), e.entropy.size()),
                float_bits(e.processed_logits, size_t(lv_))};
     steps.push_back(std::move(s));
   }
   void on_canvas(const CanvasEvent& e) override {
-    canvases.push_back({e.canvas, e.steps, {e.argmax.begin(), e.argmax.end()},
-                        {e.committed.begin(), e.committed.end()}, e.eos});
+    canvases.push_back(
+        {e.canvas, e.steps, {e.argmax.begin(), e.argmax.end()}, {e.committed.begin(), e.committed.end()}, e.eos});
   }
   std::vector<FullStep> steps;
   std::vector<FullCanvas> canvases;
@@ -98,8 +108,8 @@ inline void expect_same_result(const GenerationResult& a, const GenerationResult
 inline void expect_same_recording(const FullRecorder& a, const FullRecorder& b) {
   ASSERT_EQ(a.steps.size(), b.steps.size());
   for (size_t k = 0; k < a.steps.size(); ++k)
-    EXPECT_TRUE(a.steps[k] == b.steps[k]) << "step event " << k << " (canvas " << a.steps[k].canvas << " step "
-                                          << a.steps[k].step << ") differs";
+    EXPECT_TRUE(a.steps[k] == b.steps[k])
+        << "step event " << k << " (canvas " << a.steps[k].canvas << " step " << a.steps[k].step << ") differs";
   EXPECT_TRUE(a.canvases == b.canvases);
 }
 

@@ -35,7 +35,12 @@ struct RecordedCanvas {
 class StepRecorder : public GenerationObserver {
  public:
   void on_step(const StepEvent& e) override {
-    steps.push_back({e.canvas, e.step, e.cur_step, e.n_accepted, e.temperature, e.mean_entropy,
+    steps.push_back({e.canvas,
+                     e.step,
+                     e.cur_step,
+                     e.n_accepted,
+                     e.temperature,
+                     e.mean_entropy,
                      {e.canvas_in.begin(), e.canvas_in.end()},
                      {e.sampled.begin(), e.sampled.end()},
                      {e.argmax.begin(), e.argmax.end()},
@@ -45,8 +50,8 @@ class StepRecorder : public GenerationObserver {
                      e.stop});
   }
   void on_canvas(const CanvasEvent& e) override {
-    canvases.push_back({e.canvas, e.steps, {e.argmax.begin(), e.argmax.end()},
-                        {e.committed.begin(), e.committed.end()}, e.eos});
+    canvases.push_back(
+        {e.canvas, e.steps, {e.argmax.begin(), e.argmax.end()}, {e.committed.begin(), e.committed.end()}, e.eos});
   }
   std::vector<RecordedStep> steps;
   std::vector<RecordedCanvas> canvases;

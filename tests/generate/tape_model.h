@@ -63,9 +63,9 @@ class TapeModel final : public DiffusionModel {
       for (size_t i = 0; i < raw.size(); ++i) {
         const float want = raw[i] / t;
         if (std::memcmp(&want, &self_conditioning[i], sizeof(float)) != 0)
-          throw Error("TapeModel: " + step + " self-conditioning[" + std::to_string(i) + "] = " +
-                      std::to_string(self_conditioning[i]) + ", expected " + prev + "raw_logits/temperature = " +
-                      std::to_string(want));
+          throw Error("TapeModel: " + step + " self-conditioning[" + std::to_string(i) +
+                      "] = " + std::to_string(self_conditioning[i]) + ", expected " + prev +
+                      "raw_logits/temperature = " + std::to_string(want));
       }
     }
     const std::vector<float> raw = golden_.floats(step + "raw_logits");
@@ -80,8 +80,7 @@ class TapeModel final : public DiffusionModel {
   int64_t decodes() const { return decodes_; }
 
  private:
-  static void expect_equal(const std::string& what, const std::vector<int32_t>& want,
-                           const std::vector<int32_t>& got) {
+  static void expect_equal(const std::string& what, const std::vector<int32_t>& want, const std::vector<int32_t>& got) {
     if (want == got) return;
     std::string msg = "TapeModel: " + what + " differs (size " + std::to_string(got.size()) + " vs reference " +
                       std::to_string(want.size()) + ")";

@@ -64,9 +64,9 @@ TEST(GoldenA, ConfigFilesParse) {
 
 TEST(GoldenA, EveryCaseFileOpens) {
   const std::map<std::string, size_t> expected = {
-      {"decoder_first_long", 22},    {"decoder_first_short", 22}, {"decoder_selfcond_long", 23},
-      {"decoder_selfcond_short", 23}, {"encoder_long", 28},       {"encoder_short", 28},
-      {"generate_eos", 293},          {"generate_long", 438},     {"generate_short", 293},
+      {"decoder_first_long", 22},     {"decoder_first_short", 22}, {"decoder_selfcond_long", 23},
+      {"decoder_selfcond_short", 23}, {"encoder_long", 28},        {"encoder_short", 28},
+      {"generate_eos", 293},          {"generate_long", 438},      {"generate_short", 293},
   };
   size_t seen = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kGolden + "/cases")) {
@@ -88,8 +88,7 @@ TEST(GoldenA, EveryCaseFileOpens) {
     EXPECT_TRUE(has_case) << stem;
     size_t misaligned = 0;
     for (const TensorInfo& t : f->tensors()) {
-      EXPECT_TRUE(t.dtype == DType::kF32 || t.dtype == DType::kI64 || t.dtype == DType::kI32 ||
-                  t.dtype == DType::kBool)
+      EXPECT_TRUE(t.dtype == DType::kF32 || t.dtype == DType::kI64 || t.dtype == DType::kI32 || t.dtype == DType::kBool)
           << stem << " " << t.name;
       misaligned += f->view(t).aligned() ? 0 : 1;
     }

@@ -169,9 +169,9 @@ TEST_F(SafetensorsReject, ShapeBeyondInt64) {
 }
 
 TEST_F(SafetensorsReject, ShapeProductOverflows) {
-  expect_reject(st_image(brace(
-                             entry("w", "\"dtype\":\"U8\",\"shape\":[281474976710656,281474976710656],"
-                                        "\"data_offsets\":[0,1]")) +
+  expect_reject(st_image(brace(entry("w",
+                                     "\"dtype\":\"U8\",\"shape\":[281474976710656,281474976710656],"
+                                     "\"data_offsets\":[0,1]")) +
                              "}",
                          1),
                 {"tensor \"w\": shape [281474976710656, 281474976710656] has an element count that overflows 64 bits"});
@@ -179,9 +179,9 @@ TEST_F(SafetensorsReject, ShapeProductOverflows) {
 
 TEST_F(SafetensorsReject, ByteCountOverflows) {
   // 2^61 elements fit int64, but 2^61 x 64 bits does not fit in 64 bits.
-  expect_reject(st_image(brace(
-                             entry("w", "\"dtype\":\"F64\",\"shape\":[8192,281474976710656],"
-                                        "\"data_offsets\":[0,1]")) +
+  expect_reject(st_image(brace(entry("w",
+                                     "\"dtype\":\"F64\",\"shape\":[8192,281474976710656],"
+                                     "\"data_offsets\":[0,1]")) +
                              "}",
                          1),
                 {"tensor \"w\": shape [8192, 281474976710656] x F64 overflows 64 bits"});
@@ -213,8 +213,9 @@ TEST_F(SafetensorsReject, BeginAfterEnd) {
 }
 
 TEST_F(SafetensorsReject, ByteSizeMismatch) {
-  expect_reject(st_image(brace(entry("a.weight", "\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]")) + "}", 12),
-                {"model.safetensors: tensor \"a.weight\": byte size 12 does not match shape [2, 2] x F32 = 16"});
+  expect_reject(
+      st_image(brace(entry("a.weight", "\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]")) + "}", 12),
+      {"model.safetensors: tensor \"a.weight\": byte size 12 does not match shape [2, 2] x F32 = 16"});
 }
 
 TEST_F(SafetensorsReject, SubByteNotWholeBytes) {
@@ -260,9 +261,7 @@ TEST_F(SafetensorsReject, TrailingBytes) {
                 {"file has 3 trailing bytes after the last tensor (data buffer is 19 bytes, tensors end at 16)"});
 }
 
-TEST_F(SafetensorsReject, NoTensorsButData) {
-  expect_reject(st_image("{}      ", 4), {"file has 4 trailing bytes"});
-}
+TEST_F(SafetensorsReject, NoTensorsButData) { expect_reject(st_image("{}      ", 4), {"file has 4 trailing bytes"}); }
 
 // ---- the file itself -------------------------------------------------------------
 

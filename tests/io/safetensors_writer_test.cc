@@ -33,10 +33,10 @@ struct Case {
 
 TEST(SafetensorsWriter, RoundTripsEveryWholeByteDtype) {
   const std::vector<Case> cases = {
-      {DType::kBool, {3}},     {DType::kU8, {5, 3}},     {DType::kI8, {7}},      {DType::kU16, {3, 1}},
-      {DType::kI16, {5}},      {DType::kF16, {2, 3}},    {DType::kBF16, {9}},    {DType::kU32, {3}},
-      {DType::kI32, {1, 1, 3}}, {DType::kF32, {4, 5}},   {DType::kU64, {3}},     {DType::kI64, {2}},
-      {DType::kF64, {3}},      {DType::kF8_E4M3, {11}},  {DType::kF8_E5M2, {2, 5}}, {DType::kC64, {3}},
+      {DType::kBool, {3}},      {DType::kU8, {5, 3}},    {DType::kI8, {7}},         {DType::kU16, {3, 1}},
+      {DType::kI16, {5}},       {DType::kF16, {2, 3}},   {DType::kBF16, {9}},       {DType::kU32, {3}},
+      {DType::kI32, {1, 1, 3}}, {DType::kF32, {4, 5}},   {DType::kU64, {3}},        {DType::kI64, {2}},
+      {DType::kF64, {3}},       {DType::kF8_E4M3, {11}}, {DType::kF8_E5M2, {2, 5}}, {DType::kC64, {3}},
   };
   test::TempDir dir;
   const std::string path = dir.file("all.safetensors");

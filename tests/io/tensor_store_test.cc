@@ -17,8 +17,8 @@ std::string shard_image(const std::vector<std::string>& names) {
   std::string data;
   for (size_t i = 0; i < names.size(); ++i) {
     if (i) header += ",";
-    header += "\"" + names[i] + "\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[" + std::to_string(2 * i) +
-              "," + std::to_string(2 * i + 2) + "]}";
+    header += "\"" + names[i] + "\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[" + std::to_string(2 * i) + "," +
+              std::to_string(2 * i + 2) + "]}";
     data += char(i);
     data += char(i + 100);
   }
@@ -89,8 +89,7 @@ TEST_F(ShardedCheckpoint, RejectsDotDot) {
 }
 
 TEST_F(ShardedCheckpoint, RejectsNulInShardName) {
-  expect_index_error(R"({"weight_map": {"a": "model-00001-of-00002.safetensors\u0000.txt"}})",
-                     {"contains a NUL byte"});
+  expect_index_error(R"({"weight_map": {"a": "model-00001-of-00002.safetensors\u0000.txt"}})", {"contains a NUL byte"});
 }
 
 TEST_F(ShardedCheckpoint, RejectsEmptyShardName) {

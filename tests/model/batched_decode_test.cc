@@ -125,8 +125,8 @@ TEST(BatchedDecode, EqualsSinglePassesBitForBit) {
       auto* cpu = dynamic_cast<CpuBackend*>(&m->executor().backend());
       ASSERT_NE(cpu, nullptr);
       cpu->reset_soft_embedding_stats();
-      expect_batch_equals_single_passes(*m, std::string(precision == WeightPrecision::kBF16 ? "bf16" : "fp32") +
-                                                ", " + std::to_string(threads) + " threads");
+      expect_batch_equals_single_passes(*m, std::string(precision == WeightPrecision::kBF16 ? "bf16" : "fp32") + ", " +
+                                                std::to_string(threads) + " threads");
       // Both soft-embedding paths ran (sparse rows, dense rows).
       EXPECT_GT(cpu->soft_embedding_stats().rows_sparse, 0);
       EXPECT_GT(cpu->soft_embedding_stats().rows_dense, 0);
@@ -278,8 +278,8 @@ TEST(BatchedDecode, SamplingItemsEqualDecodeSampleAlone) {
       items[1].logits = logits.data();
       m->decode_batch(items);
       for (size_t i : {0, 2}) {
-        const std::string what = std::to_string(threads) + " threads, sequence " + std::to_string(i) + " step " +
-                                 std::to_string(step);
+        const std::string what =
+            std::to_string(threads) + " threads, sequence " + std::to_string(i) + " step " + std::to_string(step);
         EXPECT_EQ(got[i].argmax, want[i][size_t(step)].argmax) << what;
         EXPECT_EQ(got[i].entropy, want[i][size_t(step)].entropy) << what;
         EXPECT_EQ(got[i].sample, want[i][size_t(step)].sample) << what;

@@ -85,8 +85,7 @@ TEST(ModelConfig, RejectsInvalidFieldsNamingFieldAndValue) {
          t.set("layer_types", a);
        },
        "the last layer must be full_attention (got sliding_attention at index 3)"},
-      {"odd head dim", [](json::Value&, json::Value& t) { t.set("head_dim", 15); },
-       "head dim 15 must be even"},
+      {"odd head dim", [](json::Value&, json::Value& t) { t.set("head_dim", 15); }, "head dim 15 must be even"},
       {"head divisibility", [](json::Value&, json::Value& t) { t.set("num_key_value_heads", 3); },
        "num_attention_heads 4 is not divisible by layer 0's 3 key/value heads"},
       {"top k", [](json::Value&, json::Value& t) { t.set("top_k_experts", 9); },

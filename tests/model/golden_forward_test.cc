@@ -77,12 +77,10 @@ TEST_P(GoldenForward, MatchesReference) {
     opt.load_threads = 2;
     auto model = test::load_on_cpu(kDir, kDir + "/" + config, opt);
     Summary summary;
-    NamedTensors first = run_parity_inputs(
-        *model, {case_file("encoder_" + size), case_file("decoder_first_" + size)});
+    NamedTensors first = run_parity_inputs(*model, {case_file("encoder_" + size), case_file("decoder_first_" + size)});
     check_against(first, {case_file("encoder_" + size), case_file("decoder_first_" + size)}, summary);
     // The self-conditioned case reuses the same encoder cache.
-    NamedTensors sc = run_parity_inputs(
-        *model, {case_file("encoder_" + size), case_file("decoder_selfcond_" + size)});
+    NamedTensors sc = run_parity_inputs(*model, {case_file("encoder_" + size), case_file("decoder_selfcond_" + size)});
     check_against(sc, {case_file("decoder_selfcond_" + size)}, summary);
     for (const auto& [fam, err] : summary.max_err)
       std::printf("[%s %s] max |err| %-40s %.3g\n", size.c_str(), config.c_str(), fam.c_str(), err);

@@ -33,9 +33,9 @@ TEST(Inspect, GoldenTinyCheckpoint) {
   EXPECT_TRUE(r.aliases_stored.empty());
   // Embedding tie group: decoder table, encoder alias, lm_head.
   ASSERT_FALSE(r.tie_groups.empty());
-  EXPECT_EQ(r.tie_groups[0], (std::vector<std::string>{"model.decoder.embed_tokens.weight",
-                                                       "model.encoder.language_model.embed_tokens.weight",
-                                                       "lm_head.weight"}));
+  EXPECT_EQ(r.tie_groups[0],
+            (std::vector<std::string>{"model.decoder.embed_tokens.weight",
+                                      "model.encoder.language_model.embed_tokens.weight", "lm_head.weight"}));
   // KV cache: sliding layers keep W-1 = 15 rows of 2x16, the full layer 100 rows of 1x32; K and V; fp32.
   EXPECT_EQ(r.kv_cache_bytes, uint64_t(2 * 4 * (3 * 15 * 2 * 16 + 100 * 1 * 32)));
   json::Value j = report_to_json(r);

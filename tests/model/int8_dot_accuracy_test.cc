@@ -103,12 +103,13 @@ Accuracy report(const std::string& label, const std::string& dir, LoadQuantizati
   for (float v : d.self_conditioned) EXPECT_TRUE(std::isfinite(v));
   Accuracy worst;
   for (int step = 0; step < 2; ++step) {
-    const Accuracy a = step == 0 ? compare(e.first, d.first, L, V)
-                                 : compare(e.self_conditioned, d.self_conditioned, L, V);
-    std::printf("int8-dot accuracy, %s, %s step: max |dlogit| %.4g (logits up to %.3g), argmax agreement %.1f %%, "
-                "mean KL %.3g\n",
-                label.c_str(), step == 0 ? "first" : "self-conditioned", a.max_abs, a.max_logit, 100 * a.argmax_agree,
-                a.mean_kl);
+    const Accuracy a =
+        step == 0 ? compare(e.first, d.first, L, V) : compare(e.self_conditioned, d.self_conditioned, L, V);
+    std::printf(
+        "int8-dot accuracy, %s, %s step: max |dlogit| %.4g (logits up to %.3g), argmax agreement %.1f %%, "
+        "mean KL %.3g\n",
+        label.c_str(), step == 0 ? "first" : "self-conditioned", a.max_abs, a.max_logit, 100 * a.argmax_agree,
+        a.mean_kl);
     worst.max_abs = std::max(worst.max_abs, a.max_abs);
     worst.max_logit = std::max(worst.max_logit, a.max_logit);
     worst.mean_kl = std::max(worst.mean_kl, a.mean_kl);
@@ -156,10 +157,11 @@ TEST(Int8DotAccuracy, GoldenModelOpByOp) {
     int64_t quantized_ops = 0;
     for (const auto& [op, w] : rec.by_op) {
       // 1 - cosine ≈ (relative RMS error)² / 2.
-      std::printf("int8-dot op by op, %s: %-26s %4lld ops, max |diff| %.3g, min cosine %.7f (relative RMS error "
-                  "%.2g)\n",
-                  label.c_str(), op.c_str(), (long long)w.ops, w.max_abs, w.min_cosine,
-                  std::sqrt(2 * std::max(0.0, 1 - w.min_cosine)));
+      std::printf(
+          "int8-dot op by op, %s: %-26s %4lld ops, max |diff| %.3g, min cosine %.7f (relative RMS error "
+          "%.2g)\n",
+          label.c_str(), op.c_str(), (long long)w.ops, w.max_abs, w.min_cosine,
+          std::sqrt(2 * std::max(0.0, 1 - w.min_cosine)));
       if (op.find("(quantized)") != std::string::npos) {
         quantized_ops += w.ops;
         // Activations rounded to 8 bits (≤ max|block| / 254 per element):

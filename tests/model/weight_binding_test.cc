@@ -52,7 +52,8 @@ std::string bind_error(const std::string& dir) {
 TEST(WeightBinding, EncoderSideAloneIsAccepted) {
   // A re-saved checkpoint holding only the encoder copy of a tied tensor.
   const std::string dir = copy_golden("encoder_only", [](std::string& n, auto&, auto&) {
-    if (n == "model.decoder.layers.1.mlp.up_proj.weight") n = "model.encoder.language_model.layers.1.mlp.up_proj.weight";
+    if (n == "model.decoder.layers.1.mlp.up_proj.weight")
+      n = "model.encoder.language_model.layers.1.mlp.up_proj.weight";
     if (n == "model.decoder.embed_tokens.weight") n = "lm_head.weight";
     return true;
   });
@@ -90,13 +91,12 @@ TEST(WeightBinding, DifferingCopiesAreAnError) {
 }
 
 TEST(WeightBinding, AllProblemsAreReportedAtOnce) {
-  const std::string dir = copy_golden(
-      "many_problems",
-      [](std::string& n, std::vector<int64_t>& shape, std::vector<float>& data) {
-        if (n == "model.decoder.layers.0.self_attn.q_proj.weight") return false;   // missing
-        if (n == "model.decoder.layers.2.router.scale") return false;              // missing
+  const std::string dir =
+      copy_golden("many_problems", [](std::string& n, std::vector<int64_t>& shape, std::vector<float>& data) {
+        if (n == "model.decoder.layers.0.self_attn.q_proj.weight") return false;      // missing
+        if (n == "model.decoder.layers.2.router.scale") return false;                 // missing
         if (n == "model.encoder.language_model.layers.3.layer_scalar") return false;  // missing (not tied)
-        if (n == "model.decoder.layers.1.mlp.down_proj.weight") {                  // misshapen
+        if (n == "model.decoder.layers.1.mlp.down_proj.weight") {                     // misshapen
           shape = {int64_t(data.size())};
         }
         if (n == "model.decoder.layers.0.input_layernorm.weight") n = "model.decoder.layers.0.typo_layernorm.weight";

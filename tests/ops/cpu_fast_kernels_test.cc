@@ -96,15 +96,24 @@ void run_reference(const OpCall& c) {
   static ThreadPool pool(2);
   prepare_op(c);
   switch (c.kind) {
-    case OpKind::kLinear: return cpu::reference::linear(c, pool);
-    case OpKind::kSoftEmbedding: return cpu::reference::soft_embedding(c, pool);
-    case OpKind::kRmsNorm: return cpu::reference::rms_norm(c, pool);
-    case OpKind::kAttention: return cpu::reference::attention(c, pool);
-    case OpKind::kRouterTopk: return cpu::reference::router_topk(c, pool);
-    case OpKind::kMoeExperts: return cpu::reference::moe_experts(c, pool);
-    case OpKind::kGeluGlu: return cpu::reference::gelu_glu(c, pool);
-    case OpKind::kSoftcap: return cpu::reference::softcap(c, pool);
-    default: FAIL() << "no reference for " << op_name(c.kind);
+    case OpKind::kLinear:
+      return cpu::reference::linear(c, pool);
+    case OpKind::kSoftEmbedding:
+      return cpu::reference::soft_embedding(c, pool);
+    case OpKind::kRmsNorm:
+      return cpu::reference::rms_norm(c, pool);
+    case OpKind::kAttention:
+      return cpu::reference::attention(c, pool);
+    case OpKind::kRouterTopk:
+      return cpu::reference::router_topk(c, pool);
+    case OpKind::kMoeExperts:
+      return cpu::reference::moe_experts(c, pool);
+    case OpKind::kGeluGlu:
+      return cpu::reference::gelu_glu(c, pool);
+    case OpKind::kSoftcap:
+      return cpu::reference::softcap(c, pool);
+    default:
+      FAIL() << "no reference for " << op_name(c.kind);
   }
 }
 
@@ -130,9 +139,12 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& got,
   for (size_t i = 0; i < want.size() && bad < 5; ++i) {
     const float w = want[i], g = got[i];
     bool ok;
-    if (std::isnan(w)) ok = std::isnan(g);
-    else if (std::isinf(w)) ok = g == w;
-    else ok = std::isfinite(g) && std::fabs(double(g) - w) <= (bound ? (*bound)[i] : atol) + rtol * std::fabs(w);
+    if (std::isnan(w))
+      ok = std::isnan(g);
+    else if (std::isinf(w))
+      ok = g == w;
+    else
+      ok = std::isfinite(g) && std::fabs(double(g) - w) <= (bound ? (*bound)[i] : atol) + rtol * std::fabs(w);
     if (!ok) {
       ++bad;
       ADD_FAILURE() << what << ": element " << i << " reference " << w << " fast " << g;
@@ -172,8 +184,8 @@ TEST(CpuDispatch, LevelsClampToTheCpuAndScalarIsTheReference) {
 
 TEST(CpuFastKernels, LinearMatchesReferenceOnEdgeShapes) {
   Rng rng(1);
-  const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1}, {7, 17, 31}, {8, 32, 32}, {9, 300, 33}, {33, 513, 65}, {3, 40, 300}, {17, 257, 1}};
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},     {7, 17, 31},  {8, 32, 32}, {9, 300, 33},
+                                                      {33, 513, 65}, {3, 40, 300}, {17, 257, 1}};
   for (CpuIsa l : fast_levels()) {
     CpuBackend b(level_options(l));
     for (auto [M, K, N] : shapes)
@@ -393,8 +405,8 @@ TEST(CpuFastKernels, AttentionMatchesReferenceForAllMasks) {
   };
   for (const auto& ac : cases)
     check_attention(ac, rng,
-                    "attention M=" + std::to_string(ac.M) + " S=" + std::to_string(ac.S) + " Hq=" +
-                        std::to_string(ac.Hq) + " Hk=" + std::to_string(ac.Hk) + " d=" + std::to_string(ac.d) +
+                    "attention M=" + std::to_string(ac.M) + " S=" + std::to_string(ac.S) +
+                        " Hq=" + std::to_string(ac.Hq) + " Hk=" + std::to_string(ac.Hk) + " d=" + std::to_string(ac.d) +
                         " mask=" + std::to_string(int(ac.mask)) + " W=" + std::to_string(ac.window));
 }
 
@@ -460,7 +472,9 @@ TEST(CpuFastKernels, RouterTopkMatchesReference) {
 
 TEST(CpuFastKernels, MoeExpertsMatchReferenceAndBf16IsExact) {
   Rng rng(10);
-  struct Case { int64_t M, H, I, E, K; };
+  struct Case {
+    int64_t M, H, I, E, K;
+  };
   for (const Case& cs : {Case{1, 8, 4, 2, 1}, Case{13, 40, 24, 6, 2}, Case{40, 300, 50, 12, 4}, Case{3, 33, 20, 5, 5}})
     for (DType dt : {DType::kF32, DType::kBF16}) {
       Tensor x = rand_f32({cs.M, cs.H}, rng);
@@ -474,15 +488,16 @@ TEST(CpuFastKernels, MoeExpertsMatchReferenceAndBf16IsExact) {
           w.f[size_t(m * cs.K + k)] = 0.1f + std::fabs(rng.normal());
         }
       }
-      Weight gu = make_weight({cs.E, 2 * cs.I, cs.H}, dt, rng, 0.3f), dn = make_weight({cs.E, cs.H, cs.I}, dt, rng, 0.3f);
+      Weight gu = make_weight({cs.E, 2 * cs.I, cs.H}, dt, rng, 0.3f),
+             dn = make_weight({cs.E, cs.H, cs.I}, dt, rng, 0.3f);
       Tensor want;
       run_reference(make_call(OpKind::kMoeExperts, {&x, &idx, &w}, {&gu.ref, &dn.ref}, {&want}));
       // Outputs are sums of terms far larger than some of them (cancellation):
       // bound the error by the output scale.
       double scale = 0;
       for (float v : want.f) scale = std::max(scale, double(std::fabs(v)));
-      const std::string what = "moe M=" + std::to_string(cs.M) + " H=" + std::to_string(cs.H) + " " +
-                               std::string(dtype_name(dt));
+      const std::string what =
+          "moe M=" + std::to_string(cs.M) + " H=" + std::to_string(cs.H) + " " + std::string(dtype_name(dt));
       for (CpuIsa l : fast_levels()) {
         CpuBackend b(level_options(l, 3));
         Tensor got;

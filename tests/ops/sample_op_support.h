@@ -32,8 +32,7 @@ struct SampleOut {
 
 // Runs the op through an Executor; a device backend may keep the outputs
 // there (ops/backend.h), so they are brought to the host.
-inline SampleOut run_sample(Backend& b, const Tensor& logits, const Tensor& uniforms, float temperature,
-                            int step = 0) {
+inline SampleOut run_sample(Backend& b, const Tensor& logits, const Tensor& uniforms, float temperature, int step = 0) {
   SampleOut o;
   OpCall c;
   c.kind = OpKind::kSample;

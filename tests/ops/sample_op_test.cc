@@ -54,7 +54,7 @@ std::vector<double> random_uniforms(std::mt19937& g, int64_t M) {
   std::vector<double> u(static_cast<size_t>(M));
   std::uniform_real_distribution<double> d(0.0, 1.0);
   for (double& x : u) x = d(g);
-  if (M > 1) u[1] = 0.0;  // the first positive weight
+  if (M > 1) u[1] = 0.0;                       // the first positive weight
   if (M > 2) u[2] = std::nextafter(1.0, 0.0);  // the rounding slack: the last positive weight
   return u;
 }

@@ -77,8 +77,9 @@ std::vector<float> row_of(const WeightRef& w, int64_t r) {
 const char* kBnbConfig = R"({"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": true,
   "bnb_4bit_quant_type": "nf4"}})";
 
-std::vector<RawTensor> bnb_plain_tensors(const std::string& name, std::vector<int64_t> /*shape*/, std::vector<uint8_t> codes,
-                                         std::vector<float> absmax, const std::string& state) {
+std::vector<RawTensor> bnb_plain_tensors(const std::string& name, std::vector<int64_t> /*shape*/,
+                                         std::vector<uint8_t> codes, std::vector<float> absmax,
+                                         const std::string& state) {
   std::vector<float> qmap(kNf4, kNf4 + 16);
   return {{name, DType::kU8, {int64_t(codes.size()), 1}, codes},
           {name + ".absmax", DType::kF32, {int64_t(absmax.size())}, bytes_of(absmax)},
@@ -168,10 +169,11 @@ TEST(Nf4Fixture, BlocksStraddleRowsAndOddCount) {
   {  // [3, 21]: 63 elements, 32 bytes, the last low nibble is padding.
     TempDir dir;
     const std::string name = "m.layers.0.self_attn.k_proj.weight";
-    write_fixture(dir.path(),
-                  bnb_plain_tensors(name, {3, 21}, ascending_high_first(32), {1.5f},
-                                    R"({"quant_type": "nf4", "blocksize": 64, "dtype": "torch.bfloat16", "shape": [3, 21]})"),
-                  kBnbConfig);
+    write_fixture(
+        dir.path(),
+        bnb_plain_tensors(name, {3, 21}, ascending_high_first(32), {1.5f},
+                          R"({"quant_type": "nf4", "blocksize": 64, "dtype": "torch.bfloat16", "shape": [3, 21]})"),
+        kBnbConfig);
     Loaded l = load(dir.path(), {name, {3, 21}, Component::kAttention, {}});
     ASSERT_TRUE(l.ref && l.ref->quant);
     std::vector<float> v = row_of(*l.ref, 2);
@@ -213,10 +215,11 @@ TEST(Nf4Fixture, RejectsMalformedTensors) {
   }
   {  // unknown quant state field
     TempDir dir;
-    write_fixture(dir.path(),
-                  bnb_plain_tensors(name, {2, 64}, ascending_high_first(64), {1.0f, 1.0f},
-                                    R"({"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [2, 64], "foo": 1})"),
-                  kBnbConfig);
+    write_fixture(
+        dir.path(),
+        bnb_plain_tensors(name, {2, 64}, ascending_high_first(64), {1.0f, 1.0f},
+                          R"({"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [2, 64], "foo": 1})"),
+        kBnbConfig);
     expect_error([&] { load(dir.path(), ex); }, {"unknown quant state field \"foo\""});
   }
 }
@@ -282,7 +285,9 @@ TEST(Nvfp4Fixture, PerExpertTensorsMapOntoFusedLayout) {
       for (int r = 0; r < rows; ++r)
         for (int k = 0; k < cols / 2; ++k) w.push_back(expert_byte(e, p, r, k));
       t.push_back({m + ".weight", DType::kU8, {rows, cols / 2}, w});
-      t.push_back({m + ".weight_scale", DType::kF8_E4M3, {rows, cols / 16},
+      t.push_back({m + ".weight_scale",
+                   DType::kF8_E4M3,
+                   {rows, cols / 16},
                    std::vector<uint8_t>(size_t(rows * cols / 16), 0x38)});
       t.push_back({m + ".weight_scale_2", DType::kF32, {}, bytes_of(std::vector<float>{g[e][p]})});
     }
@@ -318,10 +323,9 @@ TEST(Nvfp4Fixture, RejectsInconsistentFiles) {
   const std::string m = "m.layers.0.self_attn.o_proj";
   const ExpectedTensor ex{m + ".weight", {2, 32}, Component::kAttention, {}};
   auto tensors = [&](std::vector<int64_t> scale_shape) {
-    return std::vector<RawTensor>{
-        {m + ".weight", DType::kU8, {2, 16}, std::vector<uint8_t>(32, 0x11)},
-        {m + ".weight_scale", DType::kF8_E4M3, scale_shape, std::vector<uint8_t>(4, 0x38)},
-        {m + ".weight_scale_2", DType::kF32, {}, bytes_of(std::vector<float>{1.0f})}};
+    return std::vector<RawTensor>{{m + ".weight", DType::kU8, {2, 16}, std::vector<uint8_t>(32, 0x11)},
+                                  {m + ".weight_scale", DType::kF8_E4M3, scale_shape, std::vector<uint8_t>(4, 0x38)},
+                                  {m + ".weight_scale_2", DType::kF32, {}, bytes_of(std::vector<float>{1.0f})}};
   };
   {
     TempDir dir;
@@ -407,14 +411,20 @@ TEST(MlxFixture, ConfigMustAgreeWithShapes) {
   {  // no override for the 8-bit module: the top level says 4 bits
     TempDir dir;
     write_fixture(dir.path(), mlx_tensors(), R"({"quantization": {"group_size": 32, "bits": 4}})");
-    expect_error([&] { load(dir.path(), {p + "k_proj.weight", {2, 32}, Component::kAttention, {}}); },
-                 {p + "k_proj.weight", "shapes imply bits 8, group_size 32", "gives bits 4, group_size 32"});
+    expect_error(
+        [&] {
+          load(dir.path(), {p + "k_proj.weight", {2, 32}, Component::kAttention, {}});
+        },
+        {p + "k_proj.weight", "shapes imply bits 8, group_size 32", "gives bits 4, group_size 32"});
   }
   {
     TempDir dir;
     write_fixture(dir.path(), mlx_tensors(), R"({"quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4"}})");
-    expect_error([&] { load(dir.path(), {p + "q_proj.weight", {2, 64}, Component::kAttention, {}}); },
-                 {"config.json", "mode", "\"mxfp4\""});
+    expect_error(
+        [&] {
+          load(dir.path(), {p + "q_proj.weight", {2, 64}, Component::kAttention, {}});
+        },
+        {"config.json", "mode", "\"mxfp4\""});
   }
   {  // without any config entry the format is recognized from the tensors
     TempDir dir;
@@ -439,7 +449,8 @@ TEST(QuantDetection, MethodsAndRejections) {
                {"config.json: quantization_config.quant_method", "\"gptq\" is not supported"});
   expect_error([&] { detect(R"({"quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": true}})"); },
                {"load_in_8bit", "8-bit"});
-  auto q = detect(R"({"dtype": "float16", "quantization_config": {"quant_method": "modelopt", "ignore": ["lm_head"]}})");
+  auto q =
+      detect(R"({"dtype": "float16", "quantization_config": {"quant_method": "modelopt", "ignore": ["lm_head"]}})");
   ASSERT_TRUE(q);
   EXPECT_EQ(q->kind, CheckpointQuant::kModelOpt);
   EXPECT_EQ(q->default_dtype, DType::kF16);

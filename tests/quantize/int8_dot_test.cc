@@ -388,7 +388,8 @@ TEST(Int8Dot, BackendModeRoutesLinearAndExperts) {
       // as for bf16 experts; the scalar level's std::tanh), an ulp apart,
       // which may move an int8 rounding of the down projection's input.
       const double d = rel_error(b.f, s.f);
-      std::printf("moe_experts, int8-dot, %s level vs scalar level: max rel diff %.3g\n", std::string(isa_name(dot.isa())).c_str(), d);
+      std::printf("moe_experts, int8-dot, %s level vs scalar level: max rel diff %.3g\n",
+                  std::string(isa_name(dot.isa())).c_str(), d);
       EXPECT_LT(d, 1e-4);
     }
     const double e = rel_error(b.f, a.f);

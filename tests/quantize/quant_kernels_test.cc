@@ -105,7 +105,8 @@ TEST(QuantKernels, FastExpansionIsBitIdenticalToReference) {
     auto q = make(c, random_values(c.rows * c.cols, 1));
     std::vector<float> a(size_t(c.cols)), b(size_t(c.cols));
     for (int64_t r = 0; r < c.rows; ++r) {
-      for (auto [col, n] : std::vector<std::pair<int64_t, int64_t>>{{0, c.cols}, {1, c.cols - 2}, {17, 15}, {c.cols - 1, 1}}) {
+      for (auto [col, n] :
+           std::vector<std::pair<int64_t, int64_t>>{{0, c.cols}, {1, c.cols - 2}, {17, 15}, {c.cols - 1, 1}}) {
         dequantize_reference(*q, r, col, n, a.data());
         cpu::dequantize_row(*q, r, col, n, b.data());
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[size_t(i)], b[size_t(i)]) << "row " << r << " col " << col + i;
@@ -181,11 +182,11 @@ TEST(QuantKernels, Fp8PerChannelCodes) {
   // Row 0: amax 448 (scale 1): exact values, then 1.0625 (between 1 and
   // 1.125: to even, 1), then -0.0078125 (2^-7, a subnormal of E4M3).
   // Row 1: NaN among values of amax 2 (scale 2/448). Row 2: zeros.
-  const std::vector<float> w = {448.0f, -448.0f, 1.5f,   3.25f,        0.015625f, 1.0625f, -0.0078125f, 0.0f,
-                                2.0f,   NAN,     -1.0f,  0.5f,         0.25f,     -2.0f,   0.125f,      1.0f,
-                                0.0f,   0.0f,    0.0f,   0.0f,         0.0f,      0.0f,    0.0f,        0.0f};
-  auto q = quant::quantize_weight(QuantScheme::kFP8, FloatSource{DType::kF32, w.data(), int64_t(w.size())},
-                                  {3, cols}, DType::kBF16);
+  const std::vector<float> w = {448.0f, -448.0f, 1.5f,  3.25f, 0.015625f, 1.0625f, -0.0078125f, 0.0f,
+                                2.0f,   NAN,     -1.0f, 0.5f,  0.25f,     -2.0f,   0.125f,      1.0f,
+                                0.0f,   0.0f,    0.0f,  0.0f,  0.0f,      0.0f,    0.0f,        0.0f};
+  auto q = quant::quantize_weight(QuantScheme::kFP8, FloatSource{DType::kF32, w.data(), int64_t(w.size())}, {3, cols},
+                                  DType::kBF16);
   ASSERT_EQ(q->block, cols);
   std::vector<float> d(w.size());
   for (int64_t r = 0; r < 3; ++r) dequantize_reference(*q, r, 0, cols, d.data() + r * cols);
@@ -210,11 +211,11 @@ TEST(QuantKernels, Fp8PerChannelCodes) {
   EXPECT_EQ(std::memcmp(fast.data(), d.data(), d.size() * 4), 0);
   QuantizeParams p4;
   p4.block = 4;
-  auto b = quant::quantize_weight(QuantScheme::kFP8, FloatSource{DType::kF32, w.data(), int64_t(w.size())},
-                                  {3, cols}, DType::kF32, p4);
+  auto b = quant::quantize_weight(QuantScheme::kFP8, FloatSource{DType::kF32, w.data(), int64_t(w.size())}, {3, cols},
+                                  DType::kF32, p4);
   std::vector<float> db(static_cast<size_t>(cols));
   dequantize_reference(*b, 0, 0, cols, db.data());
-  EXPECT_EQ(db[2], 1.5f);  // block 0: amax 448, scale 1
+  EXPECT_EQ(db[2], 1.5f);                               // block 0: amax 448, scale 1
   EXPECT_NEAR(db[6], -0.0078125f, 0.0078125f / 16.0f);  // block 1: its own scale
 }
 
@@ -307,8 +308,8 @@ TEST_P(QuantOps, ExpertsMatchDenseWeights) {
     const std::vector<float> gu = random_values(E * 2 * I * H, 7), dn = random_values(E * H * I, 8);
     auto qgu = quant::quantize_weight(p.scheme, {DType::kF32, gu.data(), int64_t(gu.size())}, {E, 2 * I, H},
                                       DType::kF32, p.gu);
-    auto qdn = quant::quantize_weight(p.scheme, {DType::kF32, dn.data(), int64_t(dn.size())}, {E, H, I}, DType::kF32,
-                                      p.dn);
+    auto qdn =
+        quant::quantize_weight(p.scheme, {DType::kF32, dn.data(), int64_t(dn.size())}, {E, H, I}, DType::kF32, p.dn);
     const std::vector<float> dgu = dequantized(*qgu), ddn = dequantized(*qdn);
     const WeightRef wqgu = quant_ref(qgu), wqdn = quant_ref(qdn);
     const WeightRef wdgu = dense_ref(dgu, {E, 2 * I, H}), wddn = dense_ref(ddn, {E, H, I});

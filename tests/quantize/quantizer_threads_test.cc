@@ -26,7 +26,7 @@ std::vector<float> random_tensor(int64_t n, uint32_t seed) {
 }
 
 TEST(QuantizerThreads, BytesDoNotDependOnTheThreadCount) {
-  const int64_t rows = 1031, cols = 1024;  // 1.06 M elements: 4 threads get ~264 K each
+  const int64_t rows = 1031, cols = 1024;                           // 1.06 M elements: 4 threads get ~264 K each
   const std::vector<float> v = random_tensor(rows * cols - 40, 5);  // NF4: a partial last block
   const std::vector<float> full = random_tensor(rows * cols, 6);
   const FloatSource nf4_src{DType::kF32, v.data(), int64_t(v.size())};
@@ -72,8 +72,15 @@ uint8_t full_scan(float v) {
 }
 
 TEST(QuantizerThreads, NearestCode16MatchesAFullScan) {
-  std::vector<float> probes = {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, -3.0f, std::numeric_limits<float>::quiet_NaN(),
-                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  std::vector<float> probes = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               -1.0f,
+                               2.0f,
+                               -3.0f,
+                               std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity()};
   for (int i = 0; i < 15; ++i) {  // around every midpoint and code, a few ulps each way
     for (float x : {0.5f * (kNf4Values[i] + kNf4Values[i + 1]), kNf4Values[i]}) {
       float lo = x, hi = x;

@@ -73,8 +73,7 @@ class FakeModel final : public DiffusionModel {
   static void decode_with(const KvCache& c, const int32_t* canvas, float* logits) {
     if (canvas[0] < 0) throw Error("bad canvas");
     for (int64_t i = 0; i < 4; ++i)
-      for (int64_t v = 0; v < 8; ++v)
-        logits[i * 8 + v] = v == (c.length + i + canvas[i]) % 8 ? 4.0f : float(v) * 0.01f;
+      for (int64_t v = 0; v < 8; ++v) logits[i * 8 + v] = v == (c.length + i + canvas[i]) % 8 ? 4.0f : float(v) * 0.01f;
     logits[0] += float(c.length) * 1e-3f;
   }
 

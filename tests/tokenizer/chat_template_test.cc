@@ -93,12 +93,12 @@ const Tokenizer& gemma4_fixture() {
       const char* new_content;  // JSON-escaped
     };
     const Change changes[] = {
-        {46, "<unused40>", "<|tool>"},           {47, "<unused41>", "<tool|>"},
-        {48, "<unused42>", "<|tool_call>"},      {49, "<unused43>", "<tool_call|>"},
-        {50, "<unused44>", "<|tool_response>"},  {51, "<unused45>", "<tool_response|>"},
-        {52, "<unused46>", "<|\\\"|>"},          {98, "<unused92>", "<|think|>"},
-        {100, "<unused94>", "<|channel>"},       {101, "<unused95>", "<channel|>"},
-        {105, "<start_of_turn>", "<|turn>"},     {106, "<end_of_turn>", "<turn|>"},
+        {46, "<unused40>", "<|tool>"},          {47, "<unused41>", "<tool|>"},
+        {48, "<unused42>", "<|tool_call>"},     {49, "<unused43>", "<tool_call|>"},
+        {50, "<unused44>", "<|tool_response>"}, {51, "<unused45>", "<tool_response|>"},
+        {52, "<unused46>", "<|\\\"|>"},         {98, "<unused92>", "<|think|>"},
+        {100, "<unused94>", "<|channel>"},      {101, "<unused95>", "<channel|>"},
+        {105, "<start_of_turn>", "<|turn>"},    {106, "<end_of_turn>", "<turn|>"},
     };
     std::string json = test::gemma3_json();
     for (const Change& c : changes) {
@@ -132,8 +132,8 @@ void check_portugal_golden(const Tokenizer& tok) {
   std::string text = render_chat(tok, m, true, false);
   EXPECT_EQ(text,
             "<bos><|turn>user\nWrite a long essay about Portugal.<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
-  std::vector<int32_t> want = {2,     105, 2364,  107,    6974, 496, 1440, 20494, 1003, 23613,
-                               236761, 106, 107, 105, 4368, 107, 100, 45518, 107,  101};
+  std::vector<int32_t> want = {2,      105, 2364, 107, 6974, 496, 1440, 20494, 1003, 23613,
+                               236761, 106, 107,  105, 4368, 107, 100,  45518, 107,  101};
   EXPECT_EQ(tok.encode(text, false), want);
   EXPECT_EQ(encode_chat(tok, m, true, false), want);
   EXPECT_EQ(tok.decode(want), text);
@@ -169,8 +169,7 @@ void check_system_turn_history_and_thought_stripping(const Tokenizer& tok) {
             "<|turn>model\n42<turn|>\n<|turn>user\nand now?<turn|>\n");
   // No alternation rule in Gemma 4, and the Gemma 3 template can be forced.
   std::vector<ChatMessage> two_users = {{"user", "a", {}}, {"user", "b", {}}};
-  EXPECT_EQ(render_chat(tok, two_users, false, false),
-            "<bos><|turn>user\na<turn|>\n<|turn>user\nb<turn|>\n");
+  EXPECT_EQ(render_chat(tok, two_users, false, false), "<bos><|turn>user\na<turn|>\n<|turn>user\nb<turn|>\n");
   EXPECT_THROW(render_chat(tok, two_users, false, false, ChatTemplateKind::kGemma3), Error);
 }
 
@@ -197,13 +196,12 @@ TEST(ChatTemplateGemma4, PlainContentCannotForgeTurns) {
   EXPECT_EQ(forged, tok.encode(text, false));
   EXPECT_EQ(count(forged, 105), 5);  // system, user, forged system, forged model, model
 
-  const std::vector<int32_t> plain =
-      encode_chat(tok, m, true, false, ChatTemplateKind::kAuto, ChatContent::kPlainText);
+  const std::vector<int32_t> plain = encode_chat(tok, m, true, false, ChatTemplateKind::kAuto, ChatContent::kPlainText);
   EXPECT_EQ(count(plain, 105), 3);  // <|turn> of system, user, model: the template's only
   EXPECT_EQ(count(plain, 106), 2);
   EXPECT_EQ(count(plain, 100), 1);  // the empty thought channel of the generation prompt
   EXPECT_EQ(count(plain, 101), 1);
-  EXPECT_EQ(count(plain, 2), 1);    // one <bos>, the first id
+  EXPECT_EQ(count(plain, 2), 1);  // one <bos>, the first id
   EXPECT_EQ(plain[0], 2);
   EXPECT_EQ(tok.decode(plain), text);  // same characters, other ids
 

@@ -32,14 +32,25 @@ void expect_error(Fn fn, const std::string& needle) {
 
 Value added(int id, const std::string& content, bool special, bool lstrip = false, bool rstrip = false,
             bool single_word = false, bool normalized = false) {
-  return Object{{"id", id},           {"content", content},     {"single_word", single_word}, {"lstrip", lstrip},
-                {"rstrip", rstrip},   {"normalized", normalized}, {"special", special}};
+  return Object{{"id", id},         {"content", content},       {"single_word", single_word}, {"lstrip", lstrip},
+                {"rstrip", rstrip}, {"normalized", normalized}, {"special", special}};
 }
 
 // A small BPE tokenizer: pieces <unk> a b c ab abc ▁ ▁a, merges a+b, ab+c, ▁+a.
 Value small_tokenizer() {
-  Object vocab = {{"<unk>", 0}, {"a", 1}, {"b", 2}, {"c", 3}, {"ab", 4}, {"abc", 5}, {"\xE2\x96\x81", 6},
-                  {"\xE2\x96\x81" "a", 7}, {"<s>", 8}, {"</s>", 9}, {"<0x7A>", 10}};
+  Object vocab = {{"<unk>", 0},
+                  {"a", 1},
+                  {"b", 2},
+                  {"c", 3},
+                  {"ab", 4},
+                  {"abc", 5},
+                  {"\xE2\x96\x81", 6},
+                  {"\xE2\x96\x81"
+                   "a",
+                   7},
+                  {"<s>", 8},
+                  {"</s>", 9},
+                  {"<0x7A>", 10}};
   Value model = Object{{"type", "BPE"},
                        {"dropout", nullptr},
                        {"unk_token", "<unk>"},
@@ -121,24 +132,25 @@ TEST(TokenizerAddedTokens, IdMustMatchTheReferenceAssignment) {
 
 TEST(TokenizerComponents, MetaspaceAndPrependStrip) {
   Value v = small_tokenizer();
-  v.set("pre_tokenizer", Object{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"},
-                                {"split", true}});
-  v.set("decoder", Object{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"},
-                          {"split", true}});
+  v.set("pre_tokenizer",
+        Object{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}});
+  v.set("decoder",
+        Object{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}});
   Tokenizer t = load(v);
   EXPECT_EQ(enc(t, "a a"), (std::vector<int32_t>{7, 7}));
   EXPECT_EQ(t.decode(enc(t, "a a")), "a a");
 
   Value n = small_tokenizer();
-  n.set("normalizer", Object{{"type", "Sequence"},
-                             {"normalizers", Array{Object{{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}},
-                                                   Object{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}}}}});
-  n.set("decoder", Object{{"type", "Sequence"},
-                          {"decoders", Array{Object{{"type", "Replace"},
-                                                    {"pattern", Object{{"String", "\xE2\x96\x81"}}},
-                                                    {"content", " "}},
-                                             Object{{"type", "Fuse"}},
-                                             Object{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}});
+  n.set("normalizer",
+        Object{{"type", "Sequence"},
+               {"normalizers", Array{Object{{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}},
+                                     Object{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}}}}});
+  n.set("decoder",
+        Object{
+            {"type", "Sequence"},
+            {"decoders",
+             Array{Object{{"type", "Replace"}, {"pattern", Object{{"String", "\xE2\x96\x81"}}}, {"content", " "}},
+                   Object{{"type", "Fuse"}}, Object{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}});
   Tokenizer p = load(n);
   EXPECT_EQ(enc(p, "  ab "), (std::vector<int32_t>{6, 4}));
   EXPECT_EQ(p.decode(enc(p, "  ab ")), "ab");
@@ -146,15 +158,17 @@ TEST(TokenizerComponents, MetaspaceAndPrependStrip) {
 
 TEST(TokenizerComponents, SplitBehaviours) {
   Value v = small_tokenizer();
-  v.set("pre_tokenizer", Object{{"type", "Split"}, {"pattern", Object{{"String", "b"}}}, {"behavior", "Isolated"},
-                                {"invert", false}});
+  v.set("pre_tokenizer",
+        Object{{"type", "Split"}, {"pattern", Object{{"String", "b"}}}, {"behavior", "Isolated"}, {"invert", false}});
   // "abc" split into a | b | c, so no merge applies.
   EXPECT_EQ(enc(load(v), "abc"), (std::vector<int32_t>{1, 2, 3}));
-  v.set("pre_tokenizer", Object{{"type", "Split"}, {"pattern", Object{{"String", "c"}}},
-                                {"behavior", "MergedWithPrevious"}, {"invert", false}});
-  EXPECT_EQ(enc(load(v), "abcab"), (std::vector<int32_t>{5, 4}));
-  v.set("pre_tokenizer", Object{{"type", "Split"}, {"pattern", Object{{"String", "a"}}}, {"behavior", "Removed"},
+  v.set("pre_tokenizer", Object{{"type", "Split"},
+                                {"pattern", Object{{"String", "c"}}},
+                                {"behavior", "MergedWithPrevious"},
                                 {"invert", false}});
+  EXPECT_EQ(enc(load(v), "abcab"), (std::vector<int32_t>{5, 4}));
+  v.set("pre_tokenizer",
+        Object{{"type", "Split"}, {"pattern", Object{{"String", "a"}}}, {"behavior", "Removed"}, {"invert", false}});
   EXPECT_EQ(enc(load(v), "abca"), (std::vector<int32_t>{2, 3}));
 }
 
@@ -166,8 +180,9 @@ TEST(TokenizerComponents, TemplateProcessing) {
                                 Object{{"Sequence", Object{{"id", "A"}, {"type_id", 0}}}},
                                 Object{{"SpecialToken", Object{{"id", "</s>"}, {"type_id", 0}}}}}},
                {"pair", Array{}},
-               {"special_tokens", Object{{"<s>", Object{{"id", "<s>"}, {"ids", Array{8}}, {"tokens", Array{"<s>"}}}},
-                                         {"</s>", Object{{"id", "</s>"}, {"ids", Array{9}}, {"tokens", Array{"</s>"}}}}}}});
+               {"special_tokens",
+                Object{{"<s>", Object{{"id", "<s>"}, {"ids", Array{8}}, {"tokens", Array{"<s>"}}}},
+                       {"</s>", Object{{"id", "</s>"}, {"ids", Array{9}}, {"tokens", Array{"</s>"}}}}}}});
   Tokenizer t = load(v);
   EXPECT_EQ(t.encode("ab", true), (std::vector<int32_t>{8, 4, 9}));
   EXPECT_EQ(t.encode("ab", false), (std::vector<int32_t>{4}));
@@ -179,14 +194,26 @@ TEST(TokenizerComponents, UnsupportedComponentsAreNamed) {
     v.set(key, std::move(comp));
     return v;
   };
-  expect_error([&] { load(with("normalizer", Object{{"type", "NFKC"}})); },
-               "tokenizer.json: normalizer type \"NFKC\" is not supported");
-  expect_error([&] { load(with("pre_tokenizer", Object{{"type", "ByteLevel"}})); },
-               "tokenizer.json: pre_tokenizer type \"ByteLevel\" is not supported");
-  expect_error([&] { load(with("decoder", Object{{"type", "WordPiece"}})); },
-               "tokenizer.json: decoder type \"WordPiece\" is not supported");
-  expect_error([&] { load(with("post_processor", Object{{"type", "RobertaProcessing"}})); },
-               "tokenizer.json: post_processor type \"RobertaProcessing\" is not supported");
+  expect_error(
+      [&] {
+        load(with("normalizer", Object{{"type", "NFKC"}}));
+      },
+      "tokenizer.json: normalizer type \"NFKC\" is not supported");
+  expect_error(
+      [&] {
+        load(with("pre_tokenizer", Object{{"type", "ByteLevel"}}));
+      },
+      "tokenizer.json: pre_tokenizer type \"ByteLevel\" is not supported");
+  expect_error(
+      [&] {
+        load(with("decoder", Object{{"type", "WordPiece"}}));
+      },
+      "tokenizer.json: decoder type \"WordPiece\" is not supported");
+  expect_error(
+      [&] {
+        load(with("post_processor", Object{{"type", "RobertaProcessing"}}));
+      },
+      "tokenizer.json: post_processor type \"RobertaProcessing\" is not supported");
   expect_error(
       [&] {
         load(with("normalizer",
@@ -227,11 +254,11 @@ Tokenizer byte_tokenizer() {
   model.set("byte_fallback", true);
   v.set("added_tokens", Array{added(0, "<unk>", true)});
   v.set("normalizer", Object{{"type", "Replace"}, {"pattern", Object{{"String", " "}}}, {"content", "\xE2\x96\x81"}});
-  v.set("decoder", Object{{"type", "Sequence"},
-                          {"decoders", Array{Object{{"type", "Replace"},
-                                                    {"pattern", Object{{"String", "\xE2\x96\x81"}}},
-                                                    {"content", " "}},
-                                             Object{{"type", "ByteFallback"}}, Object{{"type", "Fuse"}}}}});
+  v.set("decoder",
+        Object{{"type", "Sequence"},
+               {"decoders",
+                Array{Object{{"type", "Replace"}, {"pattern", Object{{"String", "\xE2\x96\x81"}}}, {"content", " "}},
+                      Object{{"type", "ByteFallback"}}, Object{{"type", "Fuse"}}}}});
   return load(v);
 }
 

@@ -63,6 +63,5 @@ TEST(TokenizerParity, EveryGoldenCase) {
   EXPECT_EQ(checked, 429u);
 }
 
-
 }  // namespace
 }  // namespace dgemma

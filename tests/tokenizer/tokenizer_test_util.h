@@ -12,7 +12,9 @@
 
 namespace dgemma::test {
 
-inline std::string tokenizer_data(const std::string& name) { return std::string(DGEMMA_TEST_DATA) + "/tokenizer/" + name; }
+inline std::string tokenizer_data(const std::string& name) {
+  return std::string(DGEMMA_TEST_DATA) + "/tokenizer/" + name;
+}
 
 inline std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -42,7 +42,7 @@ TEST(FlagParser, UnknownOptionIsAUsageErrorWithASuggestion) {
 TEST(ParseTokenIds, AcceptsWhatTokenizePrints) {
   const std::vector<int32_t> want = {2, 427, 5};
   EXPECT_EQ(parse_token_ids("2,427,5", "--prompt-ids"), want);
-  EXPECT_EQ(parse_token_ids("2 427 5\n", "--prompt-ids"), want);  // `dgemma tokenize`
+  EXPECT_EQ(parse_token_ids("2 427 5\n", "--prompt-ids"), want);    // `dgemma tokenize`
   EXPECT_EQ(parse_token_ids("[2, 427, 5]", "--prompt-ids"), want);  // JSON
   EXPECT_EQ(parse_token_ids(" 2,\n427 ,5 ", "--prompt-ids"), want);
   EXPECT_THROW(parse_token_ids("2,,5", "--prompt-ids"), UsageError);

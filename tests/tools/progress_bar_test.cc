@@ -31,11 +31,11 @@ TEST(ProgressLine, WeightsWithBar) {
 
 TEST(ProgressLine, BytesWithItemShortenedFromTheLeft) {
   const std::string item = "model.language_model.layers.29.experts.gate_up_proj";
-  const std::string wide = progress_line("quantize", uint64_t(3) << 30, uint64_t(12) << 30, 9,
-                                         ProgressUnit::kBytes, item, 200);
+  const std::string wide =
+      progress_line("quantize", uint64_t(3) << 30, uint64_t(12) << 30, 9, ProgressUnit::kBytes, item, 200);
   EXPECT_EQ(wide, "quantize [#######.......................]  25.0%  3.00/12.00 GiB  9s  " + item);
-  const std::string narrow = progress_line("quantize", uint64_t(3) << 30, uint64_t(12) << 30, 9,
-                                           ProgressUnit::kBytes, item, 90);
+  const std::string narrow =
+      progress_line("quantize", uint64_t(3) << 30, uint64_t(12) << 30, 9, ProgressUnit::kBytes, item, 90);
   EXPECT_EQ(narrow.size(), 89u);  // the last column stays free
   EXPECT_EQ(narrow.substr(narrow.size() - 21), "  ..." + item.substr(item.size() - 16));
   EXPECT_EQ(progress_line("quantize", 1 << 20, 4 << 20, 0, ProgressUnit::kBytes, "", 80),
@@ -45,8 +45,8 @@ TEST(ProgressLine, BytesWithItemShortenedFromTheLeft) {
 TEST(ProgressLine, NarrowTerminalsShrinkThenDropTheBar) {
   const std::string l = progress_line("loading", 1, 2, 0, ProgressUnit::kWeights, "name", 50);
   EXPECT_LE(l.size(), 49u);
-  EXPECT_NE(l.find("[##"), std::string::npos);     // a narrower bar
-  EXPECT_EQ(l.find("name"), std::string::npos);    // no room for the item
+  EXPECT_NE(l.find("[##"), std::string::npos);   // a narrower bar
+  EXPECT_EQ(l.find("name"), std::string::npos);  // no room for the item
   const std::string n = progress_line("loading", 1, 2, 0, ProgressUnit::kWeights, "", 40);
   EXPECT_EQ(n, "loading  50.0%  1/2 weights  0s");  // no bar below 10 cells
   EXPECT_LE(progress_line("loading", 1, 2, 0, ProgressUnit::kWeights, "", 10).size(), 9u);
@@ -119,7 +119,7 @@ TEST(ProgressBar, KeepRedrawsTheFinalStateAndEndsTheLine) {
   bar.update(1 << 20, 2 << 20, "a.weight");
   bar.update(2 << 20, 2 << 20, "b.weight");  // rate-limited, drawn by finish()
   bar.finish();
-  bar.finish();  // idempotent
+  bar.finish();                              // idempotent
   bar.update(2 << 20, 2 << 20, "c.weight");  // a finished bar stays quiet
   const std::string s = contents(t.f);
   EXPECT_EQ(s, std::string("\r") +

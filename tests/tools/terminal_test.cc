@@ -63,7 +63,7 @@ TEST(DisplayWidth, SkipsEscapesAndCountsClusters) {
   EXPECT_EQ(display_width("abc"), 3);
   EXPECT_EQ(display_width("\x1b[1;32mab\x1b[0m"), 2);
   EXPECT_EQ(display_width("中文"), 4);
-  EXPECT_EQ(display_width("e\xCC\x81"), 1);                        // e + combining acute
+  EXPECT_EQ(display_width("e\xCC\x81"), 1);                         // e + combining acute
   EXPECT_EQ(display_width("\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD"), 4);  // 👍🏽: the skin tone modifier is wide too
   EXPECT_EQ(display_width("\xE0\xA4\x95\xE0\xA5\x8D"), 1);          // क्
 }
@@ -147,9 +147,19 @@ TEST(LiveRegion, EraseReturnsToTheSavedEndOfThePermanentText) {
   // and one per line), climbs back and saves the position (DECSC), then
   // draws with auto-wrap off from the next row; the erase restores the
   // position (DECRC) and clears below. No column arithmetic is sent.
-  const std::string first = "\x1b" "D\x1b" "D\x1b" "D\x1b[3A\x1b" "7\x1b[?7l\nrow1\nrow2\n[status]\x1b[?7h";
-  const std::string second = "\x1b" "D\x1b[1A\x1b" "7\x1b[?7l\nx\x1b[?7h";
-  const std::string erase = "\x1b" "8\x1b[J";
+  const std::string first =
+      "\x1b"
+      "D\x1b"
+      "D\x1b"
+      "D\x1b[3A\x1b"
+      "7\x1b[?7l\nrow1\nrow2\n[status]\x1b[?7h";
+  const std::string second =
+      "\x1b"
+      "D\x1b[1A\x1b"
+      "7\x1b[?7l\nx\x1b[?7h";
+  const std::string erase =
+      "\x1b"
+      "8\x1b[J";
   EXPECT_EQ(s, "committed 中文" + first + erase + second + erase + " more");
 }
 
@@ -158,7 +168,10 @@ TEST(LiveRegion, TextEndingAtTheLastColumnStartsANewRow) {
     r.print("abcd");
     r.draw("f");
   });
-  EXPECT_EQ(s, "abcd\r\n\x1b" "D\x1b[1A\x1b" "7\x1b[?7l\nf\x1b[?7h");
+  EXPECT_EQ(s,
+            "abcd\r\n\x1b"
+            "D\x1b[1A\x1b"
+            "7\x1b[?7l\nf\x1b[?7h");
 }
 
 // The engine's widths, except that the terminal puts a letter that follows a
@@ -223,7 +236,9 @@ TEST(LiveRegion, AFrameTallerThanTheScreenKeepsItsFirstRowsAndItsStatus) {
       5));
   // 4 rows below the text's row: r1, r2, r3 and the status.
   EXPECT_EQ(screen.text(), "text\nr1\nr2\nr3\n[status]");
-  screen.feed("\x1b" "8\x1b[J");
+  screen.feed(
+      "\x1b"
+      "8\x1b[J");
   EXPECT_EQ(screen.text(), "text");
 }
 

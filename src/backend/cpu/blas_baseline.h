@@ -29,8 +29,7 @@ class BlasBaseline {
   BlasBaseline() = default;
   void* handle_ = nullptr;
   std::string library_;
-  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
-                         int);
+  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
   Sgemm sgemm_ = nullptr;
   void (*set_threads_)(int) = nullptr;
   char* (*get_config_)() = nullptr;

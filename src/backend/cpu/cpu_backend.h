@@ -21,9 +21,9 @@ struct CpuContext;
 }
 
 struct CpuBackendOptions {
-  int threads = 0;             // 0: one per hardware thread
-  std::optional<CpuIsa> isa;   // cap on the dispatch level; default default_isa()
-                               // (DGEMMA_CPU_ISA); clamped to what the CPU runs
+  int threads = 0;            // 0: one per hardware thread
+  std::optional<CpuIsa> isa;  // cap on the dispatch level; default default_isa()
+                              // (DGEMMA_CPU_ISA); clamped to what the CPU runs
   // Linear and expert GEMMs over bf16 weights use vdpbf16ps (AVX512_BF16):
   // about twice the fp32 FMA rate, but the activations are rounded to bf16
   // (round to nearest even) before each such product, as a bf16 model run

@@ -10,9 +10,7 @@
 namespace dgemma::cpu {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // GFLOP/s of `loop` on all threads of `pool` at once.
 double run_peak(double (*loop)(int64_t, float), ThreadPool& pool, double seconds) {
@@ -78,14 +76,16 @@ double time_op(Backend& backend, const OpCall& call, int repeats) {
 
 double op_flops(const OpCall& c) {
   switch (c.kind) {
-    case OpKind::kLinear: return 2.0 * double(c.in[0]->dim(0)) * double(c.w[0]->shape[0]) * double(c.in[0]->dim(1));
+    case OpKind::kLinear:
+      return 2.0 * double(c.in[0]->dim(0)) * double(c.w[0]->shape[0]) * double(c.in[0]->dim(1));
     case OpKind::kRouterTopk:
       return 2.0 * double(c.in[0]->dim(0)) * double(c.w[1]->shape[0]) * double(c.in[0]->dim(1));
     case OpKind::kMoeExperts: {
       const double slots = double(c.in[1]->numel()), H = double(c.in[0]->dim(1)), I2 = double(c.w[0]->shape[1]);
       return 2.0 * slots * (I2 * H + H * I2 / 2);
     }
-    case OpKind::kSoftEmbedding: return 2.0 * double(c.in[0]->numel()) * double(c.w[0]->shape[1]);
+    case OpKind::kSoftEmbedding:
+      return 2.0 * double(c.in[0]->numel()) * double(c.w[0]->shape[1]);
     case OpKind::kAttention: {
       const Tensor &q = *c.in[0], &qpos = *c.in[3];
       const OpAttrs& a = c.attrs;
@@ -96,7 +96,8 @@ double op_flops(const OpCall& c) {
           for (int64_t s = part.first; s < part.first + part.rows; ++s) {
             const int32_t kp = part.pos->i[size_t(s)];
             bool v = true;
-            if (a.mask == AttentionMask::kCausalWindow) v = kp <= qp && (a.window == 0 || int64_t(qp) - kp < a.window);
+            if (a.mask == AttentionMask::kCausalWindow)
+              v = kp <= qp && (a.window == 0 || int64_t(qp) - kp < a.window);
             else if (a.mask == AttentionMask::kCommittedWindow)
               v = kp >= a.first_canvas_pos || int64_t(kp) > int64_t(qp) - a.window;
             visible += v;
@@ -104,7 +105,8 @@ double op_flops(const OpCall& c) {
       }
       return 4.0 * visible * double(q.dim(1)) * double(q.dim(2));
     }
-    default: return 0.0;
+    default:
+      return 0.0;
   }
 }
 

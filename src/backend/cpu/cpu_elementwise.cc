@@ -190,8 +190,10 @@ void concat_rows(const OpCall& c, ThreadPool&) {
   int64_t dst = 0;
   for (const ConcatRowsPart& p : concat_rows_parts(c)) {  // only parts with elements: storage exists
     const Tensor& src = *c.in[p.input];
-    if (f32) std::memcpy(out.f.data() + dst, src.f.data() + p.from, size_t(p.count) * 4);
-    else std::memcpy(out.i.data() + dst, src.i.data() + p.from, size_t(p.count) * 4);
+    if (f32)
+      std::memcpy(out.f.data() + dst, src.f.data() + p.from, size_t(p.count) * 4);
+    else
+      std::memcpy(out.i.data() + dst, src.i.data() + p.from, size_t(p.count) * 4);
     dst += p.count;
   }
 }

@@ -20,7 +20,8 @@ void attention(const OpCall& c, CpuContext& ctx) {
   const int64_t G = Hq / Hk;
   if (M == 0) return;
   if (S == 0) {
-    std::fill(out.f.begin(), out.f.begin() + out.numel(), 0.0f);  // not past numel: the checker pads outputs with canaries
+    std::fill(out.f.begin(), out.f.begin() + out.numel(),
+              0.0f);  // not past numel: the checker pads outputs with canaries
     return;
   }
   // Key s's K and V rows (cache rows first, then the new ones) and positions.

@@ -39,9 +39,8 @@ void softcap(const OpCall& c, CpuContext& ctx) {
   Tensor& out = *c.out[0];
   const IsaKernels& isa = *ctx.isa;
   const float cap = c.attrs.cap;
-  ctx.pool->parallel_for(x.numel(), 65536, [&](int64_t b, int64_t e) {
-    isa.softcap(x.f.data() + b, out.f.data() + b, e - b, cap);
-  });
+  ctx.pool->parallel_for(x.numel(), 65536,
+                         [&](int64_t b, int64_t e) { isa.softcap(x.f.data() + b, out.f.data() + b, e - b, cap); });
 }
 
 }  // namespace dgemma::cpu::fast

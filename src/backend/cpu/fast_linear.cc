@@ -48,14 +48,18 @@ static const void* pack_a(CpuContext& ctx, const float* x, int64_t ldx, const in
   const int64_t mr = isa.mr, MB = (m + mr - 1) / mr;
   const bool pairs = type == PanelType::kBF16Pairs;
   const int64_t kk = pairs ? (k + 1) / 2 : k;
-  if (pairs) ctx.a_pairs.resize(size_t(MB * mr * kk));
-  else ctx.a_pack.resize(size_t(MB * mr * kk));
+  if (pairs)
+    ctx.a_pairs.resize(size_t(MB * mr * kk));
+  else
+    ctx.a_pack.resize(size_t(MB * mr * kk));
   ctx.pool->parallel_for(MB, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k * mr)), [&](int64_t b, int64_t e) {
     const int64_t r0 = b * mr, cnt = std::min(m, e * mr) - r0;
     const float* xs = rows ? x : x + r0 * ldx;
     const int32_t* rs = rows ? rows + r0 : nullptr;
-    if (pairs) isa.pack_a_pairs(xs, ldx, rs, cnt, k, ctx.a_pairs.data() + r0 * kk);
-    else isa.pack_a(xs, ldx, rs, cnt, k, ctx.a_pack.data() + r0 * kk);
+    if (pairs)
+      isa.pack_a_pairs(xs, ldx, rs, cnt, k, ctx.a_pairs.data() + r0 * kk);
+    else
+      isa.pack_a(xs, ldx, rs, cnt, k, ctx.a_pack.data() + r0 * kk);
   });
   return pairs ? static_cast<const void*>(ctx.a_pairs.data()) : static_cast<const void*>(ctx.a_pack.data());
 }
@@ -132,9 +136,8 @@ void router_topk(const OpCall& c, CpuContext& ctx) {
       for (int64_t ex = 0; ex < E; ++ex) sum += (p[ex] = std::exp(p[ex] - mx));
       for (int64_t ex = 0; ex < E; ++ex) p[ex] /= sum;
       std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t bb) {
-        return p[a] > p[bb] || (p[a] == p[bb] && a < bb);
-      });
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [&](int32_t a, int32_t bb) { return p[a] > p[bb] || (p[a] == p[bb] && a < bb); });
       float top = 0;
       for (int k = 0; k < K; ++k) top += p[order[size_t(k)]];
       for (int k = 0; k < K; ++k) {

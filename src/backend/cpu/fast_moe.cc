@@ -51,8 +51,7 @@ std::vector<ExpertTask> make_tasks(const std::vector<int64_t>& count, int64_t pa
 }  // namespace
 
 void moe_experts(const OpCall& c, CpuContext& ctx) {
-  if (c.w[0]->quant || c.w[1]->quant)
-    return quant_moe_experts(c, *ctx.pool, ctx.quant_dot(), ctx.isa->gelu_glu);
+  if (c.w[0]->quant || c.w[1]->quant) return quant_moe_experts(c, *ctx.pool, ctx.quant_dot(), ctx.isa->gelu_glu);
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];
@@ -102,11 +101,13 @@ void moe_experts(const OpCall& c, CpuContext& ctx) {
   auto pack_rows = [&](const float* src, int64_t ld, const int32_t* rows_idx, int64_t e, int64_t k, bool pairs,
                        int64_t kstride) {
     const int64_t cnt = count[size_t(e)];
-    if (pairs) isa.pack_a_pairs(src, ld, rows_idx, cnt, k, a_p.data() + ablock[size_t(e)] * kstride);
-    else isa.pack_a(src, ld, rows_idx, cnt, k, a_f.data() + ablock[size_t(e)] * kstride);
+    if (pairs)
+      isa.pack_a_pairs(src, ld, rows_idx, cnt, k, a_p.data() + ablock[size_t(e)] * kstride);
+    else
+      isa.pack_a(src, ld, rows_idx, cnt, k, a_f.data() + ablock[size_t(e)] * kstride);
   };
-  auto gemm_task = [&](const ExpertTask& t, const PackedWeight& pw, bool pairs, int64_t k, int64_t kstride,
-                       float* cbuf, int64_t n) {
+  auto gemm_task = [&](const ExpertTask& t, const PackedWeight& pw, bool pairs, int64_t k, int64_t kstride, float* cbuf,
+                       int64_t n) {
     const int64_t e = t.expert;
     GemmArgs g;
     g.m = count[size_t(e)];
@@ -126,8 +127,10 @@ void moe_experts(const OpCall& c, CpuContext& ctx) {
   };
 
   // 1. Gather + pack x rows per expert.
-  if (gu_pairs) a_p.resize(size_t(padded * hk));
-  else a_f.resize(size_t(padded * hk));
+  if (gu_pairs)
+    a_p.resize(size_t(padded * hk));
+  else
+    a_f.resize(size_t(padded * hk));
   run_dynamic(pool, E, [&](int64_t e) {
     if (count[size_t(e)]) pack_rows(x.f.data(), H, token.data() + start[size_t(e)], e, H, gu_pairs, hk);
   });
@@ -143,8 +146,10 @@ void moe_experts(const OpCall& c, CpuContext& ctx) {
       isa.gelu_glu(g, g + I, act.data() + r * I, I);
     }
   });
-  if (dn_pairs) a_p.resize(size_t(padded * ik));
-  else a_f.resize(size_t(padded * ik));
+  if (dn_pairs)
+    a_p.resize(size_t(padded * ik));
+  else
+    a_f.resize(size_t(padded * ik));
   run_dynamic(pool, E, [&](int64_t e) {
     if (count[size_t(e)]) pack_rows(act.data() + start[size_t(e)] * I, I, nullptr, e, I, dn_pairs, ik);
   });
@@ -163,9 +168,8 @@ void moe_experts(const OpCall& c, CpuContext& ctx) {
         ord = big.data();
       }
       for (int64_t k = 0; k < K; ++k) ord[k] = k;
-      std::sort(ord, ord + K, [&](int64_t a, int64_t bb) {
-        return idx.i[size_t(m * K + a)] < idx.i[size_t(m * K + bb)];
-      });
+      std::sort(ord, ord + K,
+                [&](int64_t a, int64_t bb) { return idx.i[size_t(m * K + a)] < idx.i[size_t(m * K + bb)]; });
       float* o = out.f.data() + m * H;
       std::fill(o, o + H, 0.0f);
       for (int64_t j = 0; j < K; ++j) {

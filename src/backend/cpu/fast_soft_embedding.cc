@@ -143,7 +143,7 @@ void soft_embedding(const OpCall& c, CpuContext& ctx) {
   // fp32 A), or bf16 probabilities times a bf16 table with the bf16 dot.
   const bool to_bf16 = c.attrs.round_to_bf16;
   const bool bf16_table = table.dtype == DType::kBF16;
-  const PanelType type = !bf16_table                       ? PanelType::kF32
+  const PanelType type = !bf16_table                   ? PanelType::kF32
                          : to_bf16 && isa.pack_a_pairs ? PanelType::kBF16Pairs
                                                        : PanelType::kBF16;
   std::vector<float>& mx = ctx.buf0;
@@ -167,8 +167,8 @@ void soft_embedding(const OpCall& c, CpuContext& ctx) {
     const double norm = max_row_norm(ctx, table, V, H);
     ctx.pool->parallel_for(M, 1, [&](int64_t b, int64_t e) {
       for (int64_t m = b; m < e; ++m)
-        kept[size_t(m)] = sparse_row(isa, table, logits.f.data() + m * V, V, H, to_bf16, mx[size_t(m)],
-                                     sum[size_t(m)], norm, s, out.f.data() + m * H);
+        kept[size_t(m)] = sparse_row(isa, table, logits.f.data() + m * V, V, H, to_bf16, mx[size_t(m)], sum[size_t(m)],
+                                     norm, s, out.f.data() + m * H);
     });
     record(ctx.soft_embedding_stats, kept);
   }

@@ -55,15 +55,17 @@ static inline void load_b(const Bf16Split* p, S::V* v) {
 // C group (rows × cols, cols ≤ NV·kLanes) = [C +] A(rows × kc, packed stride
 // kMr) · B(kc × NV vectors, row stride kNr). B is read kNg vectors at a time.
 template <int R, int NV, class BT>
-static inline void micro_group(int64_t kc, const float* a, const BT* b, float* c, int64_t ldc, int cols,
-                               bool load_c) {
+static inline void micro_group(int64_t kc, const float* a, const BT* b, float* c, int64_t ldc, int cols, bool load_c) {
   S::V acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < NV; ++j) {
       const int c0 = j * S::kLanes;
-      if (!load_c || c0 >= cols) acc[r][j] = S::zero();
-      else if (c0 + S::kLanes <= cols) acc[r][j] = S::load(c + r * ldc + c0);
-      else acc[r][j] = S::load_partial(c + r * ldc + c0, cols - c0);
+      if (!load_c || c0 >= cols)
+        acc[r][j] = S::zero();
+      else if (c0 + S::kLanes <= cols)
+        acc[r][j] = S::load(c + r * ldc + c0);
+      else
+        acc[r][j] = S::load_partial(c + r * ldc + c0, cols - c0);
     }
   for (int64_t k = 0; k < kc; ++k) {
     const float* ak = a + k * kMr;
@@ -88,8 +90,10 @@ static inline void micro_group(int64_t kc, const float* a, const BT* b, float* c
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < NV; ++j) {
       const int c0 = j * S::kLanes;
-      if (c0 + S::kLanes <= cols) S::store(c + r * ldc + c0, acc[r][j]);
-      else if (c0 < cols) S::store_partial(c + r * ldc + c0, acc[r][j], cols - c0);
+      if (c0 + S::kLanes <= cols)
+        S::store(c + r * ldc + c0, acc[r][j]);
+      else if (c0 < cols)
+        S::store_partial(c + r * ldc + c0, acc[r][j], cols - c0);
     }
 }
 
@@ -114,17 +118,26 @@ template <class BT>
 static void micro_rows(int rows, int64_t kc, const float* a, const BT* b, float* c, int64_t ldc, int cols,
                        bool load_c) {
   switch (rows) {
-    case 1: return micro<1>(kc, a, b, c, ldc, cols, load_c);
-    case 2: return micro<2>(kc, a, b, c, ldc, cols, load_c);
-    case 3: return micro<3>(kc, a, b, c, ldc, cols, load_c);
-    case 4: return micro<4>(kc, a, b, c, ldc, cols, load_c);
-    case 5: return micro<5>(kc, a, b, c, ldc, cols, load_c);
-    case 6: return micro<6>(kc, a, b, c, ldc, cols, load_c);
+    case 1:
+      return micro<1>(kc, a, b, c, ldc, cols, load_c);
+    case 2:
+      return micro<2>(kc, a, b, c, ldc, cols, load_c);
+    case 3:
+      return micro<3>(kc, a, b, c, ldc, cols, load_c);
+    case 4:
+      return micro<4>(kc, a, b, c, ldc, cols, load_c);
+    case 5:
+      return micro<5>(kc, a, b, c, ldc, cols, load_c);
+    case 6:
+      return micro<6>(kc, a, b, c, ldc, cols, load_c);
 #if defined(DGEMMA_SIMD_AVX512)
-    case 7: return micro<7>(kc, a, b, c, ldc, cols, load_c);
-    case 8: return micro<8>(kc, a, b, c, ldc, cols, load_c);
+    case 7:
+      return micro<7>(kc, a, b, c, ldc, cols, load_c);
+    case 8:
+      return micro<8>(kc, a, b, c, ldc, cols, load_c);
 #endif
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -230,5 +243,6 @@ static void gemm_impl(const GemmArgs& g, const GemmRange& r, float* scratch) {
   else if (g.b.type == PanelType::kBF16Split || (g.b.type == PanelType::kBF16 && g.b.rows))
     gemm_range_t<Bf16Split, uint16_t>(g, r, scratch);
 #endif
-  else if (g.b.type == PanelType::kBF16) gemm_range_t<uint16_t>(g, r, scratch);
+  else if (g.b.type == PanelType::kBF16)
+    gemm_range_t<uint16_t>(g, r, scratch);
 }

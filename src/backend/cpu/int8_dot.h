@@ -42,16 +42,16 @@ namespace dgemma::cpu {
 
 // The integer levels of each format and the activation block live in the
 // quantization layer (quantize/integer_levels.h), shared with the CUDA backend.
-using ::dgemma::kI8Block;
 using ::dgemma::I8Values;
-using ::dgemma::Int8WeightValues;
 using ::dgemma::int8_dot_supported;
 using ::dgemma::int8_weight_values;
+using ::dgemma::Int8WeightValues;
+using ::dgemma::kI8Block;
 
 // out[m·ld_out + j] = Σ_k x[m·K + k] · W[row0 + j, k] for m < M, j < n, on
 // the integer path (module comment). Requires int8_dot_supported(*w.quant).
-void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out,
-                   int64_t ld_out, ThreadPool& pool);
+void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
+                   ThreadPool& pool);
 
 // Several GEMMs over one weight on one activation matrix x [M, K]: group g
 // multiplies rows [m0, m1) of x with weight rows [row0, row0 + n) into rows

@@ -57,8 +57,8 @@ void begin(int sub, I8Values values) {
   TileConfig c;
   const bool wide = values == I8Values::kS16;
   for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;  // C
-  c.colsb[4] = c.colsb[7] = uint16_t(sub);                          // A
-  for (int t : {5, 6}) c.rows[t] = uint8_t(sub / 4);                // B
+  c.colsb[4] = c.colsb[7] = uint16_t(sub);                      // A
+  for (int t : {5, 6}) c.rows[t] = uint8_t(sub / 4);            // B
   if (wide)
     for (int t : {2, 3}) c.rows[t] = uint8_t(sub / 4);
   memory_barrier();
@@ -135,14 +135,16 @@ void interleave(const int16_t* rows, int64_t ld, int64_t kc, I8Values values, in
 // after the next block's product has been issued (a store right after its
 // product waits for it). Macros: the compilers' tile intrinsics take literal
 // tile numbers.
-#define DGEMMA_AMX_PRODUCTS(NAME, C, A, B)                                                           \
-  inline void NAME##_issue(const int8_t* a_rows, const uint8_t* lo, bool is_unsigned) {              \
-    _tile_loadd(A, a_rows, 64);                                                                      \
-    _tile_loadd(B, lo, 64);                                                                          \
-    _tile_zero(C);                                                                                   \
-    if (is_unsigned) _tile_dpbsud(C, A, B);                                                          \
-    else _tile_dpbssd(C, A, B);                                                                      \
-  }                                                                                                  \
+#define DGEMMA_AMX_PRODUCTS(NAME, C, A, B)                                              \
+  inline void NAME##_issue(const int8_t* a_rows, const uint8_t* lo, bool is_unsigned) { \
+    _tile_loadd(A, a_rows, 64);                                                         \
+    _tile_loadd(B, lo, 64);                                                             \
+    _tile_zero(C);                                                                      \
+    if (is_unsigned)                                                                    \
+      _tile_dpbsud(C, A, B);                                                            \
+    else                                                                                \
+      _tile_dpbssd(C, A, B);                                                            \
+  }                                                                                     \
   inline void NAME##_store(int32_t* c) { _tile_stored(C, c, 64); }
 DGEMMA_AMX_PRODUCTS(even, 0, 4, 6)
 DGEMMA_AMX_PRODUCTS(odd, 2, 7, 5)
@@ -151,17 +153,17 @@ DGEMMA_AMX_PRODUCTS(odd, 2, 7, 5)
 // products into C tiles 0 (high plane) and 1 (low plane), which the caller
 // stores (wide_store) between the two, once the previous block's products
 // are done.
-#define DGEMMA_AMX_WIDE(NAME, A, BH, BL)                                                             \
-  inline void NAME##_load(const int8_t* a_rows, const uint8_t* lo, const uint8_t* hi) {              \
-    _tile_loadd(A, a_rows, 64);                                                                      \
-    _tile_loadd(BH, hi, 64);                                                                         \
-    _tile_loadd(BL, lo, 64);                                                                         \
-  }                                                                                                  \
-  inline void NAME##_products() {                                                                    \
-    _tile_zero(0);                                                                                   \
-    _tile_zero(1);                                                                                   \
-    _tile_dpbssd(0, A, BH);                                                                          \
-    _tile_dpbsud(1, A, BL);                                                                          \
+#define DGEMMA_AMX_WIDE(NAME, A, BH, BL)                                                \
+  inline void NAME##_load(const int8_t* a_rows, const uint8_t* lo, const uint8_t* hi) { \
+    _tile_loadd(A, a_rows, 64);                                                         \
+    _tile_loadd(BH, hi, 64);                                                            \
+    _tile_loadd(BL, lo, 64);                                                            \
+  }                                                                                     \
+  inline void NAME##_products() {                                                       \
+    _tile_zero(0);                                                                      \
+    _tile_zero(1);                                                                      \
+    _tile_dpbssd(0, A, BH);                                                             \
+    _tile_dpbsud(1, A, BL);                                                             \
   }
 DGEMMA_AMX_WIDE(wide_even, 4, 5, 6)
 DGEMMA_AMX_WIDE(wide_odd, 7, 2, 3)
@@ -200,22 +202,30 @@ void tile(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t 
       const uint8_t *lt = lo + tt * plane_step, *ht = hi + tt * plane_step;
       if (wide) {
         if (t < nsub) {
-          if (t & 1) wide_odd_load(at, lt, ht);
-          else wide_even_load(at, lt, ht);
+          if (t & 1)
+            wide_odd_load(at, lt, ht);
+          else
+            wide_even_load(at, lt, ht);
         }
         if (t >= 1 && t - 1 < nsub) wide_store(c[(t - 1) & 1]);
         if (t < nsub) {
-          if (t & 1) wide_odd_products();
-          else wide_even_products();
+          if (t & 1)
+            wide_odd_products();
+          else
+            wide_even_products();
         }
       } else {
         if (t < nsub) {
-          if (t & 1) odd_issue(at, lt, is_unsigned);
-          else even_issue(at, lt, is_unsigned);
+          if (t & 1)
+            odd_issue(at, lt, is_unsigned);
+          else
+            even_issue(at, lt, is_unsigned);
         }
         if (t >= 1 && t - 1 < nsub) {
-          if ((t - 1) & 1) odd_store(c[1]);
-          else even_store(c[0]);
+          if ((t - 1) & 1)
+            odd_store(c[1]);
+          else
+            even_store(c[0]);
         }
       }
       if (t < 2) continue;

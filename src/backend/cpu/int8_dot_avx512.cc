@@ -43,7 +43,8 @@ void nibble_pairs(const uint8_t* const* rows, int nr, int64_t kc, bool high_firs
     const int64_t n = pairs - c0 < 64 ? pairs - c0 : 64;
     const __mmask16 dwords = n == 64 ? __mmask16(0xFFFF) : __mmask16((1u << (n / 4)) - 1u);
     __m512i r[16];
-    for (int j = 0; j < 16; ++j) r[j] = j < nr ? _mm512_maskz_loadu_epi32(dwords, rows[j] + c0) : _mm512_setzero_si512();
+    for (int j = 0; j < 16; ++j)
+      r[j] = j < nr ? _mm512_maskz_loadu_epi32(dwords, rows[j] + c0) : _mm512_setzero_si512();
     transpose16(r);
     for (int64_t q = 0; q < n / 4; ++q) {
       const __m512i b = _mm512_shuffle_epi8(r[q], pair_first);
@@ -53,8 +54,8 @@ void nibble_pairs(const uint8_t* const* rows, int nr, int64_t kc, bool high_firs
       const __m512i sl = _mm512_shuffle_epi8(tlo, s), sh = _mm512_shuffle_epi8(thi, s);
       const __m512i f0 = _mm512_unpacklo_epi8(fl, fh), f1 = _mm512_unpackhi_epi8(fl, fh);  // words, positions 0-7, 8-15
       const __m512i s0 = _mm512_unpacklo_epi8(sl, sh), s1 = _mm512_unpackhi_epi8(sl, sh);
-      const __m512i y[4] = {_mm512_unpacklo_epi16(f0, s0), _mm512_unpackhi_epi16(f0, s0),
-                            _mm512_unpacklo_epi16(f1, s1), _mm512_unpackhi_epi16(f1, s1)};
+      const __m512i y[4] = {_mm512_unpacklo_epi16(f0, s0), _mm512_unpackhi_epi16(f0, s0), _mm512_unpacklo_epi16(f1, s1),
+                            _mm512_unpackhi_epi16(f1, s1)};
       for (int i = 0; i < 4; ++i) _mm512_storeu_si512(out + (c0 + 4 * q + i) * 16, _mm512_maskz_mov_epi32(live, y[i]));
     }
   }

@@ -27,11 +27,11 @@ constexpr int64_t kChunk = 512;
 // sub-block costs more than the rest of the decode.
 struct Decoder {
   const QuantizedWeight& w;
-  int sub = kI8Block;    // columns per weight scale: 32, or 16 for NVFP4
-  bool bias = false;     // MLX affine
+  int sub = kI8Block;               // columns per weight scale: 32, or 16 for NVFP4
+  bool bias = false;                // MLX affine
   I8Values values = I8Values::kS8;  // the range of the decoded values
-  NibbleTable table{};   // 4-bit code → integer value
-  float nf4_factor = 0;  // NF4: cmax / 32767
+  NibbleTable table{};              // 4-bit code → integer value
+  float nf4_factor = 0;             // NF4: cmax / 32767
 
   explicit Decoder(const QuantizedWeight& qw) : w(qw) {
     const Int8WeightValues wv = int8_weight_values(qw);
@@ -73,8 +73,10 @@ struct Decoder {
   // the level).
   void decode(const Int8DotIsa& isa, int64_t r, int64_t k0, int64_t kc, int16_t* v) const {
     const uint8_t* c = codes(r, k0, kc).first;
-    if (four_bit()) isa.nibbles(c, kc, high_first(), table, v);
-    else isa.bytes(c, kc, w.scheme == QuantScheme::kInt8, v);
+    if (four_bit())
+      isa.nibbles(c, kc, high_first(), table, v);
+    else
+      isa.bytes(c, kc, w.scheme == QuantScheme::kInt8, v);
   }
 
   // Row r, columns [k0, k0 + kc): the scale of sub-block s into ws[s·16],
@@ -142,7 +144,8 @@ struct Decoder {
         }
         return;
       }
-      case QuantScheme::kFP8: return;  // never here: int8_dot_supported
+      case QuantScheme::kFP8:
+        return;  // never here: int8_dot_supported
     }
   }
 };
@@ -205,7 +208,13 @@ struct QuantizedRows {
     thread_local Scratch<float> d, ds;
     thread_local Scratch<int8_t> q8;
     const int64_t nb = K / kI8Block, panels = (K + 63) / 64, panel_rows = M + kI8TileRows;
-    a = Int8Activations{M, K, K, nb, q.get(size_t(M * K)), d.get(size_t(M * nb)), ds.get(size_t(M * nb)),
+    a = Int8Activations{M,
+                        K,
+                        K,
+                        nb,
+                        q.get(size_t(M * K)),
+                        d.get(size_t(M * nb)),
+                        ds.get(size_t(M * nb)),
                         isa.int8_rows ? q8.get(size_t(panels * panel_rows * 64)) : nullptr};
     int8_t* q8p = const_cast<int8_t*>(a.q8);
     pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {

@@ -66,7 +66,8 @@ void tile_portable(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,
       const float d = a.d[m * a.nb + b];
       for (int j = 0; j < kI8TileRows; ++j) {
         int32_t isum = 0;
-        for (int64_t k = s * sub; k < (s + 1) * sub; ++k) isum += int32_t(q[k]) * v[((k / 2) * kI8TileRows + j) * 2 + k % 2];
+        for (int64_t k = s * sub; k < (s + 1) * sub; ++k)
+          isum += int32_t(q[k]) * v[((k / 2) * kI8TileRows + j) * 2 + k % 2];
         am[j] = std::fma(float(isum), ws[s * kI8TileRows + j] * d, am[j]);
       }
       if (wb && (s + 1) * sub % kI8Block == 0) {
@@ -141,8 +142,8 @@ DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, 
       const __m256i q23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[2], qi[3]), 0xD8);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), q01);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), q23);
-      const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(q01, _mm256_set1_epi16(1)),
-                                           _mm256_madd_epi16(q23, _mm256_set1_epi16(1)));
+      const __m256i s32 =
+          _mm256_add_epi32(_mm256_madd_epi16(q01, _mm256_set1_epi16(1)), _mm256_madd_epi16(q23, _mm256_set1_epi16(1)));
       __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
       s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
       s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
@@ -169,78 +170,80 @@ DGEMMA_I8_AVX2 void quantize_rows_avx2(const float* x, int64_t ldx, int64_t m0, 
 //                around each block's epilogue (16 registers): the same
 //                operations, so the same bits
 //   LOAD/SET1/... the vector operations of that width
-#define DGEMMA_I8_TILE_ROWS(NAME, TARGET, VEC, FVEC, N, MADD, REG, LOADI, SET1I, ZEROI, LOADF, STOREF, SET1F, MULF, \
-                            FMAF, CVTF)                                                                            \
-  template <int R, int SUB>                                                                                        \
-  __attribute__((target(TARGET))) inline void NAME(const Int8Activations& a, int64_t m, int64_t k0, int64_t kc,     \
+#define DGEMMA_I8_TILE_ROWS(NAME, TARGET, VEC, FVEC, N, MADD, REG, LOADI, SET1I, ZEROI, LOADF, STOREF, SET1F, MULF,  \
+                            FMAF, CVTF)                                                                              \
+  template <int R, int SUB>                                                                                          \
+  __attribute__((target(TARGET))) inline void NAME(const Int8Activations& a, int64_t m, int64_t k0, int64_t kc,      \
                                                    const int16_t* v, const float* ws, const float* wb, float* acc) { \
-    constexpr int sub = SUB, lanes = kI8TileRows / N;                                                              \
-    const int16_t* q[R];                                                                                           \
-    for (int r = 0; r < R; ++r) q[r] = a.q + (m + r) * a.kp + k0;                                                  \
-    FVEC fa[R][N];                                                                                                 \
-    if (REG)                                                                                                       \
-      for (int r = 0; r < R; ++r)                                                                                  \
-        for (int h = 0; h < N; ++h) fa[r][h] = LOADF(acc + r * kI8TileRows + lanes * h);                           \
-    for (int64_t s = 0; s < kc / sub; ++s) {                                                                       \
-      VEC c[R][N];                                                                                                 \
-      for (int r = 0; r < R; ++r)                                                                                  \
-        for (int h = 0; h < N; ++h) c[r][h] = ZEROI();                                                             \
-      const int16_t* vs = v + s * sub * kI8TileRows;                                                               \
-      _Pragma("GCC unroll 16") for (int p = 0; p < sub / 2; ++p) {                                                 \
-        VEC w[N];                                                                                                  \
-        for (int h = 0; h < N; ++h) w[h] = LOADI(vs + p * 2 * kI8TileRows + 2 * lanes * h);                        \
-        for (int r = 0; r < R; ++r) {                                                                              \
-          int32_t pair;                                                                                            \
-          std::memcpy(&pair, q[r] + s * sub + 2 * p, 4);                                                           \
-          const VEC xb = SET1I(pair);                                                                              \
-          for (int h = 0; h < N; ++h) c[r][h] = MADD(c[r][h], w[h], xb);                                           \
-        }                                                                                                          \
-      }                                                                                                            \
-      const int64_t b = (k0 + s * sub) / kI8Block;                                                                 \
-      const bool bias = wb && (s + 1) * sub % kI8Block == 0;                                                       \
-      const int64_t bl = (s * sub) / kI8Block;                                                                     \
-      for (int r = 0; r < R; ++r) {                                                                                \
-        const FVEC d = SET1F(a.d[(m + r) * a.nb + b]);                                                             \
-        float* am = acc + r * kI8TileRows;                                                                         \
-        for (int h = 0; h < N; ++h) {                                                                              \
-          const FVEC sv = MULF(LOADF(ws + s * kI8TileRows + lanes * h), d);                                        \
-          FVEC f = FMAF(CVTF(c[r][h]), sv, REG ? fa[r][h] : LOADF(am + lanes * h));                                \
-          if (bias) f = FMAF(LOADF(wb + bl * kI8TileRows + lanes * h), SET1F(a.ds[(m + r) * a.nb + b]), f);        \
-          if (REG) fa[r][h] = f;                                                                                   \
-          else STOREF(am + lanes * h, f);                                                                          \
-        }                                                                                                          \
-      }                                                                                                            \
-    }                                                                                                              \
-    if (REG)                                                                                                       \
-      for (int r = 0; r < R; ++r)                                                                                  \
-        for (int h = 0; h < N; ++h) STOREF(acc + r * kI8TileRows + lanes * h, fa[r][h]);                           \
+    constexpr int sub = SUB, lanes = kI8TileRows / N;                                                                \
+    const int16_t* q[R];                                                                                             \
+    for (int r = 0; r < R; ++r) q[r] = a.q + (m + r) * a.kp + k0;                                                    \
+    FVEC fa[R][N];                                                                                                   \
+    if (REG)                                                                                                         \
+      for (int r = 0; r < R; ++r)                                                                                    \
+        for (int h = 0; h < N; ++h) fa[r][h] = LOADF(acc + r * kI8TileRows + lanes * h);                             \
+    for (int64_t s = 0; s < kc / sub; ++s) {                                                                         \
+      VEC c[R][N];                                                                                                   \
+      for (int r = 0; r < R; ++r)                                                                                    \
+        for (int h = 0; h < N; ++h) c[r][h] = ZEROI();                                                               \
+      const int16_t* vs = v + s * sub * kI8TileRows;                                                                 \
+      _Pragma("GCC unroll 16") for (int p = 0; p < sub / 2; ++p) {                                                   \
+        VEC w[N];                                                                                                    \
+        for (int h = 0; h < N; ++h) w[h] = LOADI(vs + p * 2 * kI8TileRows + 2 * lanes * h);                          \
+        for (int r = 0; r < R; ++r) {                                                                                \
+          int32_t pair;                                                                                              \
+          std::memcpy(&pair, q[r] + s * sub + 2 * p, 4);                                                             \
+          const VEC xb = SET1I(pair);                                                                                \
+          for (int h = 0; h < N; ++h) c[r][h] = MADD(c[r][h], w[h], xb);                                             \
+        }                                                                                                            \
+      }                                                                                                              \
+      const int64_t b = (k0 + s * sub) / kI8Block;                                                                   \
+      const bool bias = wb && (s + 1) * sub % kI8Block == 0;                                                         \
+      const int64_t bl = (s * sub) / kI8Block;                                                                       \
+      for (int r = 0; r < R; ++r) {                                                                                  \
+        const FVEC d = SET1F(a.d[(m + r) * a.nb + b]);                                                               \
+        float* am = acc + r * kI8TileRows;                                                                           \
+        for (int h = 0; h < N; ++h) {                                                                                \
+          const FVEC sv = MULF(LOADF(ws + s * kI8TileRows + lanes * h), d);                                          \
+          FVEC f = FMAF(CVTF(c[r][h]), sv, REG ? fa[r][h] : LOADF(am + lanes * h));                                  \
+          if (bias) f = FMAF(LOADF(wb + bl * kI8TileRows + lanes * h), SET1F(a.ds[(m + r) * a.nb + b]), f);          \
+          if (REG)                                                                                                   \
+            fa[r][h] = f;                                                                                            \
+          else                                                                                                       \
+            STOREF(am + lanes * h, f);                                                                               \
+        }                                                                                                            \
+      }                                                                                                              \
+    }                                                                                                                \
+    if (REG)                                                                                                         \
+      for (int r = 0; r < R; ++r)                                                                                    \
+        for (int h = 0; h < N; ++h) STOREF(acc + r * kI8TileRows + lanes * h, fa[r][h]);                             \
   }
 
 // The row blocking of one level: RMAX rows at a time (as many as keep the
 // accumulators, weight vectors and broadcasts in registers), then the rest.
-#define DGEMMA_I8_TILE(NAME, ROWS, TARGET, RMAX)                                                                    \
-  template <int SUB, int R = RMAX - 1>                                                                              \
-  __attribute__((target(TARGET))) void NAME##_rest(const Int8Activations& a, int64_t m, int64_t rest, int64_t k0,   \
-                                                   int64_t kc, const int16_t* v, const float* ws, const float* wb, \
-                                                   float* am) {                                                    \
-    if constexpr (R > 0) {                                                                                          \
-      if (rest == R) return ROWS<R, SUB>(a, m, k0, kc, v, ws, wb, am);                                              \
-      NAME##_rest<SUB, R - 1>(a, m, rest, k0, kc, v, ws, wb, am);                                                   \
-    }                                                                                                               \
-  }                                                                                                                 \
-  template <int SUB>                                                                                                \
-  __attribute__((target(TARGET))) void NAME##_sub(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,     \
-                                                  int64_t kc, const int16_t* v, const float* ws, const float* wb,  \
-                                                  float* acc) {                                                    \
-    int64_t m = m0;                                                                                                 \
-    for (; m + RMAX <= m1; m += RMAX) ROWS<RMAX, SUB>(a, m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);      \
-    NAME##_rest<SUB>(a, m, m1 - m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);                                \
-  }                                                                                                                 \
-  __attribute__((target(TARGET))) void NAME(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,           \
-                                            int64_t kc, int sub, I8Values, const int16_t* v, const float* ws,      \
-                                            const float* wb, float* acc) {                                         \
-    if (sub == 16) return NAME##_sub<16>(a, m0, m1, k0, kc, v, ws, wb, acc);                                        \
-    NAME##_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);                                                              \
+#define DGEMMA_I8_TILE(NAME, ROWS, TARGET, RMAX)                                                                      \
+  template <int SUB, int R = RMAX - 1>                                                                                \
+  __attribute__((target(TARGET))) void NAME##_rest(const Int8Activations& a, int64_t m, int64_t rest, int64_t k0,     \
+                                                   int64_t kc, const int16_t* v, const float* ws, const float* wb,    \
+                                                   float* am) {                                                       \
+    if constexpr (R > 0) {                                                                                            \
+      if (rest == R) return ROWS<R, SUB>(a, m, k0, kc, v, ws, wb, am);                                                \
+      NAME##_rest<SUB, R - 1>(a, m, rest, k0, kc, v, ws, wb, am);                                                     \
+    }                                                                                                                 \
+  }                                                                                                                   \
+  template <int SUB>                                                                                                  \
+  __attribute__((target(TARGET))) void NAME##_sub(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0,       \
+                                                  int64_t kc, const int16_t* v, const float* ws, const float* wb,     \
+                                                  float* acc) {                                                       \
+    int64_t m = m0;                                                                                                   \
+    for (; m + RMAX <= m1; m += RMAX) ROWS<RMAX, SUB>(a, m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);         \
+    NAME##_rest<SUB>(a, m, m1 - m, k0, kc, v, ws, wb, acc + (m - m0) * kI8TileRows);                                  \
+  }                                                                                                                   \
+  __attribute__((target(TARGET))) void NAME(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, \
+                                            int sub, I8Values, const int16_t* v, const float* ws, const float* wb,    \
+                                            float* acc) {                                                             \
+    if (sub == 16) return NAME##_sub<16>(a, m0, m1, k0, kc, v, ws, wb, acc);                                          \
+    NAME##_sub<32>(a, m0, m1, k0, kc, v, ws, wb, acc);                                                                \
   }
 
 #define DGEMMA_LOAD256(p) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
@@ -329,7 +332,8 @@ DGEMMA_I8_AVX2 void nibbles_avx2(const uint8_t* codes, int64_t n, bool high_firs
 DGEMMA_I8_AVX2 void bytes_avx2(const uint8_t* codes, int64_t n, bool is_signed, int16_t* out) {
   for (int64_t i = 0; i < n; i += 16) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), is_signed ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        is_signed ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b));
   }
 }
 
@@ -339,8 +343,8 @@ DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc,
     for (int g = 0; g < 2; ++g) {
       __m256 r[8];
       for (int j = 0; j < 8; ++j)
-        r[j] = _mm256_castsi256_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + (8 * g + j) * ld + 2 * p0)));
+        r[j] =
+            _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + (8 * g + j) * ld + 2 * p0)));
       const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
       const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
       const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -363,20 +367,20 @@ DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc,
 
 #undef DGEMMA_I8_AVX2
 
-const Int8DotIsa kPortable = {"portable",       quantize_rows_portable, tile_portable, nibbles_portable,
-                              bytes_portable,   interleave_portable};
+const Int8DotIsa kPortable = {"portable",       quantize_rows_portable, tile_portable,
+                              nibbles_portable, bytes_portable,         interleave_portable};
 const Int8DotIsa kAvx2 = {"avx2", quantize_rows_avx2, tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2};
 // The VNNI and AVX-512 levels differ from AVX2 in the tile product (the
 // quantization of the activations is the AVX2 level's).
 const Int8DotIsa kAvxVnni = {"avx-vnni", quantize_rows_avx2, tile_avxvnni, nibbles_avx2, bytes_avx2, interleave_avx2};
 // The AVX-512 levels decode 4-bit codes straight into the pair layout
 // (int8_dot_avx512.cc).
-const Int8DotIsa kAvx512 = {"avx512",          quantize_rows_avx2, tile_avx512, nibbles_avx2,
-                            bytes_avx2,        interleave_avx2,    nullptr,     nullptr,
-                            false,             int8avx512::nibble_pairs};
-const Int8DotIsa kAvx512Vnni = {"avx512-vnni",     quantize_rows_avx2, tile_avx512vnni, nibbles_avx2,
-                                bytes_avx2,        interleave_avx2,    nullptr,         nullptr,
-                                false,             int8avx512::nibble_pairs};
+const Int8DotIsa kAvx512 = {"avx512",   quantize_rows_avx2,      tile_avx512, nibbles_avx2,
+                            bytes_avx2, interleave_avx2,         nullptr,     nullptr,
+                            false,      int8avx512::nibble_pairs};
+const Int8DotIsa kAvx512Vnni = {"avx512-vnni", quantize_rows_avx2,      tile_avx512vnni, nibbles_avx2,
+                                bytes_avx2,    interleave_avx2,         nullptr,         nullptr,
+                                false,         int8avx512::nibble_pairs};
 
 }  // namespace
 

@@ -81,8 +81,8 @@ struct GemmRange {
 struct AttnArgs {
   const float* q = nullptr;  // [M, Hq, d]
   const int32_t* qpos = nullptr;
-  const float* kt = nullptr;  // per KV head: [ceil(S/kNr)][d][kNr] (Kᵀ panels)
-  const float* vp = nullptr;  // per KV head: [ceil(d/kNr)][S][kNr] (V panels)
+  const float* kt = nullptr;                       // per KV head: [ceil(S/kNr)][d][kNr] (Kᵀ panels)
+  const float* vp = nullptr;                       // per KV head: [ceil(d/kNr)][S][kNr] (V panels)
   int64_t kt_head_stride = 0, vp_head_stride = 0;  // floats per KV head
   const int32_t* kpos = nullptr;
   float* out = nullptr;  // [M, Hq·d]
@@ -116,8 +116,7 @@ struct IsaKernels {
   void (*pack_a)(const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k, float* out) = nullptr;
   // Same into bf16 pairs (round to nearest even; only kAvx512Bf16 and up;
   // the AMX level lays each block of mr rows out row-major, kernels_amx.cc).
-  void (*pack_a_pairs)(const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k,
-                       uint32_t* out) = nullptr;
+  void (*pack_a_pairs)(const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k, uint32_t* out) = nullptr;
   // scratch: kKc·kNr floats, used when b.rows is set.
   void (*gemm)(const GemmArgs& args, const GemmRange& range, float* scratch) = nullptr;
   // Rows [kc, kc + kcl) (kc even) × panels [p0, p1) of a row-major bf16
@@ -150,9 +149,17 @@ struct IsaKernels {
 // nullptr for kScalar (and for levels this build or CPU cannot run).
 const IsaKernels* isa_kernels(CpuIsa isa);
 
-namespace avx2 { const IsaKernels* table(); }
-namespace avx512 { const IsaKernels* table(); }
-namespace avx512bf16 { const IsaKernels* table(); }
-namespace amx { const IsaKernels* table(); }
+namespace avx2 {
+const IsaKernels* table();
+}
+namespace avx512 {
+const IsaKernels* table();
+}
+namespace avx512bf16 {
+const IsaKernels* table();
+}
+namespace amx {
+const IsaKernels* table();
+}
 
 }  // namespace dgemma::cpu

@@ -16,10 +16,10 @@
   DGEMMA_ISA_PRAGMA(clang attribute push(__attribute__((target(features))), apply_to = function))
 #define DGEMMA_ISA_END() DGEMMA_ISA_PRAGMA(clang attribute pop)
 #else
-#define DGEMMA_ISA_BEGIN(features)                                 \
-  DGEMMA_ISA_PRAGMA(GCC push_options)                              \
-  DGEMMA_ISA_PRAGMA(GCC diagnostic push)                           \
-  DGEMMA_ISA_PRAGMA(GCC diagnostic ignored "-Wuninitialized")      \
+#define DGEMMA_ISA_BEGIN(features)                                  \
+  DGEMMA_ISA_PRAGMA(GCC push_options)                               \
+  DGEMMA_ISA_PRAGMA(GCC diagnostic push)                            \
+  DGEMMA_ISA_PRAGMA(GCC diagnostic ignored "-Wuninitialized")       \
   DGEMMA_ISA_PRAGMA(GCC diagnostic ignored "-Wmaybe-uninitialized") \
   DGEMMA_ISA_PRAGMA(GCC target(features))
 #define DGEMMA_ISA_END()                \

@@ -68,8 +68,8 @@ void pack_a_tiles(const float* x, int64_t ldx, const int32_t* rows, int64_t m, i
     const float* src = x + (rows ? int64_t(rows[r]) : r) * ldx;
     int64_t kk = 0;
     for (; kk + 32 <= k; kk += 32)
-      _mm512_storeu_si512(o + kk / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + kk + 16),
-                                                                   _mm512_loadu_ps(src + kk)));
+      _mm512_storeu_si512(o + kk / 2,
+                          (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + kk + 16), _mm512_loadu_ps(src + kk)));
     if (kk < k) {
       const int rem = int(k - kk);
       const __m512 lo = _mm512_maskz_loadu_ps(rem >= 16 ? __mmask16(0xffff) : __mmask16((1u << rem) - 1u), src + kk);

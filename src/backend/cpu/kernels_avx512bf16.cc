@@ -54,15 +54,24 @@ inline void micro_pairs(int64_t k2, const uint32_t* a, const uint16_t* b, float*
 void micro_pairs_rows(int rows, int64_t k2, const uint32_t* a, const uint16_t* b, float* c, int64_t ldc, int cols,
                       bool load_c) {
   switch (rows) {
-    case 1: return micro_pairs<1>(k2, a, b, c, ldc, cols, load_c);
-    case 2: return micro_pairs<2>(k2, a, b, c, ldc, cols, load_c);
-    case 3: return micro_pairs<3>(k2, a, b, c, ldc, cols, load_c);
-    case 4: return micro_pairs<4>(k2, a, b, c, ldc, cols, load_c);
-    case 5: return micro_pairs<5>(k2, a, b, c, ldc, cols, load_c);
-    case 6: return micro_pairs<6>(k2, a, b, c, ldc, cols, load_c);
-    case 7: return micro_pairs<7>(k2, a, b, c, ldc, cols, load_c);
-    case 8: return micro_pairs<8>(k2, a, b, c, ldc, cols, load_c);
-    default: return;
+    case 1:
+      return micro_pairs<1>(k2, a, b, c, ldc, cols, load_c);
+    case 2:
+      return micro_pairs<2>(k2, a, b, c, ldc, cols, load_c);
+    case 3:
+      return micro_pairs<3>(k2, a, b, c, ldc, cols, load_c);
+    case 4:
+      return micro_pairs<4>(k2, a, b, c, ldc, cols, load_c);
+    case 5:
+      return micro_pairs<5>(k2, a, b, c, ldc, cols, load_c);
+    case 6:
+      return micro_pairs<6>(k2, a, b, c, ldc, cols, load_c);
+    case 7:
+      return micro_pairs<7>(k2, a, b, c, ldc, cols, load_c);
+    case 8:
+      return micro_pairs<8>(k2, a, b, c, ldc, cols, load_c);
+    default:
+      return;
   }
 }
 
@@ -89,8 +98,8 @@ void pack_a_pairs_impl(const float* x, int64_t ldx, const int32_t* rows, int64_t
       if (kk < k) {
         const int rem = int(k - kk);
         const __m512 lo = _mm512_maskz_loadu_ps(rem >= 16 ? __mmask16(0xffff) : __mmask16((1u << rem) - 1u), src + kk);
-        const __m512 hi = rem > 16 ? _mm512_maskz_loadu_ps(__mmask16((1u << (rem - 16)) - 1u), src + kk + 16)
-                                   : _mm512_setzero_ps();
+        const __m512 hi =
+            rem > 16 ? _mm512_maskz_loadu_ps(__mmask16((1u << (rem - 16)) - 1u), src + kk + 16) : _mm512_setzero_ps();
         const __m512bh v = _mm512_cvtne2ps_pbh(hi, lo);
         _mm512_store_si512(words, (__m512i)v);
         for (int j = 0; j < (rem + 1) / 2; ++j) o[(kk / 2 + j) * kMr + r] = words[j];
@@ -163,8 +172,7 @@ void gemm_impl(const GemmArgs& g, const GemmRange& r, float* scratch) {
         const int cols = int(min64(kNr, N - p * kNr));
         for (int64_t mb = r.m0; mb < r.m1; mb += kMr) {
           const int rows = int(min64(kMr, r.m1 - mb));
-          micro_pairs_rows(rows, k2, A + mb * K2 + (kc / 2) * kMr, bp, g.c + mb * g.ldc + p * kNr, g.ldc, cols,
-                           load_c);
+          micro_pairs_rows(rows, k2, A + mb * K2 + (kc / 2) * kMr, bp, g.c + mb * g.ldc + p * kNr, g.ldc, cols, load_c);
         }
       }
     }

@@ -45,8 +45,10 @@ static void rms_norm_row_impl(const float* x, const float* w, float* out, int64_
     const int r = int(s_min64(S::kLanes, n - i));
     S::V v = S::mul(r == S::kLanes ? S::load(x + i) : S::load_partial(x + i, r), vi);
     if (w) v = S::mul(v, r == S::kLanes ? S::load(w + i) : S::load_partial(w + i, r));
-    if (r == S::kLanes) S::store(out + i, v);
-    else S::store_partial(out + i, v, r);
+    if (r == S::kLanes)
+      S::store(out + i, v);
+    else
+      S::store_partial(out + i, v, r);
   }
 }
 
@@ -91,8 +93,10 @@ static void scale_round_bf16_impl(float* x, float s, int64_t n) {
     float f = x[i] * s;
     uint32_t u;
     __builtin_memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) u = (u | 0x00400000u) & 0xffff0000u;
-    else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+      u = (u | 0x00400000u) & 0xffff0000u;
+    else
+      u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
     __builtin_memcpy(&f, &u, 4);
     x[i] = f;
   }
@@ -104,9 +108,12 @@ static void scale_round_bf16_impl(float* x, float s, int64_t n) {
 // 2 committed window).
 static inline bool attn_visible(const AttnArgs& a, int64_t qp, int64_t kp) {
   switch (a.mask) {
-    case 1: return kp <= qp && (a.window == 0 || qp - kp < a.window);
-    case 2: return kp >= a.first_canvas_pos || kp > qp - a.window;
-    default: return true;
+    case 1:
+      return kp <= qp && (a.window == 0 || qp - kp < a.window);
+    case 2:
+      return kp >= a.first_canvas_pos || kp > qp - a.window;
+    default:
+      return true;
   }
 }
 
@@ -123,7 +130,8 @@ static inline int attn_block_class(const AttnArgs& a, int64_t qmin, int64_t qmax
       if (kmin >= a.first_canvas_pos || kmin > qmax - a.window) return kAllVisible;
       if (kmax < a.first_canvas_pos && kmax <= qmin - a.window) return kNoneVisible;
       return kPartial;
-    default: return kAllVisible;
+    default:
+      return kAllVisible;
   }
 }
 
@@ -136,12 +144,12 @@ static inline int attn_block_class(const AttnArgs& a, int64_t qmin, int64_t qmax
 static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64_t t1, float* scratch) {
   const int64_t d = a.d, G = a.group, R = t1 - t0, S_ = a.s;
   const int64_t dp = (d + kNr - 1) / kNr * kNr, sp = (S_ + kNr - 1) / kNr * kNr;
-  float* qp = scratch;                        // [ceil(R/kMr)][d][kMr]
-  float* sc = qp + kAttnRows * d;             // [R][kAttnKeys] scores, then probabilities
-  float* pp = sc + kAttnRows * kAttnKeys;     // [ceil(R/kMr)][kAttnKeys][kMr]
-  float* o = pp + kAttnRows * kAttnKeys;      // [R][dp]
-  float* mrow = o + kAttnRows * dp;           // running max
-  float* lrow = mrow + kAttnRows;             // running sum
+  float* qp = scratch;                     // [ceil(R/kMr)][d][kMr]
+  float* sc = qp + kAttnRows * d;          // [R][kAttnKeys] scores, then probabilities
+  float* pp = sc + kAttnRows * kAttnKeys;  // [ceil(R/kMr)][kAttnKeys][kMr]
+  float* o = pp + kAttnRows * kAttnKeys;   // [R][dp]
+  float* mrow = o + kAttnRows * dp;        // running max
+  float* lrow = mrow + kAttnRows;          // running sum
   int32_t rows[kAttnRows];
   int64_t qpos[kAttnRows];
   int64_t qmin = 0, qmax = 0;
@@ -205,8 +213,8 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
     pack_a_impl(sc, kAttnKeys, nullptr, R, kbp, pp);
     for (int64_t pd = 0; pd < dp / kNr; ++pd)
       for (int64_t mb = 0; mb < R; mb += kMr)
-        micro_rows(int(s_min64(kMr, R - mb)), kbp, pp + mb * kbp, vp + (pd * sp + kb) * kNr, o + mb * dp + pd * kNr,
-                   dp, kNr, true);
+        micro_rows(int(s_min64(kMr, R - mb)), kbp, pp + mb * kbp, vp + (pd * sp + kb) * kNr, o + mb * dp + pd * kNr, dp,
+                   kNr, true);
   }
   for (int64_t i = 0; i < R; ++i) {
     const int64_t t = t0 + i, m = t / G, h = kh * G + t % G;

@@ -27,8 +27,8 @@ static int64_t panel_elems(PanelType type, int64_t k) {
   return type == PanelType::kBF16Pairs ? (k + 1) / 2 * 2 * kNr : k * kNr;
 }
 
-void pack_weight_panels(const WeightRef& w, int64_t group, int64_t n, int64_t k, PanelType type, int64_t p0,
-                        int64_t p1, void* out) {
+void pack_weight_panels(const WeightRef& w, int64_t group, int64_t n, int64_t k, PanelType type, int64_t p0, int64_t p1,
+                        void* out) {
   const int64_t stride = panel_elems(type, k);
   // K in blocks so that the 32 source rows being transposed stay in L1.
   constexpr int64_t kBlock = 128;
@@ -48,16 +48,20 @@ void pack_weight_panels(const WeightRef& w, int64_t group, int64_t n, int64_t k,
           for (int64_t kk = 0; kk < k; ++kk) o[kk * kNr + j] = w.at(size_t((row0 + j) * k + kk));
       }
     } else {
-      if (w.dtype != DType::kBF16) throw Error("internal: bf16 panels from a " + std::string(dtype_name(w.dtype)) + " weight");
+      if (w.dtype != DType::kBF16)
+        throw Error("internal: bf16 panels from a " + std::string(dtype_name(w.dtype)) + " weight");
       const uint16_t* src = static_cast<const uint16_t*>(w.data) + row0 * k;
       uint16_t* o = static_cast<uint16_t*>(out) + p * stride;
       std::memset(o, 0, size_t(stride) * 2);
       for (int64_t kb = 0; kb < k; kb += kBlock)
         for (int64_t j = 0; j < cols; ++j)
           for (int64_t kk = kb; kk < std::min(k, kb + kBlock); ++kk) {
-            if (type == PanelType::kBF16) o[kk * kNr + j] = src[j * k + kk];
-            else if (type == PanelType::kBF16Split) o[kk * kNr + bf16_split_slot(int(j))] = src[j * k + kk];
-            else o[(kk / 2) * 2 * kNr + 2 * j + (kk & 1)] = src[j * k + kk];
+            if (type == PanelType::kBF16)
+              o[kk * kNr + j] = src[j * k + kk];
+            else if (type == PanelType::kBF16Split)
+              o[kk * kNr + bf16_split_slot(int(j))] = src[j * k + kk];
+            else
+              o[(kk / 2) * 2 * kNr + 2 * j + (kk & 1)] = src[j * k + kk];
           }
     }
   }
@@ -80,8 +84,8 @@ static uint64_t fingerprint(const void* data, size_t bytes) {
   return h ^ bytes;
 }
 
-const PackedWeight& PackedWeightCache::get(const WeightRef& w, int64_t groups, int64_t n, int64_t k,
-                                           PanelType type, ThreadPool& pool) {
+const PackedWeight& PackedWeightCache::get(const WeightRef& w, int64_t groups, int64_t n, int64_t k, PanelType type,
+                                           ThreadPool& pool) {
   const Key key{w.data, int(type), groups, n, k};
   const size_t src_bytes = size_t(groups * n * k) * size_t(dtype_bits(w.dtype) / 8);
   const uint64_t fp = fingerprint(w.data, src_bytes);

@@ -49,14 +49,13 @@ PanelType panel_type_for(DType t, const IsaKernels& isa, bool bf16_pairs);
 
 // Packs panels [p0, p1) of rows [group·n, group·n + n) of a [groups·n, k]
 // weight into `out` (the start of that group's panels).
-void pack_weight_panels(const WeightRef& w, int64_t group, int64_t n, int64_t k, PanelType type, int64_t p0,
-                        int64_t p1, void* out);
+void pack_weight_panels(const WeightRef& w, int64_t group, int64_t n, int64_t k, PanelType type, int64_t p0, int64_t p1,
+                        void* out);
 
 class PackedWeightCache {
  public:
   // w viewed as [groups, n, k] (groups = 1 for a matrix).
-  const PackedWeight& get(const WeightRef& w, int64_t groups, int64_t n, int64_t k, PanelType type,
-                          ThreadPool& pool);
+  const PackedWeight& get(const WeightRef& w, int64_t groups, int64_t n, int64_t k, PanelType type, ThreadPool& pool);
   void clear();
   size_t bytes() const;
   size_t size() const;

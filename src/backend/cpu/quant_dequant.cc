@@ -70,11 +70,13 @@ void affine_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int6
     const float scale = load_scale(w.scale_dtype, s.scales, lr * groups + g);
     const float bias = load_scale(w.scale_dtype, s.biases, lr * groups + g);
     if (w.bits == 4) {
-      if (c % 2 == 0 && len % 16 == 0) isa.affine4(codes + c / 2, len, scale, bias, out);
+      if (c % 2 == 0 && len % 16 == 0)
+        isa.affine4(codes + c / 2, len, scale, bias, out);
       else
         for (int64_t t = 0; t < len; ++t) out[t] = std::fma(scale, float(nibble(codes, c + t, false)), bias);
     } else {
-      if (len % 16 == 0) isa.affine8(codes + c, len, scale, bias, out);
+      if (len % 16 == 0)
+        isa.affine8(codes + c, len, scale, bias, out);
       else
         for (int64_t t = 0; t < len; ++t) out[t] = std::fma(scale, float(codes[c + t]), bias);
     }
@@ -92,7 +94,8 @@ void int8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_
   while (c < end) {
     const int64_t g = c / w.block, gend = std::min((g + 1) * w.block, end), len = gend - c;
     const float scale = load_f32(s.scales, lr * groups + g);
-    if (len % 16 == 0) isa.int8(q + c, len, scale, out);
+    if (len % 16 == 0)
+      isa.int8(q + c, len, scale, out);
     else
       for (int64_t t = 0; t < len; ++t) out[t] = scale * float(q[c + t]);
     out += len;
@@ -112,7 +115,8 @@ void fp8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t
   while (c < end) {
     const int64_t g = c / w.block, gend = std::min((g + 1) * w.block, end), len = gend - c;
     const float scale = load_f32(s.scales, lr * groups + g);
-    if (len % 16 == 0) isa.fp8(q + c, len, values, scale, out);
+    if (len % 16 == 0)
+      isa.fp8(q + c, len, values, scale, out);
     else
       for (int64_t t = 0; t < len; ++t) out[t] = scale * values[q[c + t]];
     out += len;
@@ -125,11 +129,16 @@ void fp8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t
 void dequantize_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
   const QuantIsa& isa = quant_isa();
   switch (w.scheme) {
-    case QuantScheme::kNF4: return nf4_row(isa, w, row, col, n, out);
-    case QuantScheme::kNVFP4: return nvfp4_row(isa, w, row, col, n, out);
-    case QuantScheme::kAffine: return affine_row(isa, w, row, col, n, out);
-    case QuantScheme::kInt8: return int8_row(isa, w, row, col, n, out);
-    case QuantScheme::kFP8: return fp8_row(isa, w, row, col, n, out);
+    case QuantScheme::kNF4:
+      return nf4_row(isa, w, row, col, n, out);
+    case QuantScheme::kNVFP4:
+      return nvfp4_row(isa, w, row, col, n, out);
+    case QuantScheme::kAffine:
+      return affine_row(isa, w, row, col, n, out);
+    case QuantScheme::kInt8:
+      return int8_row(isa, w, row, col, n, out);
+    case QuantScheme::kFP8:
+      return fp8_row(isa, w, row, col, n, out);
   }
 }
 

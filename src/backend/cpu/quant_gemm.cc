@@ -17,7 +17,9 @@ void load_row(const WeightRef& w, int64_t K, int64_t r, int64_t k0, int64_t n, f
   if (w.quant) return dequantize_row(*w.quant, r, k0, n, out);
   const size_t at = size_t(r * K + k0);
   switch (w.dtype) {
-    case DType::kF32: std::memcpy(out, static_cast<const float*>(w.data) + at, size_t(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(out, static_cast<const float*>(w.data) + at, size_t(n) * 4);
+      return;
     case DType::kBF16: {
       const uint16_t* p = static_cast<const uint16_t*>(w.data) + at;
       for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i]);
@@ -64,8 +66,10 @@ void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int
       for (int64_t k0 = 0; k0 < K; k0 += kQuantKc) {
         const int64_t kc = std::min(kQuantKc, K - k0), kv = kc / kQuantLanes * kQuantLanes;
         for (int j = 0; j < kQuantNr; ++j) {
-          if (j < nr) load_row(w, K, row0 + j0 + j, k0, kc, wbuf[j]);
-          else std::fill(wbuf[j], wbuf[j] + kc, 0.0f);
+          if (j < nr)
+            load_row(w, K, row0 + j0 + j, k0, kc, wbuf[j]);
+          else
+            std::fill(wbuf[j], wbuf[j] + kc, 0.0f);
         }
         isa.tile_dot(x + k0, K, M, &wbuf[0][0], kQuantKc, kv, acc.data());
         for (int64_t m = 0; m < M && kv < kc; ++m)

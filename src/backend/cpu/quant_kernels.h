@@ -44,7 +44,8 @@ void quant_linear(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kE
 using GeluGluRow = void (*)(const float* g, const float* u, float* out, int64_t n);
 // gelu_glu: the activation of the experts' hidden rows (null: the reference
 // gelu_tanh; the fast backend passes its vector kernel, as for bf16 experts).
-void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact, GeluGluRow gelu_glu = nullptr);
+void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact,
+                       GeluGluRow gelu_glu = nullptr);
 void quant_embedding(const OpCall& c, ThreadPool& pool);
 // soft_embedding multiplies with the whole table, which needs it dense (spec
 // §6.3 pitfall 10): runs `dense_kernel` (the calling level's soft_embedding)
@@ -74,7 +75,8 @@ inline float load_scale(DType t, const uint8_t* p, int64_t i) {
     case DType::kF16:
       std::memcpy(&h, p + 2 * i, 2);
       return f16_to_f32(h);
-    default: return load_f32(p, i);
+    default:
+      return load_f32(p, i);
   }
 }
 

@@ -43,7 +43,8 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot, GeluGluR
       weight[size_t(fill[e]++)] = wts.f[size_t(m * K + k)];
     }
 
-  std::fill(out.f.begin(), out.f.begin() + out.numel(), 0.0f);  // not past numel: the checker pads outputs with canaries
+  std::fill(out.f.begin(), out.f.begin() + out.numel(),
+            0.0f);  // not past numel: the checker pads outputs with canaries
   if (dot == QuantDot::kInt8 && gu.quant && down.quant && int8_dot_supported(*gu.quant) &&
       int8_dot_supported(*down.quant)) {
     // All experts at once: the rows of every expert's tokens, grouped by

@@ -17,9 +17,8 @@ namespace {
 
 // Sixteen independent lanes per (row, weight row) so that the loop vectorizes
 // and the summation order is fixed.
-static inline __attribute__((always_inline)) void tile_dot_body(const float* x, int64_t ldx, int64_t M,
-                                                                const float* w, int64_t ldw, int64_t kc,
-                                                                float* acc) {
+static inline __attribute__((always_inline)) void tile_dot_body(const float* x, int64_t ldx, int64_t M, const float* w,
+                                                                int64_t ldw, int64_t kc, float* acc) {
   for (int64_t m = 0; m < M; ++m) {
     const float* xr = x + m * ldx;
     for (int j = 0; j < kQuantTileRows; ++j) {
@@ -39,7 +38,7 @@ void tile_dot_portable(const float* x, int64_t ldx, int64_t M, const float* w, i
 }
 
 __attribute__((target("avx2,fma"))) void tile_dot_avx2(const float* x, int64_t ldx, int64_t M, const float* w,
-                                                        int64_t ldw, int64_t kc, float* acc) {
+                                                       int64_t ldw, int64_t kc, float* acc) {
   tile_dot_body(x, ldx, M, w, ldw, kc, acc);
 }
 
@@ -145,7 +144,8 @@ DGEMMA_QUANT_AVX512 void nibbles_scaled_avx512(const uint8_t* codes, int64_t n, 
                                                float scale, float* out) {
   const __m512 table = _mm512_loadu_ps(lut), s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16)
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_permutexvar_ps(nibble_indices(codes + i / 2, high_first), table), s));
+    _mm512_storeu_ps(out + i,
+                     _mm512_mul_ps(_mm512_permutexvar_ps(nibble_indices(codes + i / 2, high_first), table), s));
 }
 
 DGEMMA_QUANT_AVX512 void nvfp4_blocks_avx512(const uint8_t* codes, const uint8_t* scales, int64_t blocks, float g,
@@ -194,8 +194,8 @@ DGEMMA_QUANT_AVX512 void fp8_avx512(const uint8_t* codes, int64_t n, const float
 
 #undef DGEMMA_QUANT_AVX512
 
-const QuantIsa kPortable = {"portable",           tile_dot_portable, nibbles_scaled_portable, nvfp4_blocks_portable,
-                            affine4_portable,     affine8_portable,  int8_portable,           fp8_portable};
+const QuantIsa kPortable = {"portable",       tile_dot_portable, nibbles_scaled_portable, nvfp4_blocks_portable,
+                            affine4_portable, affine8_portable,  int8_portable,           fp8_portable};
 const QuantIsa kAvx2 = {"avx2",           tile_dot_avx2,    nibbles_scaled_portable, nvfp4_blocks_portable,
                         affine4_portable, affine8_portable, int8_portable,           fp8_portable};
 const QuantIsa kAvx512 = {"avx512",       tile_dot_avx512, nibbles_scaled_avx512, nvfp4_blocks_avx512,

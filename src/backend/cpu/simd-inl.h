@@ -41,8 +41,7 @@ struct S {
   static V round_nearest(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // 2^n for integral-valued n in [-126, 127].
   static V pow2(V n) {
-    return _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
   }
   // a < b ? x : y (false for NaN operands).
   static V select_lt(V a, V b, V x, V y) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x); }
@@ -86,8 +85,7 @@ struct S {
   static V abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
   static V round_nearest(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V pow2(V n) {
-    return _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
   }
   static V select_lt(V a, V b, V x, V y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
   static V select_ge(V a, V b, V x, V y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_GE_OQ)); }
@@ -154,7 +152,7 @@ static inline S::V v_tanh(S::V x) {
   q = S::fmadd(q, x2, S::set1(4.89352518554385e-03f));
   S::V t = S::div(p, q);
   const S::V ax = S::abs(x);
-  t = S::select_lt(ax, S::set1(0.0004f), x, t);         // tanh(x) = x to fp32 precision
+  t = S::select_lt(ax, S::set1(0.0004f), x, t);  // tanh(x) = x to fp32 precision
   return S::select_ge(ax, c, S::copysign(S::set1(1.0f), x), t);
 }
 

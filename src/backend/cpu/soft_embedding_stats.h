@@ -10,10 +10,10 @@ namespace dgemma {
 struct SoftEmbeddingStats {
   int64_t calls = 0;
   int64_t rows_sparse = 0;
-  int64_t rows_dense = 0;                 // the bound was not met, or too many entries carried mass
-  int64_t kept_entries = 0;               // summed over sparse rows
-  int64_t kept_max = 0;                   // the most entries one sparse row kept
-  std::array<int64_t, 20> kept_log2{};    // sparse rows by kept count: bucket b holds [2^b, 2^(b+1)), last open
+  int64_t rows_dense = 0;               // the bound was not met, or too many entries carried mass
+  int64_t kept_entries = 0;             // summed over sparse rows
+  int64_t kept_max = 0;                 // the most entries one sparse row kept
+  std::array<int64_t, 20> kept_log2{};  // sparse rows by kept count: bucket b holds [2^b, 2^(b+1)), last open
 };
 
 }  // namespace dgemma

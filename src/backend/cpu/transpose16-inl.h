@@ -17,13 +17,13 @@ inline void transpose16(__m512i r[16]) {
   // Now r[4a + b] holds, per 128-bit lane L, element 4L + b' of rows 4a..4a+3
   // (b' = the unpack order 0, 1, 2, 3 for b = 0, 1, 2, 3). Exchange the lanes.
   for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_shuffle_i32x4(r[i], r[4 + i], 0x88);        // lanes 0, 2 of r[i]; 0, 2 of r[4+i]
-    t[4 + i] = _mm512_shuffle_i32x4(r[i], r[4 + i], 0xDD);    // lanes 1, 3
+    t[i] = _mm512_shuffle_i32x4(r[i], r[4 + i], 0x88);      // lanes 0, 2 of r[i]; 0, 2 of r[4+i]
+    t[4 + i] = _mm512_shuffle_i32x4(r[i], r[4 + i], 0xDD);  // lanes 1, 3
     t[8 + i] = _mm512_shuffle_i32x4(r[8 + i], r[12 + i], 0x88);
     t[12 + i] = _mm512_shuffle_i32x4(r[8 + i], r[12 + i], 0xDD);
   }
   for (int i = 0; i < 4; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);        // element 4·0 + i and 4·2 + i
+    r[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);  // element 4·0 + i and 4·2 + i
     r[8 + i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0xDD);
     r[4 + i] = _mm512_shuffle_i32x4(t[4 + i], t[12 + i], 0x88);
     r[12 + i] = _mm512_shuffle_i32x4(t[4 + i], t[12 + i], 0xDD);

@@ -101,8 +101,10 @@ bool is_sticky(cudaError_t e) {
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
     case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable: return true;
-    default: return false;
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -324,9 +326,10 @@ CudaBackendOptions parse_cuda_spec(const std::string& spec) {
     } else if (!tok.empty() && tok.size() <= 4 && tok.find_first_not_of("0123456789") == std::string::npos) {
       o.device = std::stoi(tok);
     } else {
-      throw Error("backend '" + spec + "': unknown CUDA option '" + tok +
-                  "' (expected sync, debug, checker, eager, bf16-dot, int8-dot, cublas-attention or a device number, e.g. "
-                  "cuda:1,sync)");
+      throw Error(
+          "backend '" + spec + "': unknown CUDA option '" + tok +
+          "' (expected sync, debug, checker, eager, bf16-dot, int8-dot, cublas-attention or a device number, e.g. "
+          "cuda:1,sync)");
     }
     tok.clear();
   }
@@ -351,7 +354,6 @@ std::string routing_error(const int32_t* st, int64_t K, int64_t E) {
   return "";
 }
 
-
 // Makes `device` current for a scope and restores the caller's device: the
 // data of one backend may be touched while another device's backend runs an
 // op (a pipeline stage reading the previous stage's output).
@@ -359,8 +361,10 @@ class DeviceScope {
  public:
   explicit DeviceScope(int device) {
     if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    if (saved_ != device) cudaSetDevice(device);
-    else saved_ = -1;
+    if (saved_ != device)
+      cudaSetDevice(device);
+    else
+      saved_ = -1;
   }
   ~DeviceScope() {
     if (saved_ >= 0) cudaSetDevice(saved_);
@@ -491,8 +495,10 @@ struct CudaArena {
     resident.erase(reinterpret_cast<uintptr_t>(p));
     if (blocks.give(p)) return;  // reused in stream order
     DeviceScope on(device);
-    if (pool) cudaFreeAsync(p, stream);
-    else cudaFree(p);
+    if (pool)
+      cudaFreeAsync(p, stream);
+    else
+      cudaFree(p);
   }
 };
 
@@ -501,7 +507,8 @@ struct CudaArena {
 // `snapshot`; otherwise the output of an op, current by construction.
 class CudaDeviceData final : public DeviceData {
  public:
-  CudaDeviceData(std::shared_ptr<CudaArena> arena, void* p, int64_t bytes) : arena_(std::move(arena)), p_(p), bytes_(bytes) {}
+  CudaDeviceData(std::shared_ptr<CudaArena> arena, void* p, int64_t bytes)
+      : arena_(std::move(arena)), p_(p), bytes_(bytes) {}
   ~CudaDeviceData() override {
     if (p_) arena_->release(p_);
   }
@@ -581,7 +588,9 @@ struct CudaBackend::Impl {
     int64_t bytes = 0;
   };
 
-  explicit Impl(const CudaBackendOptions& o) : opt(o), arena(std::make_shared<CudaArena>()) { arena->device = o.device; }
+  explicit Impl(const CudaBackendOptions& o) : opt(o), arena(std::make_shared<CudaArena>()) {
+    arena->device = o.device;
+  }
   ~Impl();
 
   CudaBackendOptions opt;
@@ -642,7 +651,8 @@ struct CudaBackend::Impl {
   // Graph mode: on where ops never wait for the device (not checker, sync,
   // debug or a test fault) unless `eager`; no capture while profiling.
   bool graphs_on() const {
-    return !opt.eager && !opt.checker && !opt.sync && !opt.debug && opt.test_fault == CudaBackendOptions::TestFault::kNone;
+    return !opt.eager && !opt.checker && !opt.sync && !opt.debug &&
+           opt.test_fault == CudaBackendOptions::TestFault::kNone;
   }
   // Ends the capture in progress (launching it) before `what`, which is not
   // stream work.
@@ -712,8 +722,8 @@ struct CudaBackend::Impl {
   }
   void rope(const OpCall& c);
   void attention(const OpCall& c);
-  void attention_products(const OpCall& c, const k::FlashKeys (&segments)[2], const float* d_q,
-                          const int32_t* d_qpos, float* out);
+  void attention_products(const OpCall& c, const k::FlashKeys (&segments)[2], const float* d_q, const int32_t* d_qpos,
+                          float* out);
   // An asynchronous device-to-device copy of `bytes`, logged and counted.
   void copy_device(void* dst, const void* src, int64_t bytes);
   void router_topk(const OpCall& c);
@@ -810,9 +820,7 @@ void CudaBackend::Impl::ensure_ready() {
   ready = true;
 }
 
-void CudaBackend::Impl::fail(const std::string& why) const {
-  throw Error("cuda backend: op " + where + ": " + why);
-}
+void CudaBackend::Impl::fail(const std::string& why) const { throw Error("cuda backend: op " + where + ": " + why); }
 
 void CudaBackend::Impl::check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
@@ -821,8 +829,9 @@ void CudaBackend::Impl::check(cudaError_t e, const char* what) {
   if (is_sticky(e)) {
     if (broken.empty()) broken = "op " + where + ", " + msg;
     if (!opt.sync)
-      msg += "\n  (errors of kernels are reported asynchronously: the culprit is a kernel of this op, not "
-             "necessarily this one; use backend cuda:sync to stop at the faulting launch)";
+      msg +=
+          "\n  (errors of kernels are reported asynchronously: the culprit is a kernel of this op, not "
+          "necessarily this one; use backend cuda:sync to stop at the faulting launch)";
   }
   msg += "\n  op shapes: " + shapes;
   msg += "\n" + log_text(opt.debug ? kLaunchLogSize : 4);
@@ -869,9 +878,9 @@ std::string CudaBackend::Impl::alloc_map_text() const {
       ++nweights;
       continue;
     }
-    s += "    " + hex(reinterpret_cast<void*>(begin)) + " .. " + hex(reinterpret_cast<void*>(begin + uintptr_t(a.bytes))) +
-         " (" + std::to_string(a.bytes) + " bytes + " + std::to_string(a.padded - a.bytes) + " canary) " + a.what +
-         " of op " + a.op + "\n";
+    s += "    " + hex(reinterpret_cast<void*>(begin)) + " .. " +
+         hex(reinterpret_cast<void*>(begin + uintptr_t(a.bytes))) + " (" + std::to_string(a.bytes) + " bytes + " +
+         std::to_string(a.padded - a.bytes) + " canary) " + a.what + " of op " + a.op + "\n";
   }
   s += "    and " + std::to_string(nweights) + " cached weights (" + std::to_string(weight_bytes) +
        " bytes; CudaBackend::describe_address names them)\n";
@@ -926,8 +935,10 @@ void* CudaBackend::Impl::device_alloc(int64_t bytes) {
     arena->blocks.adopt(p, size_t(bytes));
     return p;
   }
-  if (pool) check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
-  else check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
+  if (pool)
+    check(cudaMallocFromPoolAsync(&p, size_t(bytes), pool, stream), "cudaMallocFromPoolAsync");
+  else
+    check(cudaMalloc(&p, size_t(bytes)), "cudaMalloc");
   return p;
 }
 
@@ -938,7 +949,8 @@ void* CudaBackend::Impl::alloc(int64_t bytes, const std::string& what, bool fres
   bufs.push_back({p, bytes, pad});
   live[reinterpret_cast<uintptr_t>(p)] = Alloc{bytes, bytes + pad, what, where};
   if (opt.debug) {
-    if (fresh_fill && bytes > 0) check(cudaMemsetAsync(p, kFreshByte, size_t(bytes), stream), "cudaMemsetAsync (NaN fill)");
+    if (fresh_fill && bytes > 0)
+      check(cudaMemsetAsync(p, kFreshByte, size_t(bytes), stream), "cudaMemsetAsync (NaN fill)");
     check(cudaMemsetAsync(static_cast<char*>(p) + bytes, kCanaryByte, size_t(pad), stream), "cudaMemsetAsync (canary)");
   }
   return p;
@@ -956,8 +968,10 @@ void CudaBackend::Impl::release_op_buffers() {
     // Stream-ordered: safe even if a kernel of this op is still running (an
     // exception in the middle of an op). Errors are moot here.
     if (arena->blocks.give(b.p)) continue;
-    if (pool) cudaFreeAsync(b.p, stream);
-    else cudaFree(b.p);
+    if (pool)
+      cudaFreeAsync(b.p, stream);
+    else
+      cudaFree(b.p);
   }
   bufs.clear();
   for (void* p : pending) arena->release(p);  // an op that failed before attaching its outputs
@@ -993,7 +1007,9 @@ void* CudaBackend::Impl::input(const Tensor& t, const std::string& what) {
   const int64_t bytes = t.numel() * 4;
   if (!opt.checker && t.device && t.device->owner() == arena.get()) {
     const auto& d = static_cast<const CudaDeviceData&>(*t.device);
-    if (d.bytes() != bytes) fail(what + ": its device data holds " + std::to_string(d.bytes()) + " bytes, its shape " + t.shape_string() + " needs " + std::to_string(bytes));
+    if (d.bytes() != bytes)
+      fail(what + ": its device data holds " + std::to_string(d.bytes()) + " bytes, its shape " + t.shape_string() +
+           " needs " + std::to_string(bytes));
     if (!d.from_host || (!t.host_stale && std::memcmp(d.snapshot.data(), host_bytes(t), size_t(bytes)) == 0))
       return d.data();
   }
@@ -1123,7 +1139,7 @@ const void* CudaBackend::Impl::weight(const WeightRef& w, k::WType* wt) {
 }
 
 void* CudaBackend::Impl::upload_weight_bytes(const void* host, int64_t bytes, const std::string& what,
-                                              CachedQuant& into) {
+                                             CachedQuant& into) {
   if (bytes <= 0) return nullptr;
   void* dev = nullptr;
   outside_capture("cudaMalloc (quantized weight)");
@@ -1191,7 +1207,8 @@ void CudaBackend::Impl::record_launch(const char* kernel, std::initializer_list<
 
 void CudaBackend::Impl::copy_device(void* dst, const void* src, int64_t bytes) {
   record_launch("cudaMemcpyAsync (device to device)", {src, dst}, "");
-  check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (device to device)");
+  check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, stream),
+        "cudaMemcpyAsync (device to device)");
 }
 
 void CudaBackend::Impl::launched(const char* kernel, const k::LaunchShape& s, std::initializer_list<const void*> args,
@@ -1221,11 +1238,11 @@ void CudaBackend::Impl::gemm(const Gemm& g) {
   cublasHandle_t h = g.bf16 ? blas_tc : blas;
   const CublasApi& api = cublas_api();
   if (batched)
-    check_blas(api.gemm_strided_batched_ex(h, g.ta, g.tb, int(g.m), int(g.n), int(g.k), &g.alpha, g.A, in, int(g.lda),
-                                           g.stride_a, g.B, in, int(g.ldb), g.stride_b, &g.beta, g.C, CUDA_R_32F,
-                                           int(g.ldc), g.stride_c, int(g.batch), CUBLAS_COMPUTE_32F,
-                                           CUBLAS_GEMM_DEFAULT),
-               name);
+    check_blas(
+        api.gemm_strided_batched_ex(h, g.ta, g.tb, int(g.m), int(g.n), int(g.k), &g.alpha, g.A, in, int(g.lda),
+                                    g.stride_a, g.B, in, int(g.ldb), g.stride_b, &g.beta, g.C, CUDA_R_32F, int(g.ldc),
+                                    g.stride_c, int(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        name);
   else
     check_blas(api.gemm_ex(h, g.ta, g.tb, int(g.m), int(g.n), int(g.k), &g.alpha, g.A, in, int(g.lda), g.B, in,
                            int(g.ldb), &g.beta, g.C, CUDA_R_32F, int(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
@@ -1257,8 +1274,7 @@ void CudaBackend::Impl::embedding(const OpCall& c) {
   auto* d_ids = static_cast<int32_t*>(input(ids, "input 0 (ids)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (H > 0)
-    launched("embedding",
-             k::launch_embedding(stream, d_ids, M, w, wt, row_rounding(c), V, H, c.attrs.scale, out),
+    launched("embedding", k::launch_embedding(stream, d_ids, M, w, wt, row_rounding(c), V, H, c.attrs.scale, out),
              {d_ids, w, out});
   download(0, out);
 }
@@ -1326,8 +1342,8 @@ void CudaBackend::Impl::soft_embedding(const OpCall& c) {
         }
         for (int64_t v0 = 0; v0 < V; v0 += vrows) {
           const int64_t vr = std::min(vrows, V - v0);
-          launched("soft_embedding.widen",
-                   k::launch_widen(stream, w, wt, row_rounding(c), v0 * H, vr * H, wide), {w, wide});
+          launched("soft_embedding.widen", k::launch_widen(stream, w, wt, row_rounding(c), v0 * H, vr * H, wide),
+                   {w, wide});
           g.k = vr;
           g.A = wide;
           g.B = p32 + v0;
@@ -1447,8 +1463,8 @@ void CudaBackend::Impl::i8_gemm(const char* kernel, const I8Acts& a, int64_t K, 
                                 int64_t max_rows, const WeightRef& W, const void* dw, int64_t N, float* y) {
   launched(kernel,
            k::launch_i8_grouped_gemm(stream, a.q, a.d, a.ds, a.qsum, K, starts, E, max_rows,
-                                     static_cast<const k::QView*>(dw), k::kernel_scheme(W.quant->scheme),
-                                     W.quant->bits, N, y),
+                                     static_cast<const k::QView*>(dw), k::kernel_scheme(W.quant->scheme), W.quant->bits,
+                                     N, y),
            {a.q, a.d, a.ds, a.qsum, starts, dw, y});
 }
 
@@ -1467,7 +1483,8 @@ void CudaBackend::Impl::rope(const OpCall& c) {
     void* p = nullptr;
     outside_capture("cudaMalloc (inverse frequencies)");
     check(cudaMalloc(&p, size_t(pairs) * 4), "cudaMalloc (inverse frequencies)");
-    live[reinterpret_cast<uintptr_t>(p)] = Alloc{int64_t(pairs) * 4, int64_t(pairs) * 4, "weight (inverse RoPE frequencies)", ""};
+    live[reinterpret_cast<uintptr_t>(p)] =
+        Alloc{int64_t(pairs) * 4, int64_t(pairs) * 4, "weight (inverse RoPE frequencies)", ""};
     d_freq = static_cast<float*>(p);
     check(cudaMemcpyAsync(d_freq, inv_freq.data(), size_t(pairs) * 4, cudaMemcpyHostToDevice, stream),
           "cudaMemcpyAsync (inverse frequencies)");
@@ -1728,8 +1745,8 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
       if (fp8)
         fp8_gemm("moe_experts.gate_up_fp8", xe, H, d_starts, E, M, gu, 2 * I, g);
       else
-        launched("moe_experts.gate_up_bf16",
-                 k::launch_grouped_gemm_bf16(stream, xe, H, d_starts, E, M, w_gu, 2 * I, g), {xe, d_starts, w_gu, g});
+        launched("moe_experts.gate_up_bf16", k::launch_grouped_gemm_bf16(stream, xe, H, d_starts, E, M, w_gu, 2 * I, g),
+                 {xe, d_starts, w_gu, g});
       launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
       if (fp8)
         fp8_gemm("moe_experts.down_fp8", act, I, d_starts, E, M, down, H, y);
@@ -1756,7 +1773,8 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
     }
   }
   if (M > 0 && H > 0) {
-    if (MK == 0) zero(out, M * H * 4);
+    if (MK == 0)
+      zero(out, M * H * 4);
     else
       launched("moe_experts.combine", k::launch_moe_combine(stream, y, d_idx, d_wts, d_row, M, int(K), H, out),
                {y, d_idx, d_wts, d_row, out});
@@ -1770,14 +1788,21 @@ void CudaBackend::Impl::elementwise(const OpCall& c) {
   float* b = c.in.size() > 1 ? static_cast<float*>(input(*c.in[1], "input 1")) : nullptr;
   auto* out = static_cast<float*>(alloc_output(0));
   switch (c.kind) {
-    case OpKind::kGeluGlu: launched("gelu_glu", k::launch_gelu_glu(stream, a, b, n, out), {a, b, out}); break;
-    case OpKind::kAdd: launched("add", k::launch_add(stream, a, b, n, out), {a, b, out}); break;
+    case OpKind::kGeluGlu:
+      launched("gelu_glu", k::launch_gelu_glu(stream, a, b, n, out), {a, b, out});
+      break;
+    case OpKind::kAdd:
+      launched("add", k::launch_add(stream, a, b, n, out), {a, b, out});
+      break;
     case OpKind::kScale:
       // The scalar is read on the host, as the reference does.
       launched("scale", k::launch_scale(stream, a, c.w[0]->at(0), n, out), {a, out});
       break;
-    case OpKind::kSoftcap: launched("softcap", k::launch_softcap(stream, a, c.attrs.cap, n, out), {a, out}); break;
-    default: fail("internal: not an elementwise op");
+    case OpKind::kSoftcap:
+      launched("softcap", k::launch_softcap(stream, a, c.attrs.cap, n, out), {a, out});
+      break;
+    default:
+      fail("internal: not an elementwise op");
   }
   download(0, out);
 }
@@ -1821,20 +1846,31 @@ void CudaBackend::Impl::sample(const OpCall& c) {
 
 void CudaBackend::Impl::dispatch(const OpCall& c) {
   switch (c.kind) {
-    case OpKind::kEmbedding: return embedding(c);
-    case OpKind::kSoftEmbedding: return soft_embedding(c);
-    case OpKind::kRmsNorm: return rms_norm(c);
-    case OpKind::kLinear: return linear(c);
-    case OpKind::kRope: return rope(c);
-    case OpKind::kAttention: return attention(c);
-    case OpKind::kRouterTopk: return router_topk(c);
-    case OpKind::kMoeExperts: return moe_experts(c);
+    case OpKind::kEmbedding:
+      return embedding(c);
+    case OpKind::kSoftEmbedding:
+      return soft_embedding(c);
+    case OpKind::kRmsNorm:
+      return rms_norm(c);
+    case OpKind::kLinear:
+      return linear(c);
+    case OpKind::kRope:
+      return rope(c);
+    case OpKind::kAttention:
+      return attention(c);
+    case OpKind::kRouterTopk:
+      return router_topk(c);
+    case OpKind::kMoeExperts:
+      return moe_experts(c);
     case OpKind::kGeluGlu:
     case OpKind::kAdd:
     case OpKind::kScale:
-    case OpKind::kSoftcap: return elementwise(c);
-    case OpKind::kConcatRows: return concat_rows(c);
-    case OpKind::kSample: return sample(c);
+    case OpKind::kSoftcap:
+      return elementwise(c);
+    case OpKind::kConcatRows:
+      return concat_rows(c);
+    case OpKind::kSample:
+      return sample(c);
   }
   fail("internal: unknown op kind " + std::to_string(int(c.kind)));
 }
@@ -1965,10 +2001,14 @@ void CudaBackend::Impl::check_finite(const OpCall& c) const {
     }
     const float v = c.out[k]->f[size_t(e)];
     char first[96];
-    std::snprintf(first, sizeof first, "first %s at element %lld", std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+    std::snprintf(first, sizeof first, "first %s at element %lld",
+                  std::isnan(v) ? "NaN"
+                  : v > 0       ? "+Inf"
+                                : "-Inf",
                   (long long)e);
     fail("output " + std::to_string(k) + " " + c.out[k]->shape_string() + " holds " + std::to_string(count) +
-         " non-finite values (" + first + "); " + inputs + "\n  op shapes: " + shapes + "\n" + log_text(kLaunchLogSize));
+         " non-finite values (" + first + "); " + inputs + "\n  op shapes: " + shapes + "\n" +
+         log_text(kLaunchLogSize));
   }
 }
 
@@ -1992,8 +2032,10 @@ std::string CudaBackend::name() const {
     if (options_.checker) opts += std::string(opts.empty() ? "" : ",") + "checker";
     if (options_.sync) opts += std::string(opts.empty() ? "" : ",") + "sync";
   }
-  if (options_.int8_dot) opts += std::string(opts.empty() ? "" : ",") + "int8-dot";
-  else if (options_.bf16_dot) opts += std::string(opts.empty() ? "" : ",") + "bf16-dot";
+  if (options_.int8_dot)
+    opts += std::string(opts.empty() ? "" : ",") + "int8-dot";
+  else if (options_.bf16_dot)
+    opts += std::string(opts.empty() ? "" : ",") + "bf16-dot";
   if (options_.cublas_attention) opts += std::string(opts.empty() ? "" : ",") + "cublas-attention";
   return opts.empty() ? "cuda" : "cuda:" + opts;
 }
@@ -2036,9 +2078,7 @@ std::string CudaBackend::describe_address(const void* device_ptr) const {
   return impl_->describe(reinterpret_cast<uintptr_t>(device_ptr));
 }
 
-std::vector<CudaLaunchRecord> CudaBackend::recent_launches() const {
-  return {impl_->log.begin(), impl_->log.end()};
-}
+std::vector<CudaLaunchRecord> CudaBackend::recent_launches() const { return {impl_->log.begin(), impl_->log.end()}; }
 
 std::string CudaBackend::launch_log() const { return impl_->log_text(kLaunchLogSize); }
 

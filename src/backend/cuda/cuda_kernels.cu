@@ -99,8 +99,7 @@ __global__ void rope_kernel(const float* x, const int32_t* pos, const float* inv
 // place, p = e · (1 / sum) as the reference computes it. A row without a
 // visible key becomes zeros (a zero output), never NaN.
 __global__ void attention_softmax_kernel(float* scores, const int32_t* qpos, const int32_t* kpos, int64_t m0,
-                                         int64_t rows, int64_t S, int mask, int64_t window,
-                                         int64_t first_canvas_pos) {
+                                         int64_t rows, int64_t S, int mask, int64_t window, int64_t first_canvas_pos) {
   const int64_t r = blockIdx.x % rows;
   float* sc = scores + int64_t(blockIdx.x) * S;
   const int32_t qp = qpos[m0 + r];
@@ -483,6 +482,9 @@ __global__ void write_at_kernel(float* p, int64_t index, float value) { p[index]
 
 }  // namespace
 
+// The launch wrappers below are laid out by hand: clang-format 14 cannot lay
+// out DGEMMA_LAUNCH(kernel, grid, block, stream)(args) (device_math.cuh).
+// clang-format off
 LaunchShape launch_embedding(cudaStream_t stream, const int32_t* ids, int64_t M, const void* table, WType wt,
                              WType round_to, int64_t V, int64_t H, float scale, float* out) {
   LaunchShape s;
@@ -637,5 +639,7 @@ LaunchShape launch_write_at(cudaStream_t stream, float* p, int64_t index, float 
   DGEMMA_LAUNCH(write_at_kernel, 1, 1, stream)(p, index, value);
   return s;
 }
+
+// clang-format on
 
 }  // namespace dgemma::cuda

@@ -98,8 +98,7 @@ LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos,
 // Router (docs/model.md §1.5): inv_rms[m] = (mean(x²) + eps)^(-1/2); logits[m, e] =
 // Σ_h ((x·inv)·scale[h]·root)·proj[e, h]; then per row softmax, top-k
 // (descending, lower index on ties), renormalize, × per_expert_scale.
-LaunchShape launch_router_inv_rms(cudaStream_t stream, const float* x, int64_t M, int64_t H, float eps,
-                                  float* inv_rms);
+LaunchShape launch_router_inv_rms(cudaStream_t stream, const float* x, int64_t M, int64_t H, float eps, float* inv_rms);
 LaunchShape launch_router_logits(cudaStream_t stream, const float* x, const float* inv_rms, const void* scale,
                                  WType scale_t, const void* proj, WType proj_t, int64_t M, int64_t H, int64_t E,
                                  float root, float* logits);
@@ -142,8 +141,7 @@ LaunchShape launch_gather_rows_bf16(cudaStream_t stream, const float* x, const i
 LaunchShape launch_glu_split_bf16(cudaStream_t stream, const float* g, int64_t n, int64_t I, uint16_t* act);
 // probs[r, :] = bf16(softmax(bf16(logits[r, :]))): the probabilities of
 // soft_probs with round_bf16, bit for bit, stored as bf16.
-LaunchShape launch_soft_probs_bf16(cudaStream_t stream, const float* logits, int64_t rows, int64_t V,
-                                   uint16_t* probs);
+LaunchShape launch_soft_probs_bf16(cudaStream_t stream, const float* logits, int64_t rows, int64_t V, uint16_t* probs);
 // The grouped expert product on the tensor cores: y[j, :N] = a[j, :K] ·
 // W[e]ᵀ for the rows j of each expert e (starts[E+1] on the device; max_rows
 // bounds any expert's rows), a and W [E, N, K] in bf16, fp32 accumulation
@@ -156,9 +154,9 @@ LaunchShape launch_grouped_gemm_bf16(cudaStream_t stream, const uint16_t* a, int
 // columns (K: one per row; else a multiple of 32 dividing K):
 // y = Σ_b scales[e·N + n, b] · (a · codesᵀ over block b). Without starts
 // (E = 1), one group of max_rows rows: a linear.
-LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts,
-                                    int64_t E, int64_t max_rows, const uint8_t* codes, const float* scales,
-                                    int64_t scale_block, int64_t N, float* y);
+LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int64_t K, const int32_t* starts, int64_t E,
+                                    int64_t max_rows, const uint8_t* codes, const float* scales, int64_t scale_block,
+                                    int64_t N, float* y);
 
 // ---- the integer path (int8_dot_kernels.cu; CudaBackendOptions::int8_dot) ----
 // The CPU's int8-dot GEMM (backend/cpu/int8_dot.h) on the integer tensor cores,

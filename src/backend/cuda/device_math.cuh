@@ -24,7 +24,7 @@
 #ifndef DGEMMA_LAUNCH_SMEM
 #define DGEMMA_LAUNCH_SMEM(kernel, grid, block, dynamic_shared_bytes, stream) \
   kernel<<<(grid), (block), (dynamic_shared_bytes), (stream)>>>
-#define DGEMMA_DYNAMIC_SHARED(T, name)                   \
+#define DGEMMA_DYNAMIC_SHARED(T, name)                                     \
   extern __shared__ __align__(256) unsigned char dgemma_dynamic_shared_[]; \
   T* name = reinterpret_cast<T*>(dgemma_dynamic_shared_)
 #endif
@@ -40,7 +40,6 @@
 namespace dgemma::cuda {
 namespace {
 
-
 constexpr unsigned kWarps = kBlock / 32;
 // Grid-stride kernels never need more blocks than this to fill a GPU.
 constexpr int64_t kMaxStrideBlocks = int64_t(1) << 20;
@@ -49,10 +48,14 @@ __device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); 
 
 __device__ __forceinline__ float load_plain(const void* p, WType t, int64_t i) {
   switch (t) {
-    case WType::kF32: return static_cast<const float*>(p)[i];
-    case WType::kBF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
-    case WType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case WType::kQuant: break;
+    case WType::kF32:
+      return static_cast<const float*>(p)[i];
+    case WType::kBF16:
+      return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
+    case WType::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case WType::kQuant:
+      break;
   }
   return nan_f32();
 }
@@ -62,8 +65,10 @@ __device__ inline const QSlice& slice_for(const QView& q, int64_t r) {
   int lo = 0, hi = q.nslices - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (q.slices[mid].row_begin <= r) lo = mid;
-    else hi = mid - 1;
+    if (q.slices[mid].row_begin <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return q.slices[lo];
 }
@@ -137,18 +142,25 @@ __device__ __forceinline__ float round_bf16(float f) { return __uint_as_float(ui
 // tables, quantize/quantized_weight.h round_to_dtype).
 __device__ __forceinline__ float round_to(float f, WType t) {
   switch (t) {
-    case WType::kBF16: return round_bf16(f);
-    case WType::kF16: return __half2float(__float2half_rn(f));
-    default: return f;
+    case WType::kBF16:
+      return round_bf16(f);
+    case WType::kF16:
+      return __half2float(__float2half_rn(f));
+    default:
+      return f;
   }
 }
 
 // Whether query position qpos sees key position kpos (ops/op.h AttentionMask).
-__device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos, int32_t kpos) {
+__device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos,
+                                        int32_t kpos) {
   switch (mask) {
-    case kMaskNone: return true;
-    case kMaskCausalWindow: return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
-    case kMaskCommittedWindow: return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
+    case kMaskNone:
+      return true;
+    case kMaskCausalWindow:
+      return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
+    case kMaskCommittedWindow:
+      return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
   }
   return false;
 }

@@ -92,9 +92,7 @@ __global__ void flash_attention_kernel(FlashArgs a) {
     part_sum[i] = 0.0f;
   }
   float o[R][DPL];
-  DGEMMA_UNROLL for (int r = 0; r < R; ++r) {
-    DGEMMA_UNROLL for (int u = 0; u < DPL; ++u) o[r][u] = 0.0f;
-  }
+  DGEMMA_UNROLL for (int r = 0; r < R; ++r) { DGEMMA_UNROLL for (int u = 0; u < DPL; ++u) o[r][u] = 0.0f; }
 
   for (int64_t s0 = 0; s0 < S; s0 += BK) {
     const int64_t n = S - s0 < BK ? S - s0 : BK;

@@ -33,8 +33,8 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kI8Block = 32;             // activation columns per scale (kI8Block)
-constexpr float kTinyBlock = 1e-30f;     // cpu int8_dot_kernels.cc: quantized to zero below it
+constexpr int kI8Block = 32;          // activation columns per scale (kI8Block)
+constexpr float kTinyBlock = 1e-30f;  // cpu int8_dot_kernels.cc: quantized to zero below it
 
 __device__ __forceinline__ int warp_sum_int(int v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -105,8 +105,8 @@ __device__ inline RowRef row_ref(const QView& q, int64_t r) {
 // The 16 values of row r (ref) at columns [c0, c0 + 16) as signed bytes: lo
 // (the value, or NF4's low plane) and hi (NF4's high plane).
 template <I8Kind KIND>
-__device__ __forceinline__ void decode16(const QView& q, const int16_t* levels, int64_t r, const RowRef& ref,
-                                         int64_t K, int64_t c0, int8_t (&lo)[16], int8_t (&hi)[16]) {
+__device__ __forceinline__ void decode16(const QView& q, const int16_t* levels, int64_t r, const RowRef& ref, int64_t K,
+                                         int64_t c0, int8_t (&lo)[16], int8_t (&hi)[16]) {
   if constexpr (KIND == I8Kind::kNF4) {  // flattened, element 2k in the high nibble
     const uint8_t* p = q.slices[0].codes + (r * K + c0) / 2;
     for (int i = 0; i < 8; ++i) {
@@ -131,8 +131,8 @@ __device__ __forceinline__ void decode16(const QView& q, const int16_t* levels, 
 // The scale (and MLX bias) of row r's sub-block at column c: Decoder::scales
 // of backend/cpu/int8_dot_gemm.cc, the same fp32 operations.
 template <I8Kind KIND>
-__device__ __forceinline__ void scales_at(const QView& q, int64_t r, const RowRef& ref, int64_t K, int64_t c,
-                                          float* ws, float* wb) {
+__device__ __forceinline__ void scales_at(const QView& q, int64_t r, const RowRef& ref, int64_t K, int64_t c, float* ws,
+                                          float* wb) {
   if constexpr (KIND == I8Kind::kNF4) {
     const int64_t b = (r * K + c) / q.block;
     const uint8_t* absmax = q.slices[0].scales;
@@ -161,7 +161,7 @@ __global__ void i8_gemm_kernel(const int8_t* aq, const float* ad, const float* a
   constexpr bool kTwoPlanes = KIND == I8Kind::kNF4;
   constexpr bool kBias = KIND == I8Kind::kAffine4 || KIND == I8Kind::kAffine8;
   constexpr bool kOffset = KIND == I8Kind::kNF4 || KIND == I8Kind::kAffine8;  // + 128·Σq
-  constexpr int kSub = KIND == I8Kind::kNVFP4 ? 16 : 32;                    // columns per weight scale
+  constexpr int kSub = KIND == I8Kind::kNVFP4 ? 16 : 32;                      // columns per weight scale
   const int64_t e = blockIdx.z;
   const int64_t first = (starts ? int64_t(starts[e]) : 0) + int64_t(blockIdx.y) * kRows;
   const int64_t end = starts ? int64_t(starts[e + 1]) : max_rows;
@@ -286,16 +286,24 @@ LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const f
   if (!plan_grouped(s, gx, gy, E, kThreads)) return s;
   const dim3 grid{static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(E)};
   switch (scheme) {
-    case QScheme::kNF4: launch_gemm<I8Kind::kNF4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y); break;
+    case QScheme::kNF4:
+      launch_gemm<I8Kind::kNF4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
+      break;
     case QScheme::kNVFP4:
       launch_gemm<I8Kind::kNVFP4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
       break;
     case QScheme::kAffine:
-      if (bits == 8) launch_gemm<I8Kind::kAffine8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
-      else launch_gemm<I8Kind::kAffine4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
+      if (bits == 8)
+        launch_gemm<I8Kind::kAffine8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
+      else
+        launch_gemm<I8Kind::kAffine4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
       break;
-    case QScheme::kInt8: launch_gemm<I8Kind::kInt8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y); break;
-    case QScheme::kFP8: s.launched = false; break;  // never: the host checks QView::i8_supported first
+    case QScheme::kInt8:
+      launch_gemm<I8Kind::kInt8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
+      break;
+    case QScheme::kFP8:
+      s.launched = false;
+      break;  // never: the host checks QView::i8_supported first
   }
   return s;
 }

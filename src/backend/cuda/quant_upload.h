@@ -27,7 +27,7 @@ struct QuantUpload {
     std::string what;  // "codes of slice 3", ...
   };
   std::vector<Buffer> buffers;
-  QView view;                // tables and shape; device pointers set by bind()
+  QView view;                  // tables and shape; device pointers set by bind()
   std::vector<QSlice> slices;  // rows of each slice; device pointers set by bind()
 
   // Sets the device addresses: dev[b] is where buffers[b] was copied.

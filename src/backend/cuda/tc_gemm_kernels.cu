@@ -111,7 +111,7 @@ __device__ __forceinline__ uint32_t e4m3_bf16_bits(uint32_t b) {
   const uint32_t sign = (b & 0x80u) << 8, e = (b >> 3) & 0xFu, m = b & 7u;
   if (e == 0xFu && m == 7u) return sign | 0x7FC0u;
   if (e == 0u) return sign | (__float_as_uint(float(m) * 0.001953125f) >> 16);  // m · 2^-9, subnormal
-  return sign | (e + 120u) << 7 | m << 4;  // bias 7 -> 127
+  return sign | (e + 120u) << 7 | m << 4;                                       // bias 7 -> 127
 }
 
 // 8 consecutive FP8 codes of row `row` from column k0 as bf16, zeros past
@@ -135,9 +135,7 @@ __device__ __forceinline__ Chunk load_chunk_fp8(const uint8_t* base, int64_t row
   return pack_chunk(h);
 }
 
-__device__ __forceinline__ void store_chunk(uint16_t* dst, const Chunk& c) {
-  *reinterpret_cast<uint4*>(dst) = c.v;
-}
+__device__ __forceinline__ void store_chunk(uint16_t* dst, const Chunk& c) { *reinterpret_cast<uint4*>(dst) = c.v; }
 
 // The weight operand: bf16 values (kBf16Weights), or FP8 E4M3 codes with an
 // fp32 scale per output row (scale_block = K) or per row and block of
@@ -151,8 +149,7 @@ __device__ __forceinline__ void store_chunk(uint16_t* dst, const Chunk& c) {
 enum : int { kBf16Weights, kFp8RowScales, kFp8BlockScales };
 template <int kWeights>
 __global__ void grouped_gemm_tc_kernel(const uint16_t* a, int64_t K, const int32_t* starts, int64_t max_rows,
-                                       const void* w, const float* w_scales, int64_t scale_block, int64_t N,
-                                       float* y) {
+                                       const void* w, const float* w_scales, int64_t scale_block, int64_t N, float* y) {
   constexpr bool kFp8 = kWeights != kBf16Weights, kBlockScales = kWeights == kFp8BlockScales;
   const int64_t e = blockIdx.z;
   const int64_t first = (starts ? int64_t(starts[e]) : 0) + int64_t(blockIdx.y) * kRows;
@@ -254,6 +251,9 @@ __global__ void grouped_gemm_tc_kernel(const uint16_t* a, int64_t K, const int32
 
 }  // namespace
 
+// The launch wrappers below are laid out by hand: clang-format 14 cannot lay
+// out DGEMMA_LAUNCH(kernel, grid, block, stream)(args) (device_math.cuh).
+// clang-format off
 LaunchShape launch_to_bf16(cudaStream_t stream, const float* x, int64_t n, uint16_t* out) {
   LaunchShape s;
   if (plan(s, stride_blocks(n))) DGEMMA_LAUNCH(to_bf16_kernel, s.grid[0], kBlock, stream)(x, n, out);
@@ -305,5 +305,7 @@ LaunchShape launch_grouped_gemm_fp8(cudaStream_t stream, const uint16_t* a, int6
                                                                                        scales, scale_block, N, y);
   return s;
 }
+
+// clang-format on
 
 }  // namespace dgemma::cuda
