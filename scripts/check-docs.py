@@ -22,7 +22,7 @@ SECTION = re.compile(r'[0-9]+(?:\.[0-9]+)*')
 FORBIDDEN = [
     (re.compile(r'\bissues? #?[0-9]+', re.I), 'cites an issue number (say the reason instead)'),
     (re.compile(r'\.\./shared|/work/|\bshared/(spec|golden|anchors|tokenizer)\b'), 'cites a document outside the repository'),
-    (re.compile(r'\bspec §|\bspec/[a-z-]+\.md'), 'cites the team notes ("spec"); cite docs/NAME.md §N'),
+    (re.compile(r'\bspec §|\bspec/[a-z-]+\.md|(//|#).*\bspec$'), 'cites the team notes ("spec"); cite docs/NAME.md §N'),
 ]
 
 

@@ -12,6 +12,7 @@ fuzz_seconds=${DGEMMA_FUZZ_SECONDS:-30}
 echo "== layering, citations and formatting =="
 scripts/check-layers.sh
 scripts/check-docs.sh
+scripts/format.sh --check
 
 echo "== Release build and tests =="
 scripts/build.sh release

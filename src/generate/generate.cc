@@ -81,7 +81,7 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
 
   // Host path: two [L, V] buffers, allocated once: the decoder writes raw
   // logits into `out` while reading the previous step's processed logits
-  // from `prev`; after temperature scaling in place they swap roles (spec
+  // from `prev`; after temperature scaling in place they swap roles (docs/model.md
   // §3.3). On the model, z stays there: one buffer, only for an observer.
   const size_t lv = size_t(L) * size_t(V);
   std::vector<float> buffer_a(on_model && observer == nullptr ? 0 : lv), buffer_b(on_model ? 0 : lv);

@@ -3,7 +3,7 @@
 // accumulates in fp32, so the A operand (activations) is rounded to bf16 (RNE)
 // when it is packed: this path rounds activations and is only used where that
 // is intended (CpuBackendOptions::bf16_dot for bf16 weights, or where the
-// reference itself rounds A to bf16: soft_embedding over a bf16 table, spec
+// reference itself rounds A to bf16: soft_embedding over a bf16 table, docs/model.md
 // §3.3). The instruction treats denormal inputs and outputs as zero.
 #include "backend/cpu/isa_kernels.h"
 

@@ -47,7 +47,7 @@ using GeluGluRow = void (*)(const float* g, const float* u, float* out, int64_t 
 void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact,
                        GeluGluRow gelu_glu = nullptr);
 void quant_embedding(const OpCall& c, ThreadPool& pool);
-// soft_embedding multiplies with the whole table, which needs it dense (spec
+// soft_embedding multiplies with the whole table, which needs it dense (docs/model.md
 // §6.3 pitfall 10): runs `dense_kernel` (the calling level's soft_embedding)
 // on a copy of the call whose table is the weight's dense copy.
 void quant_soft_embedding(const OpCall& c, const std::function<void(const OpCall&)>& dense_kernel);
