@@ -112,22 +112,14 @@ const Weights& weights(const std::string& label, const std::vector<int64_t>& sha
       w.ref.data = w.f32.data();
       w.bytes = w.f32.size() * 4;
       return w;
-    case Kind::kNf4:
-      w.q = quant::quantize_weight(QuantScheme::kNF4, src, shape, DType::kBF16, p);
-      break;
-    case Kind::kNvfp4:
-      w.q = quant::quantize_weight(QuantScheme::kNVFP4, src, shape, DType::kBF16, p);
-      break;
-    case Kind::kMlx4:
-      w.q = quant::quantize_weight(QuantScheme::kAffine, src, shape, DType::kBF16, p);
-      break;
+    case Kind::kNf4: w.q = quant::quantize_weight(QuantScheme::kNF4, src, shape, DType::kBF16, p); break;
+    case Kind::kNvfp4: w.q = quant::quantize_weight(QuantScheme::kNVFP4, src, shape, DType::kBF16, p); break;
+    case Kind::kMlx4: w.q = quant::quantize_weight(QuantScheme::kAffine, src, shape, DType::kBF16, p); break;
     case Kind::kMlx8:
       p.bits = 8;
       w.q = quant::quantize_weight(QuantScheme::kAffine, src, shape, DType::kBF16, p);
       break;
-    case Kind::kInt8:
-      w.q = quant::quantize_weight(QuantScheme::kInt8, src, shape, DType::kBF16, p);
-      break;
+    case Kind::kInt8: w.q = quant::quantize_weight(QuantScheme::kInt8, src, shape, DType::kBF16, p); break;
   }
   w.ref.dtype = DType::kBF16;
   w.ref.data = w.q->slices.front().codes;

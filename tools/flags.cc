@@ -147,20 +147,11 @@ bool FlagParser::parse(const Args& args) {
       value = args[++i];
     }
     switch (f->kind) {
-      case Kind::kString:
-        *static_cast<std::string*>(f->target) = value;
-        break;
-      case Kind::kStrings:
-        static_cast<std::vector<std::string>*>(f->target)->push_back(value);
-        break;
-      case Kind::kInt:
-        *static_cast<int64_t*>(f->target) = to_int(value, name);
-        break;
-      case Kind::kDouble:
-        *static_cast<double*>(f->target) = to_double(value, name);
-        break;
-      case Kind::kBool:
-        break;
+      case Kind::kString: *static_cast<std::string*>(f->target) = value; break;
+      case Kind::kStrings: static_cast<std::vector<std::string>*>(f->target)->push_back(value); break;
+      case Kind::kInt: *static_cast<int64_t*>(f->target) = to_int(value, name); break;
+      case Kind::kDouble: *static_cast<double*>(f->target) = to_double(value, name); break;
+      case Kind::kBool: break;
     }
   }
   return true;

@@ -168,44 +168,24 @@ LineEditor::Result LineEditor::read(const std::string& prompt, std::string& line
         line = buf.text();
         if (!line.empty() && (history_.empty() || history_.back() != line)) history_.push_back(line);
         return Result::kLine;
-      case 1:
-        buf.home();
-        break;  // Ctrl-A
-      case 2:
-        buf.left();
-        break;  // Ctrl-B
-      case 4:
-        buf.erase();
-        break;  // Ctrl-D
-      case 5:
-        buf.end();
-        break;  // Ctrl-E
-      case 6:
-        buf.right();
-        break;  // Ctrl-F
+      case 1: buf.home(); break;   // Ctrl-A
+      case 2: buf.left(); break;   // Ctrl-B
+      case 4: buf.erase(); break;  // Ctrl-D
+      case 5: buf.end(); break;    // Ctrl-E
+      case 6: buf.right(); break;  // Ctrl-F
       case 8:
-      case 127:
-        buf.backspace();
-        break;
-      case 11:
-        buf.kill_to_end();
-        break;  // Ctrl-K
-      case 12:
-        std::fputs("\x1b[H\x1b[2J", stdout);
-        break;  // Ctrl-L
+      case 127: buf.backspace(); break;
+      case 11: buf.kill_to_end(); break;                    // Ctrl-K
+      case 12: std::fputs("\x1b[H\x1b[2J", stdout); break;  // Ctrl-L
       case 14:
         if (hist < history_.size()) browse(hist + 1);
         break;  // Ctrl-N
       case 16:
         if (hist > 0) browse(hist - 1);
-        break;  // Ctrl-P
-      case 21:
-        buf.kill_to_start();
-        break;  // Ctrl-U
-      case 23:
-        buf.kill_word();
-        break;    // Ctrl-W
-      case 27: {  // ESC [ X, ESC O X, ESC [ n ~
+        break;                              // Ctrl-P
+      case 21: buf.kill_to_start(); break;  // Ctrl-U
+      case 23: buf.kill_word(); break;      // Ctrl-W
+      case 27: {                            // ESC [ X, ESC O X, ESC [ n ~
         const int a = read_byte();
         if (a != '[' && a != 'O') break;
         int b = read_byte();

@@ -19,12 +19,9 @@ LineReader::~LineReader() = default;
 LineReader::Status LineReader::read(const std::string& prompt, std::string& line) {
   if (editor_) {
     switch (editor_->read(prompt, line)) {
-      case LineEditor::Result::kLine:
-        return Status::kLine;
-      case LineEditor::Result::kEof:
-        return Status::kEof;
-      case LineEditor::Result::kInterrupted:
-        return Status::kInterrupted;
+      case LineEditor::Result::kLine: return Status::kLine;
+      case LineEditor::Result::kEof: return Status::kEof;
+      case LineEditor::Result::kInterrupted: return Status::kInterrupted;
     }
   }
   if (!prompt.empty()) {

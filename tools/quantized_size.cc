@@ -12,8 +12,7 @@ uint64_t quantized_bytes(const BoundTensor& t, LoadQuantization mode) {
   for (const int64_t d : shape) n *= uint64_t(d);
   const int64_t cols = shape.back();
   switch (mode) {
-    case LoadQuantization::kNone:
-      return t.nbytes;
+    case LoadQuantization::kNone: return t.nbytes;
     case LoadQuantization::kNf4: {
       const uint64_t blocks = (n + 63) / 64;
       return n / 2 + blocks + 4 * ((blocks + 255) / 256) + 4;
@@ -27,8 +26,7 @@ uint64_t quantized_bytes(const BoundTensor& t, LoadQuantization mode) {
       if (block == 0) return t.nbytes;
       return n + 4 * (n / uint64_t(block));
     }
-    case LoadQuantization::kFp8:
-      return n + 4 * (n / uint64_t(cols));
+    case LoadQuantization::kFp8: return n + 4 * (n / uint64_t(cols));
     case LoadQuantization::kFp8Block: {
       const int block = quant::row_block_for(cols, 128);
       return n + 4 * (n / uint64_t(block == 0 ? cols : block));

@@ -62,8 +62,7 @@ void StreamPrinter::emit_json(const json::Value& v) { write(json::dump(v) + "\n"
 void StreamPrinter::on_step(const StepEvent& e) {
   const int64_t L = int64_t(e.canvas_out.size());
   switch (options_.mode) {
-    case StreamMode::kText:
-      return;
+    case StreamMode::kText: return;
     case StreamMode::kJson: {
       json::Value v = json::Object{};
       v.set("event", "step");
@@ -85,8 +84,7 @@ void StreamPrinter::on_step(const StepEvent& e) {
       emit_json(v);
       return;
     }
-    case StreamMode::kVisualize:
-      break;
+    case StreamMode::kVisualize: break;
   }
   if (!live_ && options_.terminal.tty) return;  // TERM=dumb: only the text
   const bool last = is_last_step(e);
@@ -113,9 +111,7 @@ void StreamPrinter::on_canvas(const CanvasEvent& e) {
   const std::span<const int32_t> fresh = tokens_.push(e.committed);
   const std::string text = text_.push(fresh);
   switch (options_.mode) {
-    case StreamMode::kText:
-      write(text);
-      return;
+    case StreamMode::kText: write(text); return;
     case StreamMode::kJson: {
       json::Value v = json::Object{};
       v.set("event", "canvas");
@@ -146,9 +142,7 @@ GenerationStats StreamPrinter::finish(const GenerationResult& result, int64_t ca
   const std::string reason = result.cancelled ? "cancelled" : stop_reason_name(tokens_.stop_reason());
   GenerationStats stats = collect_stats(result, canvas_length, clock_, int64_t(tokens_.tokens().size()), reason);
   switch (options_.mode) {
-    case StreamMode::kText:
-      write(rest + "\n");
-      break;
+    case StreamMode::kText: write(rest + "\n"); break;
     case StreamMode::kVisualize:
       if (live_) {
         live_->print(sanitize_for_terminal(rest) + "\n");

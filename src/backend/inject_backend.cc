@@ -11,14 +11,10 @@ namespace dgemma {
 
 std::string_view fault_kind_name(FaultKind kind) {
   switch (kind) {
-    case FaultKind::kValue:
-      return "value";
-    case FaultKind::kNan:
-      return "nan";
-    case FaultKind::kOutOfBounds:
-      return "oob";
-    case FaultKind::kCrash:
-      return "crash";
+    case FaultKind::kValue: return "value";
+    case FaultKind::kNan: return "nan";
+    case FaultKind::kOutOfBounds: return "oob";
+    case FaultKind::kCrash: return "crash";
   }
   return "?";
 }

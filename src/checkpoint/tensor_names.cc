@@ -4,20 +4,13 @@ namespace dgemma {
 
 const char* component_name(Component c) {
   switch (c) {
-    case Component::kEmbedding:
-      return "embedding";
-    case Component::kAttention:
-      return "attention";
-    case Component::kDenseMlp:
-      return "dense_mlp";
-    case Component::kRouter:
-      return "router";
-    case Component::kExperts:
-      return "experts";
-    case Component::kSelfConditioning:
-      return "self_conditioning";
-    case Component::kNormsScalars:
-      return "norms_scalars";
+    case Component::kEmbedding: return "embedding";
+    case Component::kAttention: return "attention";
+    case Component::kDenseMlp: return "dense_mlp";
+    case Component::kRouter: return "router";
+    case Component::kExperts: return "experts";
+    case Component::kSelfConditioning: return "self_conditioning";
+    case Component::kNormsScalars: return "norms_scalars";
   }
   return "?";
 }

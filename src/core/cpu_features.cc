@@ -108,16 +108,11 @@ CpuIsa default_isa() {
 
 std::string_view isa_name(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kScalar:
-      return "scalar";
-    case CpuIsa::kAvx2:
-      return "avx2";
-    case CpuIsa::kAvx512:
-      return "avx512";
-    case CpuIsa::kAvx512Bf16:
-      return "avx512bf16";
-    case CpuIsa::kAmx:
-      return "amx";
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Bf16: return "avx512bf16";
+    case CpuIsa::kAmx: return "amx";
   }
   return "?";
 }

@@ -128,12 +128,9 @@ float load_as_f32(DType t, const void* data, size_t i) {
       std::memcpy(&d, static_cast<const char*>(data) + 8 * i, 8);
       return float(d);
     }
-    case DType::kF8_E4M3:
-      return f8_e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
-    case DType::kF8_E5M2:
-      return f8_e5m2_to_f32(static_cast<const uint8_t*>(data)[i]);
-    default:
-      throw Error("cannot read dtype " + std::string(dtype_name(t)) + " as a float");
+    case DType::kF8_E4M3: return f8_e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
+    case DType::kF8_E5M2: return f8_e5m2_to_f32(static_cast<const uint8_t*>(data)[i]);
+    default: throw Error("cannot read dtype " + std::string(dtype_name(t)) + " as a float");
   }
 }
 

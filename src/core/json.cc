@@ -45,21 +45,12 @@ class Parser {
     if (pos_ >= s_.size()) fail("unexpected end of input");
     char c = s_[pos_];
     switch (c) {
-      case '{':
-        return parse_object(depth);
-      case '[':
-        return parse_array(depth);
-      case '"':
-        return Value(parse_string());
-      case 't':
-        expect_word("true");
-        return Value(true);
-      case 'f':
-        expect_word("false");
-        return Value(false);
-      case 'n':
-        expect_word("null");
-        return Value(nullptr);
+      case '{': return parse_object(depth);
+      case '[': return parse_array(depth);
+      case '"': return Value(parse_string());
+      case 't': expect_word("true"); return Value(true);
+      case 'f': expect_word("false"); return Value(false);
+      case 'n': expect_word("null"); return Value(nullptr);
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return parse_number();
         fail(std::string("unexpected character '") + printable(c) + "'");
@@ -248,12 +239,8 @@ void dump_into(std::string& out, const Value& v, int indent, int level) {
     }
   };
   switch (v.kind()) {
-    case Value::Kind::kNull:
-      out += "null";
-      break;
-    case Value::Kind::kBool:
-      out += v.as_bool() ? "true" : "false";
-      break;
+    case Value::Kind::kNull: out += "null"; break;
+    case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; break;
     case Value::Kind::kNumber: {
       if (v.is_integer()) {
         out += std::to_string(v.as_int());
@@ -271,9 +258,7 @@ void dump_into(std::string& out, const Value& v, int indent, int level) {
       }
       break;
     }
-    case Value::Kind::kString:
-      append_quoted(out, v.as_string());
-      break;
+    case Value::Kind::kString: append_quoted(out, v.as_string()); break;
     case Value::Kind::kArray: {
       const auto& a = v.as_array();
       out += '[';
@@ -307,18 +292,12 @@ void dump_into(std::string& out, const Value& v, int indent, int level) {
 
 const char* kind_name(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::kNull:
-      return "null";
-    case Value::Kind::kBool:
-      return "boolean";
-    case Value::Kind::kNumber:
-      return "number";
-    case Value::Kind::kString:
-      return "string";
-    case Value::Kind::kArray:
-      return "array";
-    case Value::Kind::kObject:
-      return "object";
+    case Value::Kind::kNull: return "null";
+    case Value::Kind::kBool: return "boolean";
+    case Value::Kind::kNumber: return "number";
+    case Value::Kind::kString: return "string";
+    case Value::Kind::kArray: return "array";
+    case Value::Kind::kObject: return "object";
   }
   return "?";
 }
@@ -395,35 +374,16 @@ const char* decode_escape(std::string_view s, size_t& pos, std::string& out) {
   if (pos >= s.size()) return "unterminated escape";
   const char e = s[pos++];
   switch (e) {
-    case '"':
-      out += '"';
-      return nullptr;
-    case '\\':
-      out += '\\';
-      return nullptr;
-    case '/':
-      out += '/';
-      return nullptr;
-    case 'b':
-      out += '\b';
-      return nullptr;
-    case 'f':
-      out += '\f';
-      return nullptr;
-    case 'n':
-      out += '\n';
-      return nullptr;
-    case 'r':
-      out += '\r';
-      return nullptr;
-    case 't':
-      out += '\t';
-      return nullptr;
-    case 'u':
-      break;
-    default:
-      --pos;
-      return "invalid escape character";
+    case '"': out += '"'; return nullptr;
+    case '\\': out += '\\'; return nullptr;
+    case '/': out += '/'; return nullptr;
+    case 'b': out += '\b'; return nullptr;
+    case 'f': out += '\f'; return nullptr;
+    case 'n': out += '\n'; return nullptr;
+    case 'r': out += '\r'; return nullptr;
+    case 't': out += '\t'; return nullptr;
+    case 'u': break;
+    default: --pos; return "invalid escape character";
   }
   // Four hex digits; on a bad digit pos is past it (where readers report it).
   auto hex4 = [&](uint32_t& v) -> const char* {
@@ -477,21 +437,11 @@ void append_quoted(std::string& out, std::string_view s) {
     }
     if (c < 0x20) {
       switch (c) {
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\b':
-          out += "\\b";
-          break;
-        case '\f':
-          out += "\\f";
-          break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
         default:
           out += "\\u00";
           out += hex[c >> 4];

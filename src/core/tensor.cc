@@ -91,9 +91,7 @@ int64_t WeightRef::numel() const { return product(shape); }
 
 void WeightRef::row_f32(int64_t r, int64_t cols, float* out) const {
   switch (dtype) {
-    case DType::kF32:
-      std::memcpy(out, static_cast<const float*>(data) + r * cols, size_t(cols) * 4);
-      return;
+    case DType::kF32: std::memcpy(out, static_cast<const float*>(data) + r * cols, size_t(cols) * 4); return;
     case DType::kBF16: {
       const uint16_t* p = static_cast<const uint16_t*>(data) + r * cols;
       for (int64_t c = 0; c < cols; ++c) out[c] = bf16_to_f32(p[c]);

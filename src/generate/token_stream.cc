@@ -6,12 +6,9 @@ namespace dgemma {
 
 const char* stop_reason_name(StopReason reason) {
   switch (reason) {
-    case StopReason::kNone:
-      return "none";
-    case StopReason::kEos:
-      return "eos";
-    case StopReason::kLength:
-      return "length";
+    case StopReason::kNone: return "none";
+    case StopReason::kEos: return "eos";
+    case StopReason::kLength: return "length";
   }
   return "?";
 }

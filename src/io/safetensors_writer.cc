@@ -22,50 +22,28 @@ namespace {
 // of 8, every tensor starts naturally aligned.
 int reference_rank(DType t) {
   switch (t) {
-    case DType::kBool:
-      return 0;
-    case DType::kF4:
-      return 1;
-    case DType::kF6_E2M3:
-      return 2;
-    case DType::kF6_E3M2:
-      return 3;
-    case DType::kU8:
-      return 4;
-    case DType::kI8:
-      return 5;
-    case DType::kF8_E5M2:
-      return 6;
-    case DType::kF8_E4M3:
-      return 7;
-    case DType::kF8_E8M0:
-      return 8;
-    case DType::kF8_E4M3FNUZ:
-      return 9;
-    case DType::kF8_E5M2FNUZ:
-      return 10;
-    case DType::kI16:
-      return 11;
-    case DType::kU16:
-      return 12;
-    case DType::kF16:
-      return 13;
-    case DType::kBF16:
-      return 14;
-    case DType::kI32:
-      return 15;
-    case DType::kU32:
-      return 16;
-    case DType::kF32:
-      return 17;
-    case DType::kC64:
-      return 18;
-    case DType::kF64:
-      return 19;
-    case DType::kI64:
-      return 20;
-    case DType::kU64:
-      return 21;
+    case DType::kBool: return 0;
+    case DType::kF4: return 1;
+    case DType::kF6_E2M3: return 2;
+    case DType::kF6_E3M2: return 3;
+    case DType::kU8: return 4;
+    case DType::kI8: return 5;
+    case DType::kF8_E5M2: return 6;
+    case DType::kF8_E4M3: return 7;
+    case DType::kF8_E8M0: return 8;
+    case DType::kF8_E4M3FNUZ: return 9;
+    case DType::kF8_E5M2FNUZ: return 10;
+    case DType::kI16: return 11;
+    case DType::kU16: return 12;
+    case DType::kF16: return 13;
+    case DType::kBF16: return 14;
+    case DType::kI32: return 15;
+    case DType::kU32: return 16;
+    case DType::kF32: return 17;
+    case DType::kC64: return 18;
+    case DType::kF64: return 19;
+    case DType::kI64: return 20;
+    case DType::kU64: return 21;
   }
   return 0;
 }

@@ -25,12 +25,8 @@ Tensor tensor_from_view(const TensorView& v) {
     const uint8_t* p = v.data;
     switch (v.dtype()) {
       case DType::kBool:
-      case DType::kU8:
-        put(k, p[k]);
-        break;
-      case DType::kI8:
-        put(k, int8_t(p[k]));
-        break;
+      case DType::kU8: put(k, p[k]); break;
+      case DType::kI8: put(k, int8_t(p[k])); break;
       case DType::kI16: {
         int16_t x;
         std::memcpy(&x, p + 2 * k, 2);

@@ -35,23 +35,23 @@ constexpr int kSteps = 8, kMaxNewTokens = 64;
 constexpr uint64_t kSeed = 0x6467656d6d61ULL;  // "dgemma"
 
 json::Value model_config_json() {
-  SyntheticShape shape;
-  shape.vocab = kVocab;
-  shape.hidden = kHidden;
-  shape.layers = kLayers;
-  for (int i = 0; i < kLayers; ++i)
-    shape.layer_types.emplace_back(i + 1 == kLayers ? "full_attention" : "sliding_attention");
-  shape.heads = kHeads;
-  shape.kv_heads = kKvHeads;
-  shape.global_kv_heads = kGlobalKvHeads;
-  shape.head_dim = kHeadDim;
-  shape.global_head_dim = kGlobalHeadDim;
-  shape.window = kWindow;
-  shape.intermediate = kIntermediate;
-  shape.moe_intermediate = kMoeIntermediate;
-  shape.experts = kExperts;
-  shape.top_k = kTopK;
-  shape.canvas = kCanvas;
+  std::vector<std::string> types;
+  for (int i = 0; i < kLayers; ++i) types.emplace_back(i + 1 == kLayers ? "full_attention" : "sliding_attention");
+  const SyntheticShape shape{.vocab = kVocab,
+                             .hidden = kHidden,
+                             .layers = kLayers,
+                             .heads = kHeads,
+                             .kv_heads = kKvHeads,
+                             .global_kv_heads = kGlobalKvHeads,
+                             .head_dim = kHeadDim,
+                             .global_head_dim = kGlobalHeadDim,
+                             .layer_types = types,
+                             .window = kWindow,
+                             .intermediate = kIntermediate,
+                             .experts = kExperts,
+                             .top_k = kTopK,
+                             .moe_intermediate = kMoeIntermediate,
+                             .canvas = kCanvas};
   json::Value text = synthetic_text_config(shape);
   text.set("max_position_embeddings", 262144);
   text.set("tie_word_embeddings", true);

@@ -10,34 +10,20 @@ namespace dgemma {
 
 std::string_view op_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kEmbedding:
-      return "embedding";
-    case OpKind::kSoftEmbedding:
-      return "soft_embedding";
-    case OpKind::kRmsNorm:
-      return "rms_norm";
-    case OpKind::kLinear:
-      return "linear";
-    case OpKind::kRope:
-      return "rope";
-    case OpKind::kAttention:
-      return "attention";
-    case OpKind::kRouterTopk:
-      return "router_topk";
-    case OpKind::kMoeExperts:
-      return "moe_experts";
-    case OpKind::kGeluGlu:
-      return "gelu_glu";
-    case OpKind::kAdd:
-      return "add";
-    case OpKind::kScale:
-      return "scale";
-    case OpKind::kSoftcap:
-      return "softcap";
-    case OpKind::kConcatRows:
-      return "concat_rows";
-    case OpKind::kSample:
-      return "sample";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kSoftEmbedding: return "soft_embedding";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kLinear: return "linear";
+    case OpKind::kRope: return "rope";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kRouterTopk: return "router_topk";
+    case OpKind::kMoeExperts: return "moe_experts";
+    case OpKind::kGeluGlu: return "gelu_glu";
+    case OpKind::kAdd: return "add";
+    case OpKind::kScale: return "scale";
+    case OpKind::kSoftcap: return "softcap";
+    case OpKind::kConcatRows: return "concat_rows";
+    case OpKind::kSample: return "sample";
   }
   return "?";
 }
@@ -47,10 +33,8 @@ std::string_view op_scope(OpKind kind) {
     case OpKind::kEmbedding:
     case OpKind::kSoftEmbedding:
     case OpKind::kSoftcap:
-    case OpKind::kSample:
-      return "model";
-    default:
-      return "layer";  // concat_rows: the layer's KV cache
+    case OpKind::kSample: return "model";
+    default: return "layer";  // concat_rows: the layer's KV cache
   }
 }
 

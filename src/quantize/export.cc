@@ -64,12 +64,9 @@ bool is_float_matrix(const ExpectedTensor& ex, const TensorView& v) {
 
 std::unique_ptr<FormatWriter> make_writer(const ExportOptions& o) {
   switch (o.format) {
-    case ExportFormat::kNf4:
-      return make_nf4_writer(o);
-    case ExportFormat::kNvfp4Experts:
-      return make_nvfp4_experts_writer(o);
-    case ExportFormat::kMlx4:
-      return make_mlx_writer(o);
+    case ExportFormat::kNf4: return make_nf4_writer(o);
+    case ExportFormat::kNvfp4Experts: return make_nvfp4_experts_writer(o);
+    case ExportFormat::kMlx4: return make_mlx_writer(o);
   }
   throw Error("unknown export format");
 }
@@ -140,12 +137,9 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
 
 std::string_view export_format_name(ExportFormat f) {
   switch (f) {
-    case ExportFormat::kNf4:
-      return "nf4";
-    case ExportFormat::kNvfp4Experts:
-      return "nvfp4-experts";
-    case ExportFormat::kMlx4:
-      return "mlx4";
+    case ExportFormat::kNf4: return "nf4";
+    case ExportFormat::kNvfp4Experts: return "nvfp4-experts";
+    case ExportFormat::kMlx4: return "mlx4";
   }
   return "?";
 }

@@ -13,12 +13,9 @@ namespace {
 
 std::string torch_dtype_name(DType t) {
   switch (t) {
-    case DType::kBF16:
-      return "bfloat16";
-    case DType::kF16:
-      return "float16";
-    default:
-      return "float32";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF16: return "float16";
+    default: return "float32";
   }
 }
 

@@ -29,8 +29,7 @@ Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
       v.values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
       break;
     case QuantScheme::kInt8:
-    case QuantScheme::kFP8:
-      break;  // (kFP8 never takes this path: int8_dot_supported)
+    case QuantScheme::kFP8: break;  // (kFP8 never takes this path: int8_dot_supported)
   }
   return v;
 }
@@ -38,15 +37,11 @@ Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
 bool int8_dot_supported(const QuantizedWeight& w) {
   if (w.cols % kI8Block != 0 || w.block <= 0) return false;
   switch (w.scheme) {
-    case QuantScheme::kNVFP4:
-      return w.block == 16;
-    case QuantScheme::kAffine:
-      return w.block % kI8Block == 0 && (w.bits == 4 || w.bits == 8);
+    case QuantScheme::kNVFP4: return w.block == 16;
+    case QuantScheme::kAffine: return w.block % kI8Block == 0 && (w.bits == 4 || w.bits == 8);
     case QuantScheme::kNF4:
-    case QuantScheme::kInt8:
-      return w.block % kI8Block == 0;
-    case QuantScheme::kFP8:
-      return false;  // E4M3 values are not integers: the exact path
+    case QuantScheme::kInt8: return w.block % kI8Block == 0;
+    case QuantScheme::kFP8: return false;  // E4M3 values are not integers: the exact path
   }
   return false;
 }

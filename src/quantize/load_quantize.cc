@@ -8,10 +8,8 @@ namespace dgemma {
 
 bool load_quantization_covers(Component c, LoadQuantization mode) {
   switch (mode) {
-    case LoadQuantization::kNone:
-      return false;
-    case LoadQuantization::kNvfp4Experts:
-      return c == Component::kExperts;
+    case LoadQuantization::kNone: return false;
+    case LoadQuantization::kNvfp4Experts: return c == Component::kExperts;
     case LoadQuantization::kNf4:
     case LoadQuantization::kQ8:
     case LoadQuantization::kFp8:

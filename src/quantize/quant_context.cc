@@ -148,14 +148,10 @@ void sniff_tensor_names(QuantContext& q, const TensorStore& store) {
 
 std::string_view checkpoint_quant_name(CheckpointQuant q) {
   switch (q) {
-    case CheckpointQuant::kNone:
-      return "none";
-    case CheckpointQuant::kBitsAndBytes:
-      return "bitsandbytes-nf4";
-    case CheckpointQuant::kModelOpt:
-      return "modelopt-nvfp4";
-    case CheckpointQuant::kMlx:
-      return "mlx-affine";
+    case CheckpointQuant::kNone: return "none";
+    case CheckpointQuant::kBitsAndBytes: return "bitsandbytes-nf4";
+    case CheckpointQuant::kModelOpt: return "modelopt-nvfp4";
+    case CheckpointQuant::kMlx: return "mlx-affine";
   }
   return "?";
 }

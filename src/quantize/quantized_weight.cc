@@ -11,16 +11,11 @@ namespace dgemma {
 
 std::string_view quant_scheme_name(QuantScheme s) {
   switch (s) {
-    case QuantScheme::kNF4:
-      return "nf4";
-    case QuantScheme::kNVFP4:
-      return "nvfp4";
-    case QuantScheme::kAffine:
-      return "affine";
-    case QuantScheme::kInt8:
-      return "int8";
-    case QuantScheme::kFP8:
-      return "fp8";
+    case QuantScheme::kNF4: return "nf4";
+    case QuantScheme::kNVFP4: return "nvfp4";
+    case QuantScheme::kAffine: return "affine";
+    case QuantScheme::kInt8: return "int8";
+    case QuantScheme::kFP8: return "fp8";
   }
   return "?";
 }

@@ -45,14 +45,10 @@ namespace {
 
 std::shared_ptr<QuantizedWeight> read_one(const QuantContext& ctx, const ExpectedTensor& ex, const std::string& name) {
   switch (ctx.kind) {
-    case CheckpointQuant::kBitsAndBytes:
-      return quant_detail::read_bnb_nf4(ctx, ex, name);
-    case CheckpointQuant::kModelOpt:
-      return quant_detail::read_modelopt_nvfp4(ctx, ex, name);
-    case CheckpointQuant::kMlx:
-      return quant_detail::read_mlx_affine(ctx, ex, name);
-    case CheckpointQuant::kNone:
-      return nullptr;
+    case CheckpointQuant::kBitsAndBytes: return quant_detail::read_bnb_nf4(ctx, ex, name);
+    case CheckpointQuant::kModelOpt: return quant_detail::read_modelopt_nvfp4(ctx, ex, name);
+    case CheckpointQuant::kMlx: return quant_detail::read_mlx_affine(ctx, ex, name);
+    case CheckpointQuant::kNone: return nullptr;
   }
   return nullptr;
 }

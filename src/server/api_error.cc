@@ -20,21 +20,16 @@ ApiError error_for_status(int status, const std::string& method, const std::stri
   // (json::dump replaces invalid bytes).
   const std::string where = method.substr(0, 16) + " " + path.substr(0, 200);
   switch (status) {
-    case 404:
-      return ApiError(404, "unknown URL (" + where + ")", "invalid_request_error", "", "unknown_url");
+    case 404: return ApiError(404, "unknown URL (" + where + ")", "invalid_request_error", "", "unknown_url");
     case 405:
       return ApiError(405, "method not allowed (" + where + ")", "invalid_request_error", "", "method_not_allowed");
     case 413:
       return ApiError(413, "the request body is too large (--max-body-size)", "invalid_request_error", "",
                       "request_too_large");
-    case 414:
-      return ApiError(414, "the request URI is too long", "invalid_request_error", "", "uri_too_long");
-    case 429:
-      return ApiError(429, "too many requests", "rate_limit_error", "", "queue_full");
-    case 503:
-      return ApiError(503, "the server is shutting down", "server_error", "", "unavailable");
-    default:
-      break;
+    case 414: return ApiError(414, "the request URI is too long", "invalid_request_error", "", "uri_too_long");
+    case 429: return ApiError(429, "too many requests", "rate_limit_error", "", "queue_full");
+    case 503: return ApiError(503, "the server is shutting down", "server_error", "", "unavailable");
+    default: break;
   }
   if (status >= 500) return ApiError(status, "internal server error", "server_error", "", "internal_error");
   return ApiError(status, "malformed HTTP request", "invalid_request_error", "", "bad_request");

@@ -408,10 +408,8 @@ struct HttpServer::Impl {
       return true;
     }
     switch (ev.kind) {
-      case StreamEvent::Kind::kDraft:
-        return write(sse_event(chunk_draft(s.ctx, ev)));
-      case StreamEvent::Kind::kText:
-        return write(sse_event(chunk_text(s.ctx, ev.text)));
+      case StreamEvent::Kind::kDraft: return write(sse_event(chunk_draft(s.ctx, ev)));
+      case StreamEvent::Kind::kText: return write(sse_event(chunk_text(s.ctx, ev.text)));
       case StreamEvent::Kind::kDone: {
         t_log.prompt_tokens = ev.prompt_tokens;
         t_log.completion_tokens = ev.completion_tokens;

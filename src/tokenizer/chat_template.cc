@@ -186,12 +186,9 @@ ChatTemplateKind detect_chat_template(const Tokenizer& tokenizer) {
 
 const char* chat_template_name(ChatTemplateKind kind) {
   switch (kind) {
-    case ChatTemplateKind::kAuto:
-      return "auto";
-    case ChatTemplateKind::kGemma4:
-      return "gemma4";
-    case ChatTemplateKind::kGemma3:
-      return "gemma3";
+    case ChatTemplateKind::kAuto: return "auto";
+    case ChatTemplateKind::kGemma4: return "gemma4";
+    case ChatTemplateKind::kGemma3: return "gemma3";
   }
   return "?";
 }

@@ -57,9 +57,7 @@ void Normalizer::add(const json::Value& v, const std::string& source) {
 void Normalizer::apply(std::string& s) const {
   for (const Step& step : steps_) {
     switch (step.kind) {
-      case Step::Kind::kReplace:
-        replace_all(s, step.from, step.to);
-        break;
+      case Step::Kind::kReplace: replace_all(s, step.from, step.to); break;
       case Step::Kind::kPrepend:
         // Rust `Prepend::normalize`: only non-empty strings get the prefix.
         if (!s.empty()) s.insert(0, step.to);

@@ -38,9 +38,7 @@ std::vector<std::pair<size_t, size_t>> split_on(std::string_view text, std::stri
     case SplitBehavior::kIsolated:
       for (const Run& r : runs) out.push_back({r.b, r.e, false});
       break;
-    case SplitBehavior::kRemoved:
-      out = runs;
-      break;
+    case SplitBehavior::kRemoved: out = runs; break;
     case SplitBehavior::kContiguous: {
       bool previous = false;
       for (const Run& r : runs) {

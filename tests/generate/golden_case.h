@@ -47,20 +47,15 @@ class GoldenCase {
     std::vector<int64_t> out(size_t(v.numel()));
     for (size_t i = 0; i < out.size(); ++i) {
       switch (v.dtype()) {
-        case DType::kI64:
-          std::memcpy(&out[i], v.data + 8 * i, 8);
-          break;
+        case DType::kI64: std::memcpy(&out[i], v.data + 8 * i, 8); break;
         case DType::kI32: {
           int32_t x;
           std::memcpy(&x, v.data + 4 * i, 4);
           out[i] = x;
           break;
         }
-        case DType::kBool:
-          out[i] = v.data[i] != 0;
-          break;
-        default:
-          throw Error(name_ + ": " + tensor + " is not an integer tensor");
+        case DType::kBool: out[i] = v.data[i] != 0; break;
+        default: throw Error(name_ + ": " + tensor + " is not an integer tensor");
       }
     }
     return out;

@@ -12,34 +12,20 @@
 
 namespace dgemma::testing {
 
-struct RandomSpec {
-  int vocab = 300, hidden = 144, layers = 5, heads = 6, kv = 3, head_dim = 8, global_kv = 2, global_head_dim = 24;
-  std::vector<std::string> layer_types = {"sliding_attention", "full_attention", "sliding_attention",
-                                          "sliding_attention", "full_attention"};
-  int window = 6, intermediate = 40, experts = 6, top_k = 3, moe_intermediate = 12, canvas = 8;
+// A synthetic shape (checkpoint/synthetic_checkpoint.h; its defaults: 5
+// layers, head dims 8 and 24, 6 experts top-3, window 6) with its layer
+// pattern, dtype and seed.
+struct RandomSpec : SyntheticShape {
+  RandomSpec() {
+    layer_types = {"sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  }
   DType dtype = DType::kBF16;
   uint32_t seed = 7;
 };
 
 inline std::string write_random_checkpoint(const std::string& tag, const RandomSpec& s) {
   const std::string dir = dgemma_test_temp_dir("random_" + tag);
-  SyntheticShape shape;
-  shape.vocab = s.vocab;
-  shape.hidden = s.hidden;
-  shape.layers = s.layers;
-  shape.heads = s.heads;
-  shape.kv_heads = s.kv;
-  shape.global_kv_heads = s.global_kv;
-  shape.head_dim = s.head_dim;
-  shape.global_head_dim = s.global_head_dim;
-  shape.layer_types = s.layer_types;
-  shape.window = s.window;
-  shape.intermediate = s.intermediate;
-  shape.experts = s.experts;
-  shape.top_k = s.top_k;
-  shape.moe_intermediate = s.moe_intermediate;
-  shape.canvas = s.canvas;
-  write_file_atomically(dir + "/config.json", json::dump(synthetic_config(shape), 2));
+  write_file_atomically(dir + "/config.json", json::dump(synthetic_config(s), 2));
   std::mt19937 rng(s.seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uni(0.6f, 1.3f);

@@ -96,24 +96,15 @@ void run_reference(const OpCall& c) {
   static ThreadPool pool(2);
   prepare_op(c);
   switch (c.kind) {
-    case OpKind::kLinear:
-      return cpu::reference::linear(c, pool);
-    case OpKind::kSoftEmbedding:
-      return cpu::reference::soft_embedding(c, pool);
-    case OpKind::kRmsNorm:
-      return cpu::reference::rms_norm(c, pool);
-    case OpKind::kAttention:
-      return cpu::reference::attention(c, pool);
-    case OpKind::kRouterTopk:
-      return cpu::reference::router_topk(c, pool);
-    case OpKind::kMoeExperts:
-      return cpu::reference::moe_experts(c, pool);
-    case OpKind::kGeluGlu:
-      return cpu::reference::gelu_glu(c, pool);
-    case OpKind::kSoftcap:
-      return cpu::reference::softcap(c, pool);
-    default:
-      FAIL() << "no reference for " << op_name(c.kind);
+    case OpKind::kLinear: return cpu::reference::linear(c, pool);
+    case OpKind::kSoftEmbedding: return cpu::reference::soft_embedding(c, pool);
+    case OpKind::kRmsNorm: return cpu::reference::rms_norm(c, pool);
+    case OpKind::kAttention: return cpu::reference::attention(c, pool);
+    case OpKind::kRouterTopk: return cpu::reference::router_topk(c, pool);
+    case OpKind::kMoeExperts: return cpu::reference::moe_experts(c, pool);
+    case OpKind::kGeluGlu: return cpu::reference::gelu_glu(c, pool);
+    case OpKind::kSoftcap: return cpu::reference::softcap(c, pool);
+    default: FAIL() << "no reference for " << op_name(c.kind);
   }
 }
 

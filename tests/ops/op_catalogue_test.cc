@@ -187,8 +187,7 @@ struct Built {
         ref.data = bytes.back().data();
         break;
       }
-      default:
-        ADD_FAILURE() << "the catalogue builds no " << dtype_name(w.dt) << " weights";
+      default: ADD_FAILURE() << "the catalogue builds no " << dtype_name(w.dt) << " weights";
     }
     return add_weight(std::move(ref));
   }

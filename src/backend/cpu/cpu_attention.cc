@@ -11,12 +11,9 @@ namespace dgemma::cpu::reference {
 
 static bool visible(const OpAttrs& a, int32_t qpos, int32_t kpos) {
   switch (a.mask) {
-    case AttentionMask::kNone:
-      return true;
-    case AttentionMask::kCausalWindow:
-      return kpos <= qpos && (a.window == 0 || int64_t(qpos) - kpos < a.window);
-    case AttentionMask::kCommittedWindow:
-      return kpos >= a.first_canvas_pos || int64_t(kpos) > int64_t(qpos) - a.window;
+    case AttentionMask::kNone: return true;
+    case AttentionMask::kCausalWindow: return kpos <= qpos && (a.window == 0 || int64_t(qpos) - kpos < a.window);
+    case AttentionMask::kCommittedWindow: return kpos >= a.first_canvas_pos || int64_t(kpos) > int64_t(qpos) - a.window;
   }
   return false;
 }

@@ -58,68 +58,40 @@ void CpuBackend::run(const OpCall& c) {
     if (dot == cpu::QuantDot::kInt8 && c.kind == OpKind::kMoeExperts && (c.w[0]->quant || c.w[1]->quant))
       return cpu::quant_moe_experts(c, p, dot);
     switch (c.kind) {
-      case OpKind::kEmbedding:
-        return ref::embedding(c, p);
-      case OpKind::kSoftEmbedding:
-        return ref::soft_embedding(c, p);
-      case OpKind::kRmsNorm:
-        return ref::rms_norm(c, p);
-      case OpKind::kLinear:
-        return ref::linear(c, p);
-      case OpKind::kRope:
-        return ref::rope(c, p);
-      case OpKind::kAttention:
-        return ref::attention(c, p);
-      case OpKind::kRouterTopk:
-        return ref::router_topk(c, p);
-      case OpKind::kMoeExperts:
-        return ref::moe_experts(c, p);
-      case OpKind::kGeluGlu:
-        return ref::gelu_glu(c, p);
-      case OpKind::kAdd:
-        return ref::add(c, p);
-      case OpKind::kScale:
-        return ref::scale(c, p);
-      case OpKind::kSoftcap:
-        return ref::softcap(c, p);
-      case OpKind::kConcatRows:
-        return ref::concat_rows(c, p);
-      case OpKind::kSample:
-        return ref::sample(c, p);
+      case OpKind::kEmbedding: return ref::embedding(c, p);
+      case OpKind::kSoftEmbedding: return ref::soft_embedding(c, p);
+      case OpKind::kRmsNorm: return ref::rms_norm(c, p);
+      case OpKind::kLinear: return ref::linear(c, p);
+      case OpKind::kRope: return ref::rope(c, p);
+      case OpKind::kAttention: return ref::attention(c, p);
+      case OpKind::kRouterTopk: return ref::router_topk(c, p);
+      case OpKind::kMoeExperts: return ref::moe_experts(c, p);
+      case OpKind::kGeluGlu: return ref::gelu_glu(c, p);
+      case OpKind::kAdd: return ref::add(c, p);
+      case OpKind::kScale: return ref::scale(c, p);
+      case OpKind::kSoftcap: return ref::softcap(c, p);
+      case OpKind::kConcatRows: return ref::concat_rows(c, p);
+      case OpKind::kSample: return ref::sample(c, p);
     }
     return;
   }
   cpu::CpuContext& x = *ctx_;
   switch (c.kind) {
     // Row gathers and cheap elementwise ops are memory-bound: the reference is enough.
-    case OpKind::kEmbedding:
-      return ref::embedding(c, p);
-    case OpKind::kRope:
-      return ref::rope(c, p);
-    case OpKind::kAdd:
-      return ref::add(c, p);
-    case OpKind::kScale:
-      return ref::scale(c, p);
-    case OpKind::kSoftEmbedding:
-      return cpu::fast::soft_embedding(c, x);
-    case OpKind::kRmsNorm:
-      return cpu::fast::rms_norm(c, x);
-    case OpKind::kLinear:
-      return cpu::fast::linear(c, x);
-    case OpKind::kAttention:
-      return cpu::fast::attention(c, x);
-    case OpKind::kRouterTopk:
-      return cpu::fast::router_topk(c, x);
-    case OpKind::kMoeExperts:
-      return cpu::fast::moe_experts(c, x);
-    case OpKind::kGeluGlu:
-      return cpu::fast::gelu_glu(c, x);
-    case OpKind::kSoftcap:
-      return cpu::fast::softcap(c, x);
-    case OpKind::kConcatRows:
-      return ref::concat_rows(c, p);
-    case OpKind::kSample:
-      return ref::sample(c, p);
+    case OpKind::kEmbedding: return ref::embedding(c, p);
+    case OpKind::kRope: return ref::rope(c, p);
+    case OpKind::kAdd: return ref::add(c, p);
+    case OpKind::kScale: return ref::scale(c, p);
+    case OpKind::kSoftEmbedding: return cpu::fast::soft_embedding(c, x);
+    case OpKind::kRmsNorm: return cpu::fast::rms_norm(c, x);
+    case OpKind::kLinear: return cpu::fast::linear(c, x);
+    case OpKind::kAttention: return cpu::fast::attention(c, x);
+    case OpKind::kRouterTopk: return cpu::fast::router_topk(c, x);
+    case OpKind::kMoeExperts: return cpu::fast::moe_experts(c, x);
+    case OpKind::kGeluGlu: return cpu::fast::gelu_glu(c, x);
+    case OpKind::kSoftcap: return cpu::fast::softcap(c, x);
+    case OpKind::kConcatRows: return ref::concat_rows(c, p);
+    case OpKind::kSample: return ref::sample(c, p);
   }
 }
 

@@ -76,16 +76,13 @@ double time_op(Backend& backend, const OpCall& call, int repeats) {
 
 double op_flops(const OpCall& c) {
   switch (c.kind) {
-    case OpKind::kLinear:
-      return 2.0 * double(c.in[0]->dim(0)) * double(c.w[0]->shape[0]) * double(c.in[0]->dim(1));
-    case OpKind::kRouterTopk:
-      return 2.0 * double(c.in[0]->dim(0)) * double(c.w[1]->shape[0]) * double(c.in[0]->dim(1));
+    case OpKind::kLinear: return 2.0 * double(c.in[0]->dim(0)) * double(c.w[0]->shape[0]) * double(c.in[0]->dim(1));
+    case OpKind::kRouterTopk: return 2.0 * double(c.in[0]->dim(0)) * double(c.w[1]->shape[0]) * double(c.in[0]->dim(1));
     case OpKind::kMoeExperts: {
       const double slots = double(c.in[1]->numel()), H = double(c.in[0]->dim(1)), I2 = double(c.w[0]->shape[1]);
       return 2.0 * slots * (I2 * H + H * I2 / 2);
     }
-    case OpKind::kSoftEmbedding:
-      return 2.0 * double(c.in[0]->numel()) * double(c.w[0]->shape[1]);
+    case OpKind::kSoftEmbedding: return 2.0 * double(c.in[0]->numel()) * double(c.w[0]->shape[1]);
     case OpKind::kAttention: {
       const Tensor &q = *c.in[0], &qpos = *c.in[3];
       const OpAttrs& a = c.attrs;
@@ -105,8 +102,7 @@ double op_flops(const OpCall& c) {
       }
       return 4.0 * visible * double(q.dim(1)) * double(q.dim(2));
     }
-    default:
-      return 0.0;
+    default: return 0.0;
   }
 }
 

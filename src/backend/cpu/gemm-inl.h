@@ -118,26 +118,17 @@ template <class BT>
 static void micro_rows(int rows, int64_t kc, const float* a, const BT* b, float* c, int64_t ldc, int cols,
                        bool load_c) {
   switch (rows) {
-    case 1:
-      return micro<1>(kc, a, b, c, ldc, cols, load_c);
-    case 2:
-      return micro<2>(kc, a, b, c, ldc, cols, load_c);
-    case 3:
-      return micro<3>(kc, a, b, c, ldc, cols, load_c);
-    case 4:
-      return micro<4>(kc, a, b, c, ldc, cols, load_c);
-    case 5:
-      return micro<5>(kc, a, b, c, ldc, cols, load_c);
-    case 6:
-      return micro<6>(kc, a, b, c, ldc, cols, load_c);
+    case 1: return micro<1>(kc, a, b, c, ldc, cols, load_c);
+    case 2: return micro<2>(kc, a, b, c, ldc, cols, load_c);
+    case 3: return micro<3>(kc, a, b, c, ldc, cols, load_c);
+    case 4: return micro<4>(kc, a, b, c, ldc, cols, load_c);
+    case 5: return micro<5>(kc, a, b, c, ldc, cols, load_c);
+    case 6: return micro<6>(kc, a, b, c, ldc, cols, load_c);
 #if defined(DGEMMA_SIMD_AVX512)
-    case 7:
-      return micro<7>(kc, a, b, c, ldc, cols, load_c);
-    case 8:
-      return micro<8>(kc, a, b, c, ldc, cols, load_c);
+    case 7: return micro<7>(kc, a, b, c, ldc, cols, load_c);
+    case 8: return micro<8>(kc, a, b, c, ldc, cols, load_c);
 #endif
-    default:
-      return;
+    default: return;
   }
 }
 

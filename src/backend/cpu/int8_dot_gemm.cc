@@ -144,8 +144,7 @@ struct Decoder {
         }
         return;
       }
-      case QuantScheme::kFP8:
-        return;  // never here: int8_dot_supported
+      case QuantScheme::kFP8: return;  // never here: int8_dot_supported
     }
   }
 };

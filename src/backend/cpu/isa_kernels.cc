@@ -7,16 +7,11 @@ const IsaKernels* isa_kernels(CpuIsa isa) {
   if (int(isa) > int(detected_isa())) return nullptr;
 #if defined(__x86_64__)  // the level files compile to nothing elsewhere
   switch (isa) {
-    case CpuIsa::kScalar:
-      return nullptr;
-    case CpuIsa::kAvx2:
-      return avx2::table();
-    case CpuIsa::kAvx512:
-      return avx512::table();
-    case CpuIsa::kAvx512Bf16:
-      return avx512bf16::table();
-    case CpuIsa::kAmx:
-      return amx::table();
+    case CpuIsa::kScalar: return nullptr;
+    case CpuIsa::kAvx2: return avx2::table();
+    case CpuIsa::kAvx512: return avx512::table();
+    case CpuIsa::kAvx512Bf16: return avx512bf16::table();
+    case CpuIsa::kAmx: return amx::table();
   }
 #endif
   return nullptr;

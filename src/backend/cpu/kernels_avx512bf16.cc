@@ -54,24 +54,15 @@ inline void micro_pairs(int64_t k2, const uint32_t* a, const uint16_t* b, float*
 void micro_pairs_rows(int rows, int64_t k2, const uint32_t* a, const uint16_t* b, float* c, int64_t ldc, int cols,
                       bool load_c) {
   switch (rows) {
-    case 1:
-      return micro_pairs<1>(k2, a, b, c, ldc, cols, load_c);
-    case 2:
-      return micro_pairs<2>(k2, a, b, c, ldc, cols, load_c);
-    case 3:
-      return micro_pairs<3>(k2, a, b, c, ldc, cols, load_c);
-    case 4:
-      return micro_pairs<4>(k2, a, b, c, ldc, cols, load_c);
-    case 5:
-      return micro_pairs<5>(k2, a, b, c, ldc, cols, load_c);
-    case 6:
-      return micro_pairs<6>(k2, a, b, c, ldc, cols, load_c);
-    case 7:
-      return micro_pairs<7>(k2, a, b, c, ldc, cols, load_c);
-    case 8:
-      return micro_pairs<8>(k2, a, b, c, ldc, cols, load_c);
-    default:
-      return;
+    case 1: return micro_pairs<1>(k2, a, b, c, ldc, cols, load_c);
+    case 2: return micro_pairs<2>(k2, a, b, c, ldc, cols, load_c);
+    case 3: return micro_pairs<3>(k2, a, b, c, ldc, cols, load_c);
+    case 4: return micro_pairs<4>(k2, a, b, c, ldc, cols, load_c);
+    case 5: return micro_pairs<5>(k2, a, b, c, ldc, cols, load_c);
+    case 6: return micro_pairs<6>(k2, a, b, c, ldc, cols, load_c);
+    case 7: return micro_pairs<7>(k2, a, b, c, ldc, cols, load_c);
+    case 8: return micro_pairs<8>(k2, a, b, c, ldc, cols, load_c);
+    default: return;
   }
 }
 

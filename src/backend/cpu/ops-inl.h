@@ -108,12 +108,9 @@ static void scale_round_bf16_impl(float* x, float s, int64_t n) {
 // 2 committed window).
 static inline bool attn_visible(const AttnArgs& a, int64_t qp, int64_t kp) {
   switch (a.mask) {
-    case 1:
-      return kp <= qp && (a.window == 0 || qp - kp < a.window);
-    case 2:
-      return kp >= a.first_canvas_pos || kp > qp - a.window;
-    default:
-      return true;
+    case 1: return kp <= qp && (a.window == 0 || qp - kp < a.window);
+    case 2: return kp >= a.first_canvas_pos || kp > qp - a.window;
+    default: return true;
   }
 }
 
@@ -130,8 +127,7 @@ static inline int attn_block_class(const AttnArgs& a, int64_t qmin, int64_t qmax
       if (kmin >= a.first_canvas_pos || kmin > qmax - a.window) return kAllVisible;
       if (kmax < a.first_canvas_pos && kmax <= qmin - a.window) return kNoneVisible;
       return kPartial;
-    default:
-      return kAllVisible;
+    default: return kAllVisible;
   }
 }
 

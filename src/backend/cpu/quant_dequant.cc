@@ -129,16 +129,11 @@ void fp8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t
 void dequantize_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
   const QuantIsa& isa = quant_isa();
   switch (w.scheme) {
-    case QuantScheme::kNF4:
-      return nf4_row(isa, w, row, col, n, out);
-    case QuantScheme::kNVFP4:
-      return nvfp4_row(isa, w, row, col, n, out);
-    case QuantScheme::kAffine:
-      return affine_row(isa, w, row, col, n, out);
-    case QuantScheme::kInt8:
-      return int8_row(isa, w, row, col, n, out);
-    case QuantScheme::kFP8:
-      return fp8_row(isa, w, row, col, n, out);
+    case QuantScheme::kNF4: return nf4_row(isa, w, row, col, n, out);
+    case QuantScheme::kNVFP4: return nvfp4_row(isa, w, row, col, n, out);
+    case QuantScheme::kAffine: return affine_row(isa, w, row, col, n, out);
+    case QuantScheme::kInt8: return int8_row(isa, w, row, col, n, out);
+    case QuantScheme::kFP8: return fp8_row(isa, w, row, col, n, out);
   }
 }
 

@@ -17,9 +17,7 @@ void load_row(const WeightRef& w, int64_t K, int64_t r, int64_t k0, int64_t n, f
   if (w.quant) return dequantize_row(*w.quant, r, k0, n, out);
   const size_t at = size_t(r * K + k0);
   switch (w.dtype) {
-    case DType::kF32:
-      std::memcpy(out, static_cast<const float*>(w.data) + at, size_t(n) * 4);
-      return;
+    case DType::kF32: std::memcpy(out, static_cast<const float*>(w.data) + at, size_t(n) * 4); return;
     case DType::kBF16: {
       const uint16_t* p = static_cast<const uint16_t*>(w.data) + at;
       for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i]);

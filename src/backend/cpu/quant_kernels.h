@@ -69,14 +69,9 @@ inline float load_f32(const uint8_t* p, int64_t i) {
 inline float load_scale(DType t, const uint8_t* p, int64_t i) {
   uint16_t h;
   switch (t) {
-    case DType::kBF16:
-      std::memcpy(&h, p + 2 * i, 2);
-      return bf16_to_f32(h);
-    case DType::kF16:
-      std::memcpy(&h, p + 2 * i, 2);
-      return f16_to_f32(h);
-    default:
-      return load_f32(p, i);
+    case DType::kBF16: std::memcpy(&h, p + 2 * i, 2); return bf16_to_f32(h);
+    case DType::kF16: std::memcpy(&h, p + 2 * i, 2); return f16_to_f32(h);
+    default: return load_f32(p, i);
   }
 }
 

@@ -101,10 +101,8 @@ bool is_sticky(cudaError_t e) {
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
     case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-      return true;
-    default:
-      return false;
+    case cudaErrorECCUncorrectable: return true;
+    default: return false;
   }
 }
 
@@ -932,31 +930,20 @@ uint16_t* CudaBackend::Impl::to_bf16(const float* x, int64_t n, const char* what
 
 void CudaBackend::Impl::dispatch(const OpCall& c) {
   switch (c.kind) {
-    case OpKind::kEmbedding:
-      return embedding(c);
-    case OpKind::kSoftEmbedding:
-      return soft_embedding(c);
-    case OpKind::kRmsNorm:
-      return rms_norm(c);
-    case OpKind::kLinear:
-      return linear(c);
-    case OpKind::kRope:
-      return rope(c);
-    case OpKind::kAttention:
-      return attention(c);
-    case OpKind::kRouterTopk:
-      return router_topk(c);
-    case OpKind::kMoeExperts:
-      return moe_experts(c);
+    case OpKind::kEmbedding: return embedding(c);
+    case OpKind::kSoftEmbedding: return soft_embedding(c);
+    case OpKind::kRmsNorm: return rms_norm(c);
+    case OpKind::kLinear: return linear(c);
+    case OpKind::kRope: return rope(c);
+    case OpKind::kAttention: return attention(c);
+    case OpKind::kRouterTopk: return router_topk(c);
+    case OpKind::kMoeExperts: return moe_experts(c);
     case OpKind::kGeluGlu:
     case OpKind::kAdd:
     case OpKind::kScale:
-    case OpKind::kSoftcap:
-      return elementwise(c);
-    case OpKind::kConcatRows:
-      return concat_rows(c);
-    case OpKind::kSample:
-      return sample(c);
+    case OpKind::kSoftcap: return elementwise(c);
+    case OpKind::kConcatRows: return concat_rows(c);
+    case OpKind::kSample: return sample(c);
   }
   fail("internal: unknown op kind " + std::to_string(int(c.kind)));
 }

@@ -550,21 +550,14 @@ void CudaBackend::Impl::elementwise(const OpCall& c) {
   float* b = c.in.size() > 1 ? static_cast<float*>(input(*c.in[1], "input 1")) : nullptr;
   auto* out = static_cast<float*>(alloc_output(0));
   switch (c.kind) {
-    case OpKind::kGeluGlu:
-      launched("gelu_glu", k::launch_gelu_glu(stream, a, b, n, out), {a, b, out});
-      break;
-    case OpKind::kAdd:
-      launched("add", k::launch_add(stream, a, b, n, out), {a, b, out});
-      break;
+    case OpKind::kGeluGlu: launched("gelu_glu", k::launch_gelu_glu(stream, a, b, n, out), {a, b, out}); break;
+    case OpKind::kAdd: launched("add", k::launch_add(stream, a, b, n, out), {a, b, out}); break;
     case OpKind::kScale:
       // The scalar is read on the host, as the reference does.
       launched("scale", k::launch_scale(stream, a, c.w[0]->at(0), n, out), {a, out});
       break;
-    case OpKind::kSoftcap:
-      launched("softcap", k::launch_softcap(stream, a, c.attrs.cap, n, out), {a, out});
-      break;
-    default:
-      fail("internal: not an elementwise op");
+    case OpKind::kSoftcap: launched("softcap", k::launch_softcap(stream, a, c.attrs.cap, n, out), {a, out}); break;
+    default: fail("internal: not an elementwise op");
   }
   download(0, out);
 }

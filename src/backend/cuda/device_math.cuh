@@ -48,14 +48,10 @@ __device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); 
 
 __device__ __forceinline__ float load_plain(const void* p, WType t, int64_t i) {
   switch (t) {
-    case WType::kF32:
-      return static_cast<const float*>(p)[i];
-    case WType::kBF16:
-      return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
-    case WType::kF16:
-      return __half2float(static_cast<const __half*>(p)[i]);
-    case WType::kQuant:
-      break;
+    case WType::kF32: return static_cast<const float*>(p)[i];
+    case WType::kBF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(p)[i]) << 16);
+    case WType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case WType::kQuant: break;
   }
   return nan_f32();
 }
@@ -142,12 +138,9 @@ __device__ __forceinline__ float round_bf16(float f) { return __uint_as_float(ui
 // tables, quantize/quantized_weight.h round_to_dtype).
 __device__ __forceinline__ float round_to(float f, WType t) {
   switch (t) {
-    case WType::kBF16:
-      return round_bf16(f);
-    case WType::kF16:
-      return __half2float(__float2half_rn(f));
-    default:
-      return f;
+    case WType::kBF16: return round_bf16(f);
+    case WType::kF16: return __half2float(__float2half_rn(f));
+    default: return f;
   }
 }
 
@@ -155,12 +148,9 @@ __device__ __forceinline__ float round_to(float f, WType t) {
 __device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos,
                                         int32_t kpos) {
   switch (mask) {
-    case kMaskNone:
-      return true;
-    case kMaskCausalWindow:
-      return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
-    case kMaskCommittedWindow:
-      return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
+    case kMaskNone: return true;
+    case kMaskCausalWindow: return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
+    case kMaskCommittedWindow: return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
   }
   return false;
 }

@@ -286,9 +286,7 @@ LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const f
   if (!plan_grouped(s, gx, gy, E, kThreads)) return s;
   const dim3 grid{static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(E)};
   switch (scheme) {
-    case QScheme::kNF4:
-      launch_gemm<I8Kind::kNF4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
-      break;
+    case QScheme::kNF4: launch_gemm<I8Kind::kNF4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y); break;
     case QScheme::kNVFP4:
       launch_gemm<I8Kind::kNVFP4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
       break;
@@ -298,12 +296,8 @@ LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const f
       else
         launch_gemm<I8Kind::kAffine4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
       break;
-    case QScheme::kInt8:
-      launch_gemm<I8Kind::kInt8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
-      break;
-    case QScheme::kFP8:
-      s.launched = false;
-      break;  // never: the host checks QView::i8_supported first
+    case QScheme::kInt8: launch_gemm<I8Kind::kInt8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y); break;
+    case QScheme::kFP8: s.launched = false; break;  // never: the host checks QView::i8_supported first
   }
   return s;
 }

@@ -13,17 +13,10 @@ namespace dgemma::cuda {
 
 bool float_wtype(DType dtype, WType* out) {
   switch (dtype) {
-    case DType::kF32:
-      *out = WType::kF32;
-      return true;
-    case DType::kBF16:
-      *out = WType::kBF16;
-      return true;
-    case DType::kF16:
-      *out = WType::kF16;
-      return true;
-    default:
-      return false;
+    case DType::kF32: *out = WType::kF32; return true;
+    case DType::kBF16: *out = WType::kBF16; return true;
+    case DType::kF16: *out = WType::kF16; return true;
+    default: return false;
   }
 }
 
@@ -39,16 +32,11 @@ void QuantUpload::bind(const std::vector<void*>& dev) {
 
 QScheme kernel_scheme(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::kNF4:
-      return QScheme::kNF4;
-    case QuantScheme::kNVFP4:
-      return QScheme::kNVFP4;
-    case QuantScheme::kAffine:
-      return QScheme::kAffine;
-    case QuantScheme::kInt8:
-      return QScheme::kInt8;
-    case QuantScheme::kFP8:
-      return QScheme::kFP8;
+    case QuantScheme::kNF4: return QScheme::kNF4;
+    case QuantScheme::kNVFP4: return QScheme::kNVFP4;
+    case QuantScheme::kAffine: return QScheme::kAffine;
+    case QuantScheme::kInt8: return QScheme::kInt8;
+    case QuantScheme::kFP8: return QScheme::kFP8;
   }
   return QScheme::kInt8;
 }
@@ -102,11 +90,8 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
         throw Error("cuda backend: quantized weight " + name + " has affine scales of dtype " +
                     std::string(dtype_name(q.scale_dtype)) + ", which the CUDA kernels cannot read (F32, BF16, F16)");
       break;
-    case QuantScheme::kFP8:
-      std::memcpy(v.e4m3, quant::e4m3_table(), sizeof v.e4m3);
-      break;
-    case QuantScheme::kInt8:
-      break;
+    case QuantScheme::kFP8: std::memcpy(v.e4m3, quant::e4m3_table(), sizeof v.e4m3); break;
+    case QuantScheme::kInt8: break;
   }
   // Row-sliced formats: each slice's buffers hold its rows only.
   const int64_t scale_size = q.scheme == QuantScheme::kAffine ? dtype_bits(q.scale_dtype) / 8 : 0;
@@ -129,8 +114,7 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
         b.codes = add(s.codes, s.rows * q.cols, "codes" + of);
         b.scales = add(s.scales, s.rows * groups * 4, "scales" + of);
         break;
-      case QuantScheme::kNF4:
-        break;  // returned above
+      case QuantScheme::kNF4: break;  // returned above
     }
     up.slice_buffers_.push_back(b);
     up.slices.push_back(QSlice{s.row_begin, s.rows, nullptr, nullptr, nullptr, s.global_scale});
