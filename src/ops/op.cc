@@ -3,30 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 
 #include "dgemma/error.h"
 
 namespace dgemma {
-
-std::string_view op_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kSoftEmbedding: return "soft_embedding";
-    case OpKind::kRmsNorm: return "rms_norm";
-    case OpKind::kLinear: return "linear";
-    case OpKind::kRope: return "rope";
-    case OpKind::kAttention: return "attention";
-    case OpKind::kRouterTopk: return "router_topk";
-    case OpKind::kMoeExperts: return "moe_experts";
-    case OpKind::kGeluGlu: return "gelu_glu";
-    case OpKind::kAdd: return "add";
-    case OpKind::kScale: return "scale";
-    case OpKind::kSoftcap: return "softcap";
-    case OpKind::kConcatRows: return "concat_rows";
-    case OpKind::kSample: return "sample";
-  }
-  return "?";
-}
 
 std::string_view op_scope(OpKind kind) {
   switch (kind) {
@@ -96,214 +77,250 @@ class Checker {
   const OpCall& c_;
 };
 
+// The shape rules and input checks of each op (the table at the top of
+// ops/op.h), one function per op kind; prepare_op() looks them up in kOps.
+void check_embedding(Checker& k, const OpCall& c) {
+  k.counts(1, 1, 1);
+  k.dtype(*c.in[0], DType::kI32, "ids");
+  k.rank(*c.in[0], 1, "ids");
+  if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("table must be 2-D");
+  k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[1]});
+}
+
+void check_soft_embedding(Checker& k, const OpCall& c) {
+  k.counts(1, 1, 1);
+  k.dtype(*c.in[0], DType::kF32, "logits");
+  k.rank(*c.in[0], 2, "logits");
+  if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("table must be 2-D");
+  if (c.w[0]->shape[0] != c.in[0]->dim(1))
+    k.fail("logits width " + std::to_string(c.in[0]->dim(1)) + " != vocab " + std::to_string(c.w[0]->shape[0]));
+  k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[1]});
+}
+
+void check_rms_norm(Checker& k, const OpCall& c) {
+  if (c.w.size() == 0)
+    k.counts(1, 0, 1);
+  else
+    k.counts(1, 1, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  if (c.in[0]->shape.empty()) k.fail("x must have rank >= 1");
+  if (!c.w.empty()) k.wshape(c.w[0], {c.in[0]->dim(-1)}, "norm");
+  if (!(c.attrs.eps > 0.0f)) k.fail("eps must be positive");
+  k.out_f32(0, c.in[0]->shape);
+}
+
+void check_linear(Checker& k, const OpCall& c) {
+  k.counts(1, 1, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  k.rank(*c.in[0], 2, "x");
+  if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("weight must be 2-D");
+  k.wshape(c.w[0], {c.w[0]->shape[0], c.in[0]->dim(1)}, "linear");
+  k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[0]});
+}
+
+void check_rope(Checker& k, const OpCall& c) {
+  k.counts(2, 0, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  k.rank(*c.in[0], 3, "x");
+  k.dtype(*c.in[1], DType::kI32, "positions");
+  if (c.in[1]->numel() != c.in[0]->dim(0)) k.fail("positions do not match rows of x");
+  if (c.in[0]->dim(2) % 2 || c.attrs.rope_pairs < 0 || c.attrs.rope_pairs > c.in[0]->dim(2) / 2)
+    k.fail("invalid rotated pair count " + std::to_string(c.attrs.rope_pairs) + " for head dim " +
+           std::to_string(c.in[0]->dim(2)));
+  k.out_f32(0, c.in[0]->shape);
+}
+
+void check_attention(Checker& k, const OpCall& c) {
+  const bool cached = c.in.size() == 8;
+  if (c.in.size() != 5 && !cached)
+    k.fail("expected 5 inputs, or 8 with a cache segment, got " + std::to_string(c.in.size()));
+  k.counts(cached ? 8 : 5, 0, 1);
+  const Tensor &q = *c.in[0], &kk = *c.in[1], &v = *c.in[2];
+  for (int t = 0; t < 3; ++t) {
+    k.dtype(*c.in[size_t(t)], DType::kF32, "q/k/v");
+    k.rank(*c.in[size_t(t)], 3, "q/k/v");
+  }
+  k.dtype(*c.in[3], DType::kI32, "query positions");
+  k.dtype(*c.in[4], DType::kI32, "key positions");
+  if (kk.shape != v.shape) k.fail("keys " + kk.shape_string() + " and values " + v.shape_string() + " differ");
+  if (q.dim(2) != kk.dim(2)) k.fail("query head dim != key head dim");
+  if (kk.dim(1) == 0 || q.dim(1) % kk.dim(1)) k.fail("query heads not a multiple of key heads");
+  if (c.in[3]->numel() != q.dim(0) || c.in[4]->numel() != kk.dim(0)) k.fail("position counts do not match");
+  if (cached) {
+    const Tensor &ck = *c.in[5], &cv = *c.in[6], &cp = *c.in[7];
+    k.dtype(ck, DType::kF32, "cached keys");
+    k.dtype(cv, DType::kF32, "cached values");
+    k.dtype(cp, DType::kI32, "cached key positions");
+    k.rank(ck, 3, "cached keys");
+    if (ck.shape != cv.shape)
+      k.fail("cached keys " + ck.shape_string() + " and values " + cv.shape_string() + " differ");
+    if (ck.dim(1) != kk.dim(1) || ck.dim(2) != kk.dim(2))
+      k.fail("cached keys " + ck.shape_string() + " do not match the new keys " + kk.shape_string());
+    if (cp.numel() != ck.dim(0)) k.fail("cached key position count does not match");
+    if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > ck.dim(0))
+      k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside the cache's " + std::to_string(ck.dim(0)) +
+             " rows");
+  } else if (c.attrs.skip_rows != 0) {
+    k.fail("skip_rows without cache inputs");
+  }
+  k.out_f32(0, {q.dim(0), q.dim(1) * q.dim(2)});
+}
+
+void check_router_topk(Checker& k, const OpCall& c) {
+  k.counts(1, 3, 2);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  k.rank(*c.in[0], 2, "x");
+  int64_t H = c.in[0]->dim(1);
+  if (!c.w[1] || c.w[1]->shape.size() != 2) k.fail("router.proj must be 2-D");
+  int64_t E = c.w[1]->shape[0];
+  k.wshape(c.w[0], {H}, "router.scale");
+  k.wshape(c.w[1], {E, H}, "router.proj");
+  k.wshape(c.w[2], {E}, "router.per_expert_scale");
+  if (c.attrs.top_k < 1 || c.attrs.top_k > E) k.fail("top_k " + std::to_string(c.attrs.top_k) + " out of range");
+  k.out_i32(0, {c.in[0]->dim(0), c.attrs.top_k});
+  k.out_f32(1, {c.in[0]->dim(0), c.attrs.top_k});
+}
+
+void check_moe_experts(Checker& k, const OpCall& c) {
+  k.counts(3, 2, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  k.rank(*c.in[0], 2, "x");
+  k.dtype(*c.in[1], DType::kI32, "expert indices");
+  k.dtype(*c.in[2], DType::kF32, "expert weights");
+  if (c.in[1]->shape != c.in[2]->shape || c.in[1]->dim(0) != c.in[0]->dim(0)) k.fail("indices/weights shape mismatch");
+  if (!c.w[0] || c.w[0]->shape.size() != 3 || !c.w[1] || c.w[1]->shape.size() != 3)
+    k.fail("expert weights must be 3-D");
+  int64_t E = c.w[0]->shape[0], I2 = c.w[0]->shape[1], H = c.in[0]->dim(1);
+  if (I2 % 2) k.fail("gate_up rows must be even");
+  k.wshape(c.w[0], {E, I2, H}, "experts.gate_up_proj");
+  k.wshape(c.w[1], {E, H, I2 / 2}, "experts.down_proj");
+  // Indices still on a device are checked there (by the backend holding them).
+  if (!c.in[1]->host_stale)
+    for (int32_t e : c.in[1]->i)
+      if (e < 0 || e >= E) k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
+  k.out_f32(0, c.in[0]->shape);
+}
+
+void check_two_same_shape(Checker& k, const OpCall& c) {
+  k.counts(2, 0, 1);
+  k.dtype(*c.in[0], DType::kF32, "a");
+  k.dtype(*c.in[1], DType::kF32, "b");
+  if (c.in[0]->shape != c.in[1]->shape)
+    k.fail("shapes " + c.in[0]->shape_string() + " and " + c.in[1]->shape_string() + " differ");
+  k.out_f32(0, c.in[0]->shape);
+}
+
+void check_scale(Checker& k, const OpCall& c) {
+  k.counts(1, 1, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  k.wshape(c.w[0], {1}, "scalar");
+  k.out_f32(0, c.in[0]->shape);
+}
+
+void check_softcap(Checker& k, const OpCall& c) {
+  k.counts(1, 0, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  if (!(c.attrs.cap > 0.0f)) k.fail("cap must be positive");
+  k.out_f32(0, c.in[0]->shape);
+}
+
+void check_concat_rows(Checker& k, const OpCall& c) {
+  if (c.in.size() < 2) k.fail("expected at least 2 inputs, got " + std::to_string(c.in.size()));
+  k.counts(c.in.size(), 0, 1);
+  const Tensor& a = *c.in[0];
+  if (a.dtype != DType::kF32 && a.dtype != DType::kI32) k.dtype(a, DType::kF32, "input 0");
+  int64_t total = 0;
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    const Tensor& b = *c.in[i];
+    k.dtype(b, a.dtype, ("input " + std::to_string(i)).c_str());  // input 0's dtype, storage matching the shape
+    if (b.shape.empty()) k.fail("inputs must have rank >= 1 (input " + std::to_string(i) + ")");
+    if (i > 0 && std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()) !=
+                     std::vector<int64_t>(b.shape.begin() + 1, b.shape.end()))
+      k.fail("rows of " + a.shape_string() + " and " + b.shape_string() + " (input " + std::to_string(i) + ") differ");
+    total += b.dim(0);
+  }
+  if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > total)
+    k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside [0, " + std::to_string(total) + "]");
+  if (c.attrs.take_rows < 0 || c.attrs.skip_rows + c.attrs.take_rows > total)
+    k.fail("take_rows " + std::to_string(c.attrs.take_rows) + " after skip_rows " + std::to_string(c.attrs.skip_rows) +
+           " exceeds the " + std::to_string(total) + " rows");
+  std::vector<int64_t> shape = a.shape;
+  shape[0] = c.attrs.take_rows > 0 ? c.attrs.take_rows : total - c.attrs.skip_rows;
+  if (a.dtype == DType::kI32)
+    k.out_i32(0, std::move(shape));
+  else
+    k.out_f32(0, std::move(shape));
+}
+
+void check_sample(Checker& k, const OpCall& c) {
+  k.counts(2, 0, 4);
+  k.dtype(*c.in[0], DType::kF32, "logits");
+  k.rank(*c.in[0], 2, "logits");
+  k.dtype(*c.in[1], DType::kI32, "uniforms");
+  k.rank(*c.in[1], 2, "uniforms");
+  const int64_t M = c.in[0]->dim(0), V = c.in[0]->dim(1);
+  if (V < 1 || V > int64_t(INT32_MAX)) k.fail("vocab " + std::to_string(V) + " outside [1, 2^31)");
+  if (c.in[1]->dim(1) != 2 || (c.in[1]->dim(0) != 0 && c.in[1]->dim(0) != M))
+    k.fail("uniforms must be [" + std::to_string(M) + ", 2] (one double per row) or [0, 2] (no draw), got " +
+           c.in[1]->shape_string());
+  if (!(c.attrs.temperature > 0.0f) || !std::isfinite(c.attrs.temperature))
+    k.fail("temperature must be positive and finite, got " + std::to_string(c.attrs.temperature));
+  for (size_t a = 1; a < 4; ++a)
+    for (size_t b = 0; b < a; ++b)
+      if (c.out[a] == c.out[b]) k.fail("outputs " + std::to_string(b) + " and " + std::to_string(a) + " alias");
+  k.out_f32(0, {M, V});
+  k.out_i32(1, {M});
+  k.out_f32(2, {M});
+  k.out_i32(3, {M});
+}
+
+struct OpInfo {
+  OpKind kind;
+  std::string_view name;
+  void (*check)(Checker& k, const OpCall& c);
+};
+
+// Indexed by OpKind (a static_assert below keeps the order).
+constexpr OpInfo kOps[] = {
+    {OpKind::kEmbedding, "embedding", check_embedding},
+    {OpKind::kSoftEmbedding, "soft_embedding", check_soft_embedding},
+    {OpKind::kRmsNorm, "rms_norm", check_rms_norm},
+    {OpKind::kLinear, "linear", check_linear},
+    {OpKind::kRope, "rope", check_rope},
+    {OpKind::kAttention, "attention", check_attention},
+    {OpKind::kRouterTopk, "router_topk", check_router_topk},
+    {OpKind::kMoeExperts, "moe_experts", check_moe_experts},
+    {OpKind::kGeluGlu, "gelu_glu", check_two_same_shape},
+    {OpKind::kAdd, "add", check_two_same_shape},
+    {OpKind::kScale, "scale", check_scale},
+    {OpKind::kSoftcap, "softcap", check_softcap},
+    {OpKind::kConcatRows, "concat_rows", check_concat_rows},
+    {OpKind::kSample, "sample", check_sample},
+};
+static_assert(std::size(kOps) == kNumOpKinds);
+
+constexpr bool ops_in_order() {
+  for (int i = 0; i < kNumOpKinds; ++i)
+    if (int(kOps[i].kind) != i) return false;
+  return true;
+}
+static_assert(ops_in_order(), "kOps must list the op kinds in enum order");
+
 }  // namespace
+
+std::string_view op_name(OpKind kind) {
+  const int i = int(kind);
+  return i >= 0 && i < kNumOpKinds ? kOps[i].name : std::string_view("?");
+}
 
 void prepare_op(const OpCall& c) {
   Checker k(c);
   for (size_t a = 0; a < c.out.size(); ++a)
     for (size_t b = 0; b < c.in.size(); ++b)
       if (c.out[a] == c.in[b]) k.fail("output aliases an input");
-  switch (c.kind) {
-    case OpKind::kEmbedding: {
-      k.counts(1, 1, 1);
-      k.dtype(*c.in[0], DType::kI32, "ids");
-      k.rank(*c.in[0], 1, "ids");
-      if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("table must be 2-D");
-      k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[1]});
-      break;
-    }
-    case OpKind::kSoftEmbedding: {
-      k.counts(1, 1, 1);
-      k.dtype(*c.in[0], DType::kF32, "logits");
-      k.rank(*c.in[0], 2, "logits");
-      if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("table must be 2-D");
-      if (c.w[0]->shape[0] != c.in[0]->dim(1))
-        k.fail("logits width " + std::to_string(c.in[0]->dim(1)) + " != vocab " + std::to_string(c.w[0]->shape[0]));
-      k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[1]});
-      break;
-    }
-    case OpKind::kRmsNorm: {
-      if (c.w.size() == 0)
-        k.counts(1, 0, 1);
-      else
-        k.counts(1, 1, 1);
-      k.dtype(*c.in[0], DType::kF32, "x");
-      if (c.in[0]->shape.empty()) k.fail("x must have rank >= 1");
-      if (!c.w.empty()) k.wshape(c.w[0], {c.in[0]->dim(-1)}, "norm");
-      if (!(c.attrs.eps > 0.0f)) k.fail("eps must be positive");
-      k.out_f32(0, c.in[0]->shape);
-      break;
-    }
-    case OpKind::kLinear: {
-      k.counts(1, 1, 1);
-      k.dtype(*c.in[0], DType::kF32, "x");
-      k.rank(*c.in[0], 2, "x");
-      if (!c.w[0] || c.w[0]->shape.size() != 2) k.fail("weight must be 2-D");
-      k.wshape(c.w[0], {c.w[0]->shape[0], c.in[0]->dim(1)}, "linear");
-      k.out_f32(0, {c.in[0]->dim(0), c.w[0]->shape[0]});
-      break;
-    }
-    case OpKind::kRope: {
-      k.counts(2, 0, 1);
-      k.dtype(*c.in[0], DType::kF32, "x");
-      k.rank(*c.in[0], 3, "x");
-      k.dtype(*c.in[1], DType::kI32, "positions");
-      if (c.in[1]->numel() != c.in[0]->dim(0)) k.fail("positions do not match rows of x");
-      if (c.in[0]->dim(2) % 2 || c.attrs.rope_pairs < 0 || c.attrs.rope_pairs > c.in[0]->dim(2) / 2)
-        k.fail("invalid rotated pair count " + std::to_string(c.attrs.rope_pairs) + " for head dim " +
-               std::to_string(c.in[0]->dim(2)));
-      k.out_f32(0, c.in[0]->shape);
-      break;
-    }
-    case OpKind::kAttention: {
-      const bool cached = c.in.size() == 8;
-      if (c.in.size() != 5 && !cached)
-        k.fail("expected 5 inputs, or 8 with a cache segment, got " + std::to_string(c.in.size()));
-      k.counts(cached ? 8 : 5, 0, 1);
-      const Tensor &q = *c.in[0], &kk = *c.in[1], &v = *c.in[2];
-      for (int t = 0; t < 3; ++t) {
-        k.dtype(*c.in[size_t(t)], DType::kF32, "q/k/v");
-        k.rank(*c.in[size_t(t)], 3, "q/k/v");
-      }
-      k.dtype(*c.in[3], DType::kI32, "query positions");
-      k.dtype(*c.in[4], DType::kI32, "key positions");
-      if (kk.shape != v.shape) k.fail("keys " + kk.shape_string() + " and values " + v.shape_string() + " differ");
-      if (q.dim(2) != kk.dim(2)) k.fail("query head dim != key head dim");
-      if (kk.dim(1) == 0 || q.dim(1) % kk.dim(1)) k.fail("query heads not a multiple of key heads");
-      if (c.in[3]->numel() != q.dim(0) || c.in[4]->numel() != kk.dim(0)) k.fail("position counts do not match");
-      if (cached) {
-        const Tensor &ck = *c.in[5], &cv = *c.in[6], &cp = *c.in[7];
-        k.dtype(ck, DType::kF32, "cached keys");
-        k.dtype(cv, DType::kF32, "cached values");
-        k.dtype(cp, DType::kI32, "cached key positions");
-        k.rank(ck, 3, "cached keys");
-        if (ck.shape != cv.shape)
-          k.fail("cached keys " + ck.shape_string() + " and values " + cv.shape_string() + " differ");
-        if (ck.dim(1) != kk.dim(1) || ck.dim(2) != kk.dim(2))
-          k.fail("cached keys " + ck.shape_string() + " do not match the new keys " + kk.shape_string());
-        if (cp.numel() != ck.dim(0)) k.fail("cached key position count does not match");
-        if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > ck.dim(0))
-          k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside the cache's " +
-                 std::to_string(ck.dim(0)) + " rows");
-      } else if (c.attrs.skip_rows != 0) {
-        k.fail("skip_rows without cache inputs");
-      }
-      k.out_f32(0, {q.dim(0), q.dim(1) * q.dim(2)});
-      break;
-    }
-    case OpKind::kRouterTopk: {
-      k.counts(1, 3, 2);
-      k.dtype(*c.in[0], DType::kF32, "x");
-      k.rank(*c.in[0], 2, "x");
-      int64_t H = c.in[0]->dim(1);
-      if (!c.w[1] || c.w[1]->shape.size() != 2) k.fail("router.proj must be 2-D");
-      int64_t E = c.w[1]->shape[0];
-      k.wshape(c.w[0], {H}, "router.scale");
-      k.wshape(c.w[1], {E, H}, "router.proj");
-      k.wshape(c.w[2], {E}, "router.per_expert_scale");
-      if (c.attrs.top_k < 1 || c.attrs.top_k > E) k.fail("top_k " + std::to_string(c.attrs.top_k) + " out of range");
-      k.out_i32(0, {c.in[0]->dim(0), c.attrs.top_k});
-      k.out_f32(1, {c.in[0]->dim(0), c.attrs.top_k});
-      break;
-    }
-    case OpKind::kMoeExperts: {
-      k.counts(3, 2, 1);
-      k.dtype(*c.in[0], DType::kF32, "x");
-      k.rank(*c.in[0], 2, "x");
-      k.dtype(*c.in[1], DType::kI32, "expert indices");
-      k.dtype(*c.in[2], DType::kF32, "expert weights");
-      if (c.in[1]->shape != c.in[2]->shape || c.in[1]->dim(0) != c.in[0]->dim(0))
-        k.fail("indices/weights shape mismatch");
-      if (!c.w[0] || c.w[0]->shape.size() != 3 || !c.w[1] || c.w[1]->shape.size() != 3)
-        k.fail("expert weights must be 3-D");
-      int64_t E = c.w[0]->shape[0], I2 = c.w[0]->shape[1], H = c.in[0]->dim(1);
-      if (I2 % 2) k.fail("gate_up rows must be even");
-      k.wshape(c.w[0], {E, I2, H}, "experts.gate_up_proj");
-      k.wshape(c.w[1], {E, H, I2 / 2}, "experts.down_proj");
-      // Indices still on a device are checked there (by the backend holding them).
-      if (!c.in[1]->host_stale)
-        for (int32_t e : c.in[1]->i)
-          if (e < 0 || e >= E)
-            k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
-      k.out_f32(0, c.in[0]->shape);
-      break;
-    }
-    case OpKind::kGeluGlu:
-    case OpKind::kAdd: {
-      k.counts(2, 0, 1);
-      k.dtype(*c.in[0], DType::kF32, "a");
-      k.dtype(*c.in[1], DType::kF32, "b");
-      if (c.in[0]->shape != c.in[1]->shape)
-        k.fail("shapes " + c.in[0]->shape_string() + " and " + c.in[1]->shape_string() + " differ");
-      k.out_f32(0, c.in[0]->shape);
-      break;
-    }
-    case OpKind::kScale: {
-      k.counts(1, 1, 1);
-      k.dtype(*c.in[0], DType::kF32, "x");
-      k.wshape(c.w[0], {1}, "scalar");
-      k.out_f32(0, c.in[0]->shape);
-      break;
-    }
-    case OpKind::kSoftcap: {
-      k.counts(1, 0, 1);
-      k.dtype(*c.in[0], DType::kF32, "x");
-      if (!(c.attrs.cap > 0.0f)) k.fail("cap must be positive");
-      k.out_f32(0, c.in[0]->shape);
-      break;
-    }
-    case OpKind::kConcatRows: {
-      if (c.in.size() < 2) k.fail("expected at least 2 inputs, got " + std::to_string(c.in.size()));
-      k.counts(c.in.size(), 0, 1);
-      const Tensor& a = *c.in[0];
-      if (a.dtype != DType::kF32 && a.dtype != DType::kI32) k.dtype(a, DType::kF32, "input 0");
-      int64_t total = 0;
-      for (size_t i = 0; i < c.in.size(); ++i) {
-        const Tensor& b = *c.in[i];
-        k.dtype(b, a.dtype, ("input " + std::to_string(i)).c_str());  // input 0's dtype, storage matching the shape
-        if (b.shape.empty()) k.fail("inputs must have rank >= 1 (input " + std::to_string(i) + ")");
-        if (i > 0 && std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()) !=
-                         std::vector<int64_t>(b.shape.begin() + 1, b.shape.end()))
-          k.fail("rows of " + a.shape_string() + " and " + b.shape_string() + " (input " + std::to_string(i) +
-                 ") differ");
-        total += b.dim(0);
-      }
-      if (c.attrs.skip_rows < 0 || c.attrs.skip_rows > total)
-        k.fail("skip_rows " + std::to_string(c.attrs.skip_rows) + " outside [0, " + std::to_string(total) + "]");
-      if (c.attrs.take_rows < 0 || c.attrs.skip_rows + c.attrs.take_rows > total)
-        k.fail("take_rows " + std::to_string(c.attrs.take_rows) + " after skip_rows " +
-               std::to_string(c.attrs.skip_rows) + " exceeds the " + std::to_string(total) + " rows");
-      std::vector<int64_t> shape = a.shape;
-      shape[0] = c.attrs.take_rows > 0 ? c.attrs.take_rows : total - c.attrs.skip_rows;
-      if (a.dtype == DType::kI32)
-        k.out_i32(0, std::move(shape));
-      else
-        k.out_f32(0, std::move(shape));
-      break;
-    }
-    case OpKind::kSample: {
-      k.counts(2, 0, 4);
-      k.dtype(*c.in[0], DType::kF32, "logits");
-      k.rank(*c.in[0], 2, "logits");
-      k.dtype(*c.in[1], DType::kI32, "uniforms");
-      k.rank(*c.in[1], 2, "uniforms");
-      const int64_t M = c.in[0]->dim(0), V = c.in[0]->dim(1);
-      if (V < 1 || V > int64_t(INT32_MAX)) k.fail("vocab " + std::to_string(V) + " outside [1, 2^31)");
-      if (c.in[1]->dim(1) != 2 || (c.in[1]->dim(0) != 0 && c.in[1]->dim(0) != M))
-        k.fail("uniforms must be [" + std::to_string(M) + ", 2] (one double per row) or [0, 2] (no draw), got " +
-               c.in[1]->shape_string());
-      if (!(c.attrs.temperature > 0.0f) || !std::isfinite(c.attrs.temperature))
-        k.fail("temperature must be positive and finite, got " + std::to_string(c.attrs.temperature));
-      for (size_t a = 1; a < 4; ++a)
-        for (size_t b = 0; b < a; ++b)
-          if (c.out[a] == c.out[b]) k.fail("outputs " + std::to_string(b) + " and " + std::to_string(a) + " alias");
-      k.out_f32(0, {M, V});
-      k.out_i32(1, {M});
-      k.out_f32(2, {M});
-      k.out_i32(3, {M});
-      break;
-    }
-  }
+  const int i = int(c.kind);
+  if (i < 0 || i >= kNumOpKinds) k.fail("unknown op kind " + std::to_string(i));
+  kOps[i].check(k, c);
 }
 
 std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& c) {
