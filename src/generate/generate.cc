@@ -43,6 +43,238 @@ void check_context(const GenerationConfig& config, int64_t prompt_length, int64_
                 " new tokens fit (max_new_tokens / -n)");
 }
 
+// One generate() call's denoising loop (docs/model.md §3.2): the buffers every
+// step reuses, one step on the model or on the host, a canvas from its first
+// draw to its commit.
+class Denoiser {
+ public:
+  Denoiser(DiffusionModel& model, const GenerationConfig& config, DrawSource& draws, GenerationObserver* observer,
+           GenerationResult& result)
+      : model_(model),
+        config_(config),
+        draws_(draws),
+        observer_(observer),
+        result_(result),
+        L_(model.canvas_length()),
+        V_(model.vocab_size()),
+        l_(size_t(L_)),
+        // Where the per-row pass runs: inside the model when it can (next to
+        // its logits, e.g. on the GPU; DiffusionModel::decode_sample) and draw
+        // B is an inverse CDF or the argmax; else here, over the host logits.
+        on_model_(model.samples_rows() && (config.greedy || draws.samples_by_inverse_cdf())),
+        // Host path: two [L, V] buffers, allocated once: the decoder writes
+        // raw logits into `out` while reading the previous step's processed
+        // logits from `prev`; after temperature scaling in place they swap
+        // roles (docs/model.md §3.3). On the model, z stays there: one buffer,
+        // only for an observer.
+        buffer_a_(on_model_ && observer == nullptr ? 0 : l_ * size_t(V_)),
+        buffer_b_(on_model_ ? 0 : l_ * size_t(V_)),
+        out_(buffer_a_.data()),
+        prev_(buffer_b_.data()),
+        canvas_(l_),
+        sampled_(l_),
+        noise_(l_),
+        argmax_(l_),
+        next_(l_),
+        entropy_(l_),
+        accepted_(l_),
+        stability_(config.stability_threshold, L_),
+        uniforms_(on_model_ && !config.greedy ? l_ : 0),
+        pool_(model.thread_pool()),
+        row_errors_(l_) {}
+
+  // Denoises canvas c from its canvas_init draw (canvas 0: `start` when not
+  // empty), commits its last argmax to the result and, unless generation
+  // ends with it, encodes it. Returns false when generation ends (EOS or
+  // cancellation).
+  bool canvas(int64_t c, bool last, std::span<const int32_t> start);
+
+ private:
+  void step_on_model(int64_t c, int64_t s, float temperature);
+  void step_on_host(int64_t c, int64_t s, float temperature, const float* self_conditioning);
+  void run_rows(int64_t c, int64_t s, float temperature);
+
+  DiffusionModel& model_;
+  const GenerationConfig& config_;
+  DrawSource& draws_;
+  GenerationObserver* observer_;
+  GenerationResult& result_;
+  const int64_t L_, V_;
+  const size_t l_;
+  const bool on_model_;
+  std::vector<float> buffer_a_, buffer_b_;
+  float* out_;
+  float* prev_;
+  std::vector<int32_t> canvas_, sampled_, noise_, argmax_, next_;
+  std::vector<float> entropy_;
+  std::vector<uint8_t> accepted_;
+  StabilityTracker stability_;
+  RowSamples row_samples_;
+  std::vector<double> uniforms_;
+  // The per-row pass over `out`; every row's error is kept, and the first
+  // row's is rethrown (pool workers must not throw).
+  ThreadPool* pool_;
+  std::vector<std::exception_ptr> row_errors_;
+  std::string where_;
+  bool fuse_sample_ = false;
+};
+
+void Denoiser::run_rows(int64_t c, int64_t s, float temperature) {
+  auto rows = [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scratch;
+    scratch.resize(size_t(V_));
+    for (int64_t i = begin; i < end; ++i) {
+      try {
+        const double u = fuse_sample_ ? draws_.sample_uniform(c, s, i) : 0.0;
+        const RowPass r = process_row(out_ + size_t(i) * size_t(V_), size_t(V_), temperature,
+                                      fuse_sample_ ? &u : nullptr, scratch.data(), where_.c_str());
+        argmax_[size_t(i)] = r.argmax;
+        entropy_[size_t(i)] = r.entropy;
+        if (fuse_sample_) sampled_[size_t(i)] = r.sample;
+        row_errors_[size_t(i)] = nullptr;
+      } catch (const BadLogitsRow& e) {  // named by row, as decode_sample's are
+        row_errors_[size_t(i)] = std::make_exception_ptr(BadLogitsRow(where_, i, e.logit(), e.value()));
+      } catch (...) {
+        row_errors_[size_t(i)] = std::current_exception();
+      }
+    }
+  };
+  if (pool_ != nullptr)
+    pool_->parallel_for(L_, 1, rows);
+  else
+    rows(0, L_);
+}
+
+// Decoder pass and per-row pass in one call; the model keeps z for the next
+// step's self-conditioning (docs/model.md §3.3). Same results as the host
+// path (bit-identical on the CPU).
+void Denoiser::step_on_model(int64_t c, int64_t s, float temperature) {
+  for (size_t i = 0; i < uniforms_.size(); ++i) uniforms_[i] = draws_.sample_uniform(c, s, int64_t(i));
+  try {
+    model_.decode_sample(canvas_.data(), s > 0, temperature, config_.greedy ? nullptr : uniforms_.data(), row_samples_);
+  } catch (const BadLogitsRow& e) {
+    throw BadLogitsRow(where_, e.row(), e.logit(), e.value());
+  }
+  if (row_samples_.argmax.size() != l_ || row_samples_.entropy.size() != l_ || row_samples_.sample.size() != l_)
+    throw Error(where_ + ": the model's sampler pass returned " + std::to_string(row_samples_.argmax.size()) +
+                " rows, canvas_length is " + std::to_string(L_));
+  std::copy(row_samples_.argmax.begin(), row_samples_.argmax.end(), argmax_.begin());
+  std::copy(row_samples_.entropy.begin(), row_samples_.entropy.end(), entropy_.begin());
+  if (!config_.greedy) std::copy(row_samples_.sample.begin(), row_samples_.sample.end(), sampled_.begin());
+  ++result_.decoder_forwards;
+  if (config_.greedy) sampled_ = argmax_;  // temperature 0: draw B is the argmax
+}
+
+void Denoiser::step_on_host(int64_t c, int64_t s, float temperature, const float* self_conditioning) {
+  model_.decode(canvas_.data(), self_conditioning, out_);
+  ++result_.decoder_forwards;
+  // One fused pass per row (temperature, argmax, entropy and, for a source
+  // that samples by inverse CDF, draw B), rows spread over the model's
+  // threads. Reference order: sample (B), argmax, accept, renoise (C); draw
+  // B reads only this row, so fusing keeps it.
+  fuse_sample_ = !config_.greedy && draws_.samples_by_inverse_cdf();
+  run_rows(c, s, temperature);
+  for (size_t i = 0; i < l_; ++i)
+    if (row_errors_[i]) std::rethrow_exception(row_errors_[i]);
+  if (config_.greedy)
+    sampled_ = argmax_;  // temperature 0: draw B is the argmax
+  else if (!fuse_sample_)
+    draws_.sample(c, s, out_, V_, sampled_);
+}
+
+bool Denoiser::canvas(int64_t c, bool last, std::span<const int32_t> start) {
+  const int64_t N = config_.max_denoising_steps;
+  // Draw A happens even when a start canvas replaces it (docs/model.md §3.5).
+  draws_.canvas_init(c, V_, canvas_);
+  check_tokens(canvas_, V_, "canvas_init draw of canvas " + std::to_string(c));
+  if (c == 0 && !start.empty()) std::copy(start.begin(), start.end(), canvas_.begin());
+
+  stability_.reset();
+  const float* self_conditioning = nullptr;  // no signal on a canvas's first step
+  int64_t steps = 0;
+  float last_mean = 0.0f;  // mean entropy of the last step
+  bool last_stop = false;
+  for (int64_t cur_step = N; cur_step >= 1; --cur_step) {
+    if (observer_ != nullptr && observer_->cancelled()) {
+      result_.cancelled = true;
+      return false;
+    }
+    const int64_t s = steps;
+    const float temperature = step_temperature(config_.t_min, config_.t_max, cur_step, N);
+    where_ = "generate: " + step_name(c, s);
+    if (on_model_)
+      step_on_model(c, s, temperature);
+    else
+      step_on_host(c, s, temperature, self_conditioning);
+    ++steps;
+    check_tokens(sampled_, V_, "sample draw of " + step_name(c, s));
+    const int64_t n_accepted = entropy_bound_accept(entropy_, config_.entropy_bound, accepted_);
+    draws_.renoise(c, s, V_, noise_);
+    check_tokens(noise_, V_, "renoise draw of " + step_name(c, s));
+    renoise(accepted_, sampled_, noise_, next_);
+
+    const bool stable = stability_.update(argmax_);
+    const float mean = mean_entropy(entropy_);
+    const bool confident = is_confident(mean, config_.confidence_threshold);
+    const bool stop = stable && confident;
+
+    if (observer_ != nullptr) {
+      StepEvent e;
+      e.canvas = c;
+      e.step = s;
+      e.cur_step = cur_step;
+      e.temperature = temperature;
+      e.canvas_in = canvas_;
+      e.sampled = sampled_;
+      e.accepted = accepted_;
+      e.argmax = argmax_;
+      e.canvas_out = next_;
+      e.entropy = entropy_;
+      e.mean_entropy = mean;
+      e.n_accepted = n_accepted;
+      e.stable = stable;
+      e.confident = confident;
+      e.stop = stop;
+      if (on_model_) model_.processed_logits(out_);  // fetched only for the observer
+      e.processed_logits = out_;
+      observer_->on_step(e);
+    }
+
+    canvas_.swap(next_);
+    if (!on_model_) {
+      self_conditioning = out_;  // the processed logits z (docs/model.md §3.3)
+      std::swap(out_, prev_);
+    }
+    last_mean = mean;
+    last_stop = stop;
+    if (stop) break;
+  }
+  result_.steps_per_canvas.push_back(steps);
+  result_.halt_entropy.push_back(last_mean);
+  result_.converged.push_back(last_stop);
+
+  // Commit the last step's argmax, not the renoised canvas (docs/model.md §3.2).
+  std::vector<int32_t> committed = argmax_;
+  const bool eos = pad_after_first_eos(committed, config_.eos_token_ids, config_.pad_token_id);
+  result_.sequences.insert(result_.sequences.end(), committed.begin(), committed.end());
+  if (observer_ != nullptr) {
+    CanvasEvent e;
+    e.canvas = c;
+    e.steps = steps;
+    e.argmax = argmax_;
+    e.committed = committed;
+    e.eos = eos;
+    observer_->on_canvas(e);
+  }
+  if (eos) {
+    result_.stopped_at_eos = true;  // the EOS canvas is never encoded
+    return false;
+  }
+  // The last canvas is not encoded either (max length reached).
+  if (!last) model_.encode(committed);
+  return true;
+}
+
 }  // namespace
 
 GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& prompt, const GenerationConfig& config,
@@ -50,7 +282,6 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   validate_generation_config(config, "generate: generation config");
   const int64_t L = model.canvas_length();
   const int64_t V = model.vocab_size();
-  const int64_t N = config.max_denoising_steps;
   if (L <= 0) throw Error("generate: model canvas_length " + std::to_string(L) + " must be positive");
   if (V <= 0 || V > std::numeric_limits<int32_t>::max())
     throw Error("generate: model vocab_size " + std::to_string(V) + " outside [1, 2^31)");
@@ -74,189 +305,10 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   result.sequences.reserve(prompt.size() + size_t(n_canvases * L));
   if (n_canvases == 0) return result;
 
-  // Where the per-row pass runs: inside the model when it can (next to its
-  // logits, e.g. on the GPU; DiffusionModel::decode_sample) and draw B is an
-  // inverse CDF or the argmax; else here, over the host logits.
-  const bool on_model = model.samples_rows() && (config.greedy || draws.samples_by_inverse_cdf());
-
-  // Host path: two [L, V] buffers, allocated once: the decoder writes raw
-  // logits into `out` while reading the previous step's processed logits
-  // from `prev`; after temperature scaling in place they swap roles (docs/model.md
-  // §3.3). On the model, z stays there: one buffer, only for an observer.
-  const size_t lv = size_t(L) * size_t(V);
-  std::vector<float> buffer_a(on_model && observer == nullptr ? 0 : lv), buffer_b(on_model ? 0 : lv);
-  float* out = buffer_a.data();
-  float* prev = buffer_b.data();
-
-  const size_t l = size_t(L);
-  std::vector<int32_t> canvas(l), sampled(l), noise(l), argmax(l), next(l);
-  std::vector<float> entropy(l);
-  std::vector<uint8_t> accepted(l);
-  StabilityTracker stability(config.stability_threshold, L);
-  RowSamples row_samples;
-  std::vector<double> uniforms(on_model && !config.greedy ? l : 0);
-
-  // The per-row pass over `out`; every row's error is kept, and the first
-  // row's is rethrown (pool workers must not throw).
-  ThreadPool* pool = model.thread_pool();
-  std::vector<std::exception_ptr> row_errors(l);
-  std::string where;
-  bool fuse_sample = false;
-  auto run_rows = [&](int64_t c, int64_t s, float temperature) {
-    auto rows = [&](int64_t begin, int64_t end) {
-      thread_local std::vector<float> scratch;
-      scratch.resize(size_t(V));
-      for (int64_t i = begin; i < end; ++i) {
-        try {
-          const double u = fuse_sample ? draws.sample_uniform(c, s, i) : 0.0;
-          const RowPass r = process_row(out + size_t(i) * size_t(V), size_t(V), temperature, fuse_sample ? &u : nullptr,
-                                        scratch.data(), where.c_str());
-          argmax[size_t(i)] = r.argmax;
-          entropy[size_t(i)] = r.entropy;
-          if (fuse_sample) sampled[size_t(i)] = r.sample;
-          row_errors[size_t(i)] = nullptr;
-        } catch (const BadLogitsRow& e) {  // named by row, as decode_sample's are
-          row_errors[size_t(i)] = std::make_exception_ptr(BadLogitsRow(where, i, e.logit(), e.value()));
-        } catch (...) {
-          row_errors[size_t(i)] = std::current_exception();
-        }
-      }
-    };
-    if (pool != nullptr)
-      pool->parallel_for(L, 1, rows);
-    else
-      rows(0, L);
-  };
-  // The same pass on the model (same results; bit-identical on the CPU).
-  auto sample_on_model = [&](int64_t c, int64_t s, float temperature) {
-    for (size_t i = 0; i < uniforms.size(); ++i) uniforms[i] = draws.sample_uniform(c, s, int64_t(i));
-    try {
-      model.decode_sample(canvas.data(), s > 0, temperature, config.greedy ? nullptr : uniforms.data(), row_samples);
-    } catch (const BadLogitsRow& e) {
-      throw BadLogitsRow(where, e.row(), e.logit(), e.value());
-    }
-    if (row_samples.argmax.size() != l || row_samples.entropy.size() != l || row_samples.sample.size() != l)
-      throw Error(where + ": the model's sampler pass returned " + std::to_string(row_samples.argmax.size()) +
-                  " rows, canvas_length is " + std::to_string(L));
-    std::copy(row_samples.argmax.begin(), row_samples.argmax.end(), argmax.begin());
-    std::copy(row_samples.entropy.begin(), row_samples.entropy.end(), entropy.begin());
-    if (!config.greedy) std::copy(row_samples.sample.begin(), row_samples.sample.end(), sampled.begin());
-  };
-  const std::span<const int32_t> eos_ids(config.eos_token_ids);
-
+  Denoiser denoiser(model, config, draws, observer, result);
   if (!prompt.empty()) model.encode(prompt);  // prefill (docs/model.md §2.2)
-
-  for (int64_t c = 0; c < n_canvases; ++c) {
-    // Draw A happens even when a start canvas replaces it (docs/model.md §3.5).
-    draws.canvas_init(c, V, canvas);
-    check_tokens(canvas, V, "canvas_init draw of canvas " + std::to_string(c));
-    if (c == 0 && !start_canvas.empty()) std::copy(start_canvas.begin(), start_canvas.end(), canvas.begin());
-
-    stability.reset();
-    const float* self_conditioning = nullptr;  // no signal on a canvas's first step
-    int64_t steps = 0;
-    float last_mean = 0.0f;  // mean entropy of the last step
-    bool last_stop = false;
-    for (int64_t cur_step = N; cur_step >= 1; --cur_step) {
-      if (observer != nullptr && observer->cancelled()) {
-        result.cancelled = true;
-        break;
-      }
-      const int64_t s = steps;
-      const float temperature = step_temperature(config.t_min, config.t_max, cur_step, N);
-      where = "generate: " + step_name(c, s);
-      if (on_model) {
-        // Decoder pass and per-row pass in one call; the model keeps z for
-        // the next step's self-conditioning (docs/model.md §3.3).
-        sample_on_model(c, s, temperature);
-        ++result.decoder_forwards;
-        ++steps;
-        if (config.greedy) sampled = argmax;  // temperature 0: draw B is the argmax
-      } else {
-        model.decode(canvas.data(), self_conditioning, out);
-        ++result.decoder_forwards;
-        ++steps;
-
-        // One fused pass per row (temperature, argmax, entropy and, for a
-        // source that samples by inverse CDF, draw B), rows spread over the
-        // model's threads. Reference order: sample (B), argmax, accept,
-        // renoise (C); draw B reads only this row, so fusing keeps it.
-        fuse_sample = !config.greedy && draws.samples_by_inverse_cdf();
-        run_rows(c, s, temperature);
-        for (size_t i = 0; i < l; ++i)
-          if (row_errors[i]) std::rethrow_exception(row_errors[i]);
-        if (config.greedy)
-          sampled = argmax;  // temperature 0: draw B is the argmax
-        else if (!fuse_sample)
-          draws.sample(c, s, out, V, sampled);
-      }
-      check_tokens(sampled, V, "sample draw of " + step_name(c, s));
-      const int64_t n_accepted = entropy_bound_accept(entropy, config.entropy_bound, accepted);
-      draws.renoise(c, s, V, noise);
-      check_tokens(noise, V, "renoise draw of " + step_name(c, s));
-      renoise(accepted, sampled, noise, next);
-
-      const bool stable = stability.update(argmax);
-      const float mean = mean_entropy(entropy);
-      const bool confident = is_confident(mean, config.confidence_threshold);
-      const bool stop = stable && confident;
-
-      if (observer != nullptr) {
-        StepEvent e;
-        e.canvas = c;
-        e.step = s;
-        e.cur_step = cur_step;
-        e.temperature = temperature;
-        e.canvas_in = canvas;
-        e.sampled = sampled;
-        e.accepted = accepted;
-        e.argmax = argmax;
-        e.canvas_out = next;
-        e.entropy = entropy;
-        e.mean_entropy = mean;
-        e.n_accepted = n_accepted;
-        e.stable = stable;
-        e.confident = confident;
-        e.stop = stop;
-        if (on_model) model.processed_logits(out);  // fetched only for the observer
-        e.processed_logits = out;
-        observer->on_step(e);
-      }
-
-      canvas.swap(next);
-      if (!on_model) {
-        self_conditioning = out;  // the processed logits z (docs/model.md §3.3)
-        std::swap(out, prev);
-      }
-      last_mean = mean;
-      last_stop = stop;
-      if (stop) break;
-    }
-    if (result.cancelled) break;
-    result.steps_per_canvas.push_back(steps);
-    result.halt_entropy.push_back(last_mean);
-    result.converged.push_back(last_stop);
-
-    // Commit the last step's argmax, not the renoised canvas (docs/model.md §3.2).
-    std::vector<int32_t> committed = argmax;
-    const bool eos = pad_after_first_eos(committed, eos_ids, config.pad_token_id);
-    result.sequences.insert(result.sequences.end(), committed.begin(), committed.end());
-    if (observer != nullptr) {
-      CanvasEvent e;
-      e.canvas = c;
-      e.steps = steps;
-      e.argmax = argmax;
-      e.committed = committed;
-      e.eos = eos;
-      observer->on_canvas(e);
-    }
-    if (eos) {
-      result.stopped_at_eos = true;  // the EOS canvas is never encoded
-      break;
-    }
-    // The last canvas is not encoded either (max length reached).
-    if (c + 1 < n_canvases) model.encode(committed);
-  }
+  for (int64_t c = 0; c < n_canvases; ++c)
+    if (!denoiser.canvas(c, c + 1 == n_canvases, start_canvas)) break;
 
   int64_t valid = 0;
   for (const int32_t t : result.generated()) valid += t != config.pad_token_id ? 1 : 0;
