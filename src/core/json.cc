@@ -235,7 +235,7 @@ void dump_into(std::string& out, const Value& v, int indent, int level) {
   auto newline = [&](int lvl) {
     if (indent >= 0) {
       out += '\n';
-      out.append(size_t(indent * lvl), ' ');
+      out.append(size_t(indent) * size_t(lvl), ' ');
     }
   };
   switch (v.kind()) {
