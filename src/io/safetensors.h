@@ -104,6 +104,24 @@ class TensorStore {
   std::vector<std::string> names_;
 };
 
+// One tensor of a safetensors file as its header lists it.
+struct SafetensorsEntry {
+  std::string_view name;
+  DType dtype;
+  const std::vector<int64_t>* shape;
+  uint64_t nbytes;
+};
+
+// The start of a safetensors file holding `entries` back to back in this
+// order from data offset 0: the 8-byte little-endian header length, then the
+// header as compact JSON like the reference writer's (`__metadata__` first,
+// its keys sorted), padded with spaces to a multiple of 8 bytes so that every
+// tensor starts naturally aligned (docs/formats.md §1.3). The one header
+// builder of both writers. Throws dgemma::Error naming `path` when the header
+// would exceed kMaxSafetensorsHeader.
+std::string safetensors_head(const std::vector<SafetensorsEntry>& entries,
+                             std::vector<std::pair<std::string, std::string>> metadata, const std::string& path);
+
 // Writes a safetensors file the way the reference Rust writer does
 // (docs/formats.md §1.3): tensors laid out contiguously from offset 0 (the format
 // allows no gaps) in order of descending dtype (the reference enum order,

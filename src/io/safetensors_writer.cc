@@ -77,6 +77,43 @@ void check_utf8(std::string_view what, const std::string& s) {
 
 }  // namespace
 
+std::string safetensors_head(const std::vector<SafetensorsEntry>& entries,
+                             std::vector<std::pair<std::string, std::string>> metadata, const std::string& path) {
+  std::string header = "{";
+  if (!metadata.empty()) {
+    std::sort(metadata.begin(), metadata.end());
+    header += "\"__metadata__\":{";
+    for (size_t i = 0; i < metadata.size(); ++i) {
+      if (i) header += ',';
+      json::append_quoted(header, metadata[i].first);
+      header += ':';
+      json::append_quoted(header, metadata[i].second);
+    }
+    header += '}';
+  }
+  uint64_t offset = 0;
+  for (const SafetensorsEntry& e : entries) {
+    if (header.size() > 1) header += ',';
+    json::append_quoted(header, e.name);
+    header += ":{\"dtype\":\"";
+    header += dtype_name(e.dtype);
+    header += "\",\"shape\":[";
+    for (size_t i = 0; i < e.shape->size(); ++i) {
+      if (i) header += ',';
+      header += std::to_string((*e.shape)[i]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + e.nbytes) + "]}";
+    offset += e.nbytes;
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+  if (header.size() > kMaxSafetensorsHeader)
+    throw Error("safetensors header of " + path + " would exceed " + std::to_string(kMaxSafetensorsHeader) + " bytes");
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[size_t(i)] = char(uint8_t(uint64_t(header.size()) >> (8 * i)));
+  return head + header;
+}
+
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<int64_t> shape, const void* data) {
   check_utf8("tensor name", name);
   Pending p{std::move(name), dtype, std::move(shape), {}, false, 0};
@@ -125,48 +162,16 @@ void SafetensorsWriter::write(const std::string& path) const {
       throw Error("SafetensorsWriter: \"__metadata__\" is reserved and cannot name a tensor (" + path + ")");
   }
 
-  // Compact JSON like serde_json: `__metadata__` first, then tensors in
-  // layout order.
-  std::string header = "{";
-  if (!metadata_.empty()) {
-    auto meta = metadata_;
-    std::sort(meta.begin(), meta.end());
-    header += "\"__metadata__\":{";
-    for (size_t i = 0; i < meta.size(); ++i) {
-      if (i) header += ',';
-      json::append_quoted(header, meta[i].first);
-      header += ':';
-      json::append_quoted(header, meta[i].second);
-    }
-    header += '}';
-  }
-  uint64_t offset = 0;
+  std::vector<SafetensorsEntry> entries;
+  uint64_t data_bytes = 0;
   for (const Pending* p : order) {
-    if (header.size() > 1) header += ',';
-    json::append_quoted(header, p->name);
-    header += ":{\"dtype\":\"";
-    header += dtype_name(p->dtype);
-    header += "\",\"shape\":[";
-    for (size_t i = 0; i < p->shape.size(); ++i) {
-      if (i) header += ',';
-      header += std::to_string(p->shape[i]);
-    }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + p->nbytes) + "]}";
-    offset += p->nbytes;
+    entries.push_back({p->name, p->dtype, &p->shape, p->nbytes});
+    data_bytes += p->nbytes;
   }
-  header += '}';
-  header.append((8 - header.size() % 8) % 8, ' ');
-  if (header.size() > kMaxSafetensorsHeader)
-    throw Error("SafetensorsWriter: header of " + path + " would exceed " + std::to_string(kMaxSafetensorsHeader) +
-                " bytes");
-
-  uint8_t prefix[8];
-  for (int i = 0; i < 8; ++i) prefix[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-
+  const std::string head = safetensors_head(entries, metadata_, path);
   TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
-  write_all(tmp.fd(), prefix, 8, path);
-  write_all(tmp.fd(), reinterpret_cast<const uint8_t*>(header.data()), header.size(), path);
-  const off_t data_start = off_t(8 + header.size());
+  write_all(tmp.fd(), reinterpret_cast<const uint8_t*>(head.data()), head.size(), path);
+  const off_t data_start = off_t(head.size());
   for (const Pending* p : order) {
     if (p->sparse) {
       // Skip over the tensor: the gap becomes a hole that reads as zeros and
@@ -178,7 +183,7 @@ void SafetensorsWriter::write(const std::string& path) const {
     }
   }
   // A trailing sparse tensor leaves the file short; extend it to full size.
-  if (::ftruncate(tmp.fd(), data_start + off_t(offset)) != 0)
+  if (::ftruncate(tmp.fd(), data_start + off_t(data_bytes)) != 0)
     throw Error("cannot resize " + path + ": " + std::strerror(errno));
   tmp.commit(path);
 }

@@ -53,47 +53,22 @@ void SafetensorsStreamWriter::begin(const std::string& path) {
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return dtype_bits(a.second->dtype) > dtype_bits(b.second->dtype);
   });
-  std::string header = "{";
-  if (!metadata_.empty()) {
-    std::sort(metadata_.begin(), metadata_.end());
-    header += "\"__metadata__\":{";
-    for (size_t i = 0; i < metadata_.size(); ++i) {
-      if (i) header += ',';
-      json::append_quoted(header, metadata_[i].first);
-      header += ':';
-      json::append_quoted(header, metadata_[i].second);
-    }
-    header += '}';
-  }
+  std::vector<SafetensorsEntry> entries;
   uint64_t offset = 0;
   for (auto& [name, e] : order) {
     e->offset = offset;
-    if (header.size() > 1) header += ',';
-    json::append_quoted(header, *name);
-    header += ":{\"dtype\":\"" + std::string(dtype_name(e->dtype)) + "\",\"shape\":[";
-    for (size_t i = 0; i < e->shape.size(); ++i) {
-      if (i) header += ',';
-      header += std::to_string(e->shape[i]);
-    }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + e->nbytes) + "]}";
     offset += e->nbytes;
+    entries.push_back({*name, e->dtype, &e->shape, e->nbytes});
   }
-  header += '}';
-  header.append((8 - header.size() % 8) % 8, ' ');
-  if (header.size() > kMaxSafetensorsHeader)
-    throw Error("SafetensorsStreamWriter: header of " + path + " is too large");
+  const std::string head = safetensors_head(entries, metadata_, path);
   data_bytes_ = offset;
   path_ = path;
   tmp_ = path + ".tmp." + std::to_string(::getpid());
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error("cannot create " + tmp_ + ": " + std::strerror(errno));
-  uint8_t prefix[8];
-  for (int i = 0; i < 8; ++i) prefix[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-  data_start_ = 8 + header.size();
+  data_start_ = head.size();
   if (::ftruncate(fd_, off_t(data_start_ + data_bytes_)) != 0)
     throw Error("cannot size " + tmp_ + ": " + std::strerror(errno));
-  std::string head(reinterpret_cast<const char*>(prefix), 8);
-  head += header;
   uint64_t done = 0;
   while (done < head.size()) {
     const ssize_t w = ::pwrite(fd_, head.data() + done, head.size() - done, off_t(done));
