@@ -47,7 +47,7 @@ struct ModelConfig {
   double final_logit_softcapping = 0.0;  // 0: no soft-cap
   int canvas_length = 256;
   // Positions the model was trained for (text config; class default 131072,
-  // the published checkpoint 262144). The math does not use it (docs/model.md §1.2);
+  // the published checkpoint 262144). The math does not use it (docs/model.md §1.1);
   // it is the default context size of run/chat/generate/serve (-c).
   int64_t max_position_embeddings = 131072;
   int64_t pad_token_id = 0, bos_token_id = 2;

@@ -35,8 +35,11 @@
 //    last 64 launches and the live allocation map; and an output holding NaN
 //    or Inf fails the op (it names where a NaN is born, or says that an
 //    input already held one);
-//  - index inputs (embedding ids, expert ids) are bounds-checked on the host
-//    before every launch, in every mode (they are host tensors: it is free).
+//  - index inputs are bounds-checked in every mode: embedding ids and expert
+//    ids that are host tensors on the host before the launch (it is free);
+//    expert ids still on the device (the router's output) by the routing
+//    kernel, whose invalid pairs are left out and reported at the next wait
+//    for the device (at once in `sync` and `checker`).
 //
 // This header has no CUDA types, so C++ code that does not use CUDA can
 // include it. The backend touches the CUDA runtime only when it runs its
