@@ -1,7 +1,6 @@
 #include "checkpoint/model_slice.h"
 
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include "checkpoint/config.h"
@@ -35,11 +34,7 @@ std::string ensure_model_slice(const std::string& dir, int layers, uint64_t seed
       read_text_file((fs::path(dir) / "config.json").string()) == cfg)
     return dir;
   fs::create_directories(dir);
-  {
-    std::ofstream f(fs::path(dir) / "config.json");
-    f << cfg;
-    if (!f) throw Error(dir + ": cannot write config.json");
-  }
+  write_file_atomically((fs::path(dir) / "config.json").string(), cfg);
   const ModelConfig c = load_model_config((fs::path(dir) / "config.json").string());
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   auto next = [&] {  // splitmix64

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 #include <vector>
 
@@ -159,8 +158,6 @@ void random_values(const ExpectedTensor& t, std::vector<float>& out) {
   }
 }
 
-void write_text(const fs::path& path, const std::string& text) { write_file_atomically(path.string(), text); }
-
 json::Value* find_mut(json::Value& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   for (auto& [k, v] : object.as_object_mut())
@@ -263,11 +260,11 @@ void write_default_model(const std::string& dir, const std::string& gemma3_token
                 " (installed with dgemma under share/dgemma), which does not exist; use -m DIR with a real checkpoint");
   fs::create_directories(dir);
   const fs::path d(dir);
-  write_text(d / "tokenizer.json",
-             gemma4_style_tokenizer_json(read_text_file(gemma3_tokenizer_json), gemma3_tokenizer_json));
-  write_text(d / "config.json", json::dump(model_config_json(), 2) + "\n");
-  write_text(d / "generation_config.json", json::dump(generation_config_json(), 2) + "\n");
-  write_text(d / "README.txt", kReadme);
+  write_file_atomically((d / "tokenizer.json").string(),
+                        gemma4_style_tokenizer_json(read_text_file(gemma3_tokenizer_json), gemma3_tokenizer_json));
+  write_file_atomically((d / "config.json").string(), json::dump(model_config_json(), 2) + "\n");
+  write_file_atomically((d / "generation_config.json").string(), json::dump(generation_config_json(), 2) + "\n");
+  write_file_atomically((d / "README.txt").string(), kReadme);
 
   write_synthetic_weights(dir, DType::kBF16, random_values,
                           {{"format", "pt"}, {"dgemma", "default model, random weights"}});

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "core/file_io.h"
@@ -39,8 +38,6 @@ quant::FloatSource source_of(const TensorView& v, int64_t begin, int64_t n) {
   s.numel = n < 0 ? v.numel() - begin : n;
   return s;
 }
-
-void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 }  // namespace quant_export
 
@@ -208,7 +205,7 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
   // Config entries of the format (docs/formats.md §2.1, §3.4, §4.3).
   json::Value cfg = read_config(config_path);
   writer->write_config(cfg, items, out_dir);
-  write_text((fs::path(out_dir) / "config.json").string(), json::dump(cfg, 2) + "\n");
+  write_file_atomically((fs::path(out_dir) / "config.json").string(), json::dump(cfg, 2) + "\n");
   copy_side_files(in_dir, out_dir);
   return report;
 }
@@ -264,7 +261,7 @@ void export_dequantized(const std::string& in_dir, const std::string& out_dir) {
   json::Object kept;
   for (auto& [k, v] : cfg.as_object())
     if (k != "quantization" && k != "quantization_config") kept.emplace_back(k, v);
-  write_text((fs::path(out_dir) / "config.json").string(), json::dump(json::Value(kept), 2) + "\n");
+  write_file_atomically((fs::path(out_dir) / "config.json").string(), json::dump(json::Value(kept), 2) + "\n");
   copy_side_files(in_dir, out_dir);
 }
 

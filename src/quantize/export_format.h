@@ -56,6 +56,5 @@ std::unique_ptr<FormatWriter> make_mlx_writer(const ExportOptions& options);
 std::string module_of(const std::string& name);  // "P.weight" -> "P"
 bool ends_with(const std::string& s, const char* suffix);
 quant::FloatSource source_of(const TensorView& v, int64_t begin = 0, int64_t n = -1);
-void write_text(const std::string& path, const std::string& text);
 
 }  // namespace dgemma::quant_export

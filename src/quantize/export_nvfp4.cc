@@ -3,6 +3,7 @@
 // per-expert linears ModelOpt writes.
 #include <filesystem>
 
+#include "core/file_io.h"
 #include "quantize/export_format.h"
 #include "quantize/page_release.h"
 
@@ -84,7 +85,7 @@ class Nvfp4ExpertsWriter : public FormatWriter {
     json::Value hf = json::Object{};
     hf.set("producer", producer);
     hf.set("quantization", hq);
-    write_text((std::filesystem::path(out_dir) / "hf_quant_config.json").string(), json::dump(hf, 4) + "\n");
+    write_file_atomically((std::filesystem::path(out_dir) / "hf_quant_config.json").string(), json::dump(hf, 4) + "\n");
     json::Value scheme = json::Object{};
     scheme.set("dynamic", false);
     scheme.set("num_bits", 4);
