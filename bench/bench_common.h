@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>

@@ -21,10 +21,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "bench_common.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "support/test_rng.h"
 
 namespace dgemma::bench {
 namespace {
@@ -148,16 +148,9 @@ void BM_MoeLayer(benchmark::State& st) {
   const std::vector<uint16_t> gub = to_bf16(guf), dnb = to_bf16(dnf);
   Tensor x = Tensor::f32({M, H}), idx = Tensor::i32({M, K}), wts = Tensor::f32({M, K}), out;
   x.f = xf;
-  std::mt19937 rng(7);
-  for (int64_t m = 0; m < M; ++m) {
-    std::vector<int32_t> perm(E);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (int64_t k = 0; k < K; ++k) {
-      idx.i[size_t(m * K + k)] = perm[size_t(k)];
-      wts.f[size_t(m * K + k)] = 0.125f;
-    }
-  }
+  Rng rng(7);
+  idx.i = distinct_expert_ids(M, E, K, rng);
+  std::fill(wts.f.begin(), wts.f.end(), 0.125f);
   WeightRef gu, dn;
   gu.name = std::string("gate_up");
   dn.name = std::string("down");

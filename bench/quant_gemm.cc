@@ -20,13 +20,13 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/blas_baseline.h"
 #include "backend/cpu/cpu_backend.h"
 #include "quantize/quantizers.h"
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -88,12 +88,9 @@ const Weights& weights(const std::string& label, const std::vector<int64_t>& sha
   if (slot) return *slot;
   slot = std::make_unique<Weights>();
   Weights& w = *slot;
-  std::mt19937 rng(1);
-  std::normal_distribution<float> d(0.0f, 0.05f);
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
-  w.f32.resize(size_t(n));
-  for (float& x : w.f32) x = d(rng);
+  w.f32 = normal_values(n, 1, 0.05f);
   w.ref.name = label;
   w.ref.shape = shape;
   const quant::FloatSource src{DType::kF32, w.f32.data(), n};
@@ -136,10 +133,8 @@ const cpu::BlasBaseline* blas() {
 
 void bench(benchmark::State& state, Shape s, Variant v) {
   const Weights& w = weights(s.label, {s.N, s.K}, v.kind);
-  std::mt19937 rng(2);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  Tensor x = Tensor::f32({s.M, s.K});
-  for (float& f : x.f) f = d(rng);
+  Rng rng(2);
+  Tensor x = normal_tensor({s.M, s.K}, rng);
   Tensor out;
   if (v.kind == Kind::kSgemm) {
     const cpu::BlasBaseline* f = blas();
@@ -176,19 +171,10 @@ void bench_moe(benchmark::State& state, Variant v, bool bf16_dot) {
   constexpr int64_t M = 64, H = 2816, I = 704, E = 32, K = 8;
   const Weights& gu = weights("gate_up", {E, 2 * I, H}, v.kind);
   const Weights& dn = weights("down", {E, H, I}, v.kind);
-  Tensor x = Tensor::f32({M, H}), idx = Tensor::i32({M, K}), wts = Tensor::f32({M, K}), out;
-  std::mt19937 rng(3);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (float& f : x.f) f = d(rng);
-  for (int64_t m = 0; m < M; ++m) {  // K distinct experts per token
-    std::vector<int32_t> perm(E);
-    for (int32_t e = 0; e < E; ++e) perm[size_t(e)] = e;
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (int64_t k = 0; k < K; ++k) {
-      idx.i[size_t(m * K + k)] = perm[size_t(k)];
-      wts.f[size_t(m * K + k)] = 1.0f / K;
-    }
-  }
+  Rng rng(3);
+  Tensor x = normal_tensor({M, H}, rng), idx = Tensor::i32({M, K}), wts = Tensor::f32({M, K}), out;
+  idx.i = distinct_expert_ids(M, E, K, rng);  // K distinct experts per token
+  std::fill(wts.f.begin(), wts.f.end(), 1.0f / K);
   OpCall c;
   c.kind = OpKind::kMoeExperts;
   c.in = {&x, &idx, &wts};

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "dgemma/error.h"
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -175,13 +175,11 @@ TEST(F16, MatchesReferenceOnRandomFloats) {
     size_t pick = dlo < dhi ? lo : dhi < dlo ? hi : (lo % 2 == 0 ? lo : hi);
     return uint16_t(sign | pick);
   };
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<uint32_t> any_bits;
-  std::uniform_real_distribution<float> exponent(-27.0f, 17.0f);
+  Rng rng(1234);
   for (int i = 0; i < 200000; ++i) {
     // Half the samples in f16's range (dense in interesting cases), half any bits.
-    float f = (i % 2) ? float_of(any_bits(rng))
-                      : std::ldexp(1.0f + float(any_bits(rng) % 4096) / 4096.0f, int(exponent(rng))) *
+    float f = (i % 2) ? float_of(rng())
+                      : std::ldexp(1.0f + float(rng() % 4096) / 4096.0f, int(rng.uniform_real(-27.0f, 17.0f))) *
                             ((i % 4 == 0) ? -1.0f : 1.0f);
     if (std::isnan(f)) continue;
     ASSERT_EQ(f32_to_f16(f), reference(f)) << std::hexfloat << f;

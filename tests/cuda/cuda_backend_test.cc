@@ -20,7 +20,6 @@
 #include <cstring>
 #include <deque>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include "ops/op.h"
 #include "quantize/quantized_weight.h"
 #include "quantize/quantizers.h"
+#include "support/test_rng.h"
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -48,13 +48,6 @@ TEST(CudaBackend, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (n
 
 const std::string kGolden = std::string(DGEMMA_TEST_DATA) + "/golden_a";
 
-struct Rng {
-  std::mt19937 g;
-  explicit Rng(uint32_t seed) : g(seed) {}
-  int64_t i(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); }
-  float f(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(g); }
-};
-
 // Inputs and weights of one op call, with stable addresses.
 struct Case {
   std::deque<Tensor> in;
@@ -65,8 +58,7 @@ struct Case {
   std::string what;  // for failure messages
 
   Tensor& input_f32(std::vector<int64_t> shape, Rng& r, float lo, float hi) {
-    in.push_back(Tensor::f32(std::move(shape)));
-    for (float& v : in.back().f) v = r.f(lo, hi);
+    in.push_back(uniform_tensor(std::move(shape), r, lo, hi));
     call.in.push_back(&in.back());
     return in.back();
   }
@@ -82,8 +74,7 @@ struct Case {
     w.dtype = dt;
     w.shape = std::move(shape);
     const int64_t n = w.numel();
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = r.f(lo, hi);
+    std::vector<float> v = uniform_values(n, r, lo, hi);
     if (dt == DType::kF32) {
       f32_data.push_back(std::move(v));
       w.data = f32_data.back().data();
@@ -204,13 +195,12 @@ TEST_P(CudaOps, Embedding) {
     for (DType dt : kWeightTypes) {
       Rng r(uint32_t(100 + s));
       Case cs;
-      const int64_t V = r.i(1, 50), H = s == 0 ? 700 : r.i(1, 300), M = r.i(1, 20);
-      std::vector<int32_t> ids(static_cast<size_t>(M));
-      for (int32_t& id : ids) id = int32_t(r.i(0, V - 1));
+      const int64_t V = r.uniform_int(1, 50), H = s == 0 ? 700 : r.uniform_int(1, 300), M = r.uniform_int(1, 20);
+      std::vector<int32_t> ids = uniform_ints(M, 0, V - 1, r);
       cs.call.kind = OpKind::kEmbedding;
       cs.input_i32({M}, ids);
       cs.weight("table", {V, H}, dt, r, -1, 1);
-      cs.call.attrs.scale = r.f(0.5f, 8.0f);
+      cs.call.attrs.scale = r.uniform_real(0.5f, 8.0f);
       cs.what = "embedding V=" + std::to_string(V) + " H=" + std::to_string(H) + " M=" + std::to_string(M) + " " +
                 dt_name(dt);
       expect_matches_cpu(gpu(), cs, 1);
@@ -222,11 +212,11 @@ TEST_P(CudaOps, SoftEmbedding) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
       Rng r(uint32_t(200 + s));
       Case cs;
-      const int64_t M = r.i(1, 8), V = s == 0 ? 3000 : r.i(1, 600), H = r.i(1, 200);
+      const int64_t M = r.uniform_int(1, 8), V = s == 0 ? 3000 : r.uniform_int(1, 600), H = r.uniform_int(1, 200);
       cs.call.kind = OpKind::kSoftEmbedding;
       cs.input_f32({M, V}, r, -6, 6);
       cs.weight("table", {V, H}, dt, r, -1, 1);
-      cs.call.attrs.scale = r.f(0.5f, 8.0f);
+      cs.call.attrs.scale = r.uniform_real(0.5f, 8.0f);
       // A bf16 run (round_to_bf16) over a bf16 table: bf16 probabilities,
       // the product on the tensor cores.
       cs.call.attrs.round_to_bf16 = s % 2 == 1;
@@ -244,9 +234,9 @@ TEST_P(CudaOps, RmsNorm) {
       for (bool with_weight : {true, false}) {
         Rng r(uint32_t(300 + s));
         Case cs;
-        const int64_t D = s == 0 ? 1200 : r.i(1, 300);
-        std::vector<int64_t> shape = {r.i(1, 5), D};
-        if (s % 2) shape.insert(shape.begin(), r.i(1, 3));
+        const int64_t D = s == 0 ? 1200 : r.uniform_int(1, 300);
+        std::vector<int64_t> shape = {r.uniform_int(1, 5), D};
+        if (s % 2) shape.insert(shape.begin(), r.uniform_int(1, 3));
         cs.call.kind = OpKind::kRmsNorm;
         cs.input_f32(shape, r, -3, 3);
         if (with_weight) cs.weight("norm", {D}, dt, r, 0.5, 1.5);
@@ -261,7 +251,7 @@ TEST_P(CudaOps, Linear) {
     for (DType dt : kWeightTypes) {
       Rng r(uint32_t(400 + s));
       Case cs;
-      const int64_t M = r.i(1, 20), K = s == 0 ? 700 : r.i(1, 300), N = r.i(1, 300);
+      const int64_t M = r.uniform_int(1, 20), K = s == 0 ? 700 : r.uniform_int(1, 300), N = r.uniform_int(1, 300);
       cs.call.kind = OpKind::kLinear;
       cs.input_f32({M, K}, r, -1, 1);
       cs.weight("W", {N, K}, dt, r, -0.5, 0.5);
@@ -275,13 +265,12 @@ TEST_P(CudaOps, Rope) {
   for (int s = 0; s < 2 * kCases; ++s) {
     Rng r(uint32_t(500 + s));
     Case cs;
-    const int64_t M = r.i(1, 10), heads = r.i(1, 5), d = 2 * r.i(1, 64);
-    std::vector<int32_t> pos(static_cast<size_t>(M));
-    for (int32_t& p : pos) p = int32_t(r.i(0, 8000));
+    const int64_t M = r.uniform_int(1, 10), heads = r.uniform_int(1, 5), d = 2 * r.uniform_int(1, 64);
+    std::vector<int32_t> pos = uniform_ints(M, 0, 8000, r);
     cs.call.kind = OpKind::kRope;
     cs.input_f32({M, heads, d}, r, -2, 2);
     cs.input_i32({M}, pos);
-    cs.call.attrs.rope_pairs = int(s == 0 ? 0 : s == 1 ? d / 2 : r.i(0, d / 2));
+    cs.call.attrs.rope_pairs = int(s == 0 ? 0 : s == 1 ? d / 2 : r.uniform_int(0, d / 2));
     cs.call.attrs.rope_theta = s % 2 ? 1e6 : 1e4;
     cs.what = "rope M=" + std::to_string(M) + " heads=" + std::to_string(heads) + " d=" + std::to_string(d) +
               " pairs=" + std::to_string(cs.call.attrs.rope_pairs);
@@ -315,15 +304,19 @@ TEST_P(CudaOps, Attention) {
     for (AttentionMask mask : masks) {
       Rng r(uint32_t(600 + s));
       Case cs;
-      const int64_t M = s == 4 ? 20 : s == 5 ? 70 : r.i(1, 12);
-      const int64_t Hk = s == 2 ? 2 : s == 3 ? 3 : s == 5 ? 1 : r.i(1, 3);
-      const int64_t Hq = Hk * (s == 2 ? 3 : s == 3 || s == 4 ? 2 : s == 5 ? 1 : r.i(1, 3));
-      const int64_t d = s == 0 ? 256 : s == 4 ? 512 : s == 5 ? 100 : r.i(1, 80);
-      const int64_t S = s == 1 ? 0 : s == 4 ? 21 : s == 5 ? 3 : r.i(1, 40);
-      const int64_t C = s < 2 ? -1 : s == 4 ? 37 : s == 5 ? 45 : r.i(0, 30), skip = C > 0 ? r.i(0, C) : 0;
+      const int64_t M = s == 4 ? 20 : s == 5 ? 70 : r.uniform_int(1, 12);
+      const int64_t Hk = s == 2 ? 2 : s == 3 ? 3 : s == 5 ? 1 : r.uniform_int(1, 3);
+      const int64_t Hq = Hk * (s == 2 ? 3 : s == 3 || s == 4 ? 2 : s == 5 ? 1 : r.uniform_int(1, 3));
+      const int64_t d = s == 0 ? 256 : s == 4 ? 512 : s == 5 ? 100 : r.uniform_int(1, 80);
+      const int64_t S = s == 1 ? 0 : s == 4 ? 21 : s == 5 ? 3 : r.uniform_int(1, 40);
+      const int64_t C = s < 2    ? -1
+                        : s == 4 ? 37
+                        : s == 5 ? 45
+                                 : r.uniform_int(0, 30),
+                    skip = C > 0 ? r.uniform_int(0, C) : 0;
       const int64_t kept = std::max<int64_t>(C, 0) - skip;
       std::vector<int32_t> qpos(static_cast<size_t>(M)), kpos(static_cast<size_t>(S));
-      const int32_t q0 = int32_t(r.i(0, kept + S + 10));
+      const int32_t q0 = int32_t(r.uniform_int(0, kept + S + 10));
       for (int64_t m = 0; m < M; ++m) qpos[size_t(m)] = q0 + int32_t(m);
       std::iota(kpos.begin(), kpos.end(), int32_t(kept));
       cs.call.kind = OpKind::kAttention;
@@ -341,8 +334,8 @@ TEST_P(CudaOps, Attention) {
         cs.call.attrs.skip_rows = skip;
       }
       cs.call.attrs.mask = mask;
-      cs.call.attrs.window = int(r.i(mask == AttentionMask::kCausalWindow ? 0 : 1, 20));
-      cs.call.attrs.first_canvas_pos = r.i(0, kept + S);
+      cs.call.attrs.window = int(r.uniform_int(mask == AttentionMask::kCausalWindow ? 0 : 1, 20));
+      cs.call.attrs.first_canvas_pos = r.uniform_int(0, kept + S);
       cs.what = "attention M=" + std::to_string(M) + " Hq=" + std::to_string(Hq) + " Hk=" + std::to_string(Hk) +
                 " d=" + std::to_string(d) + " S=" + std::to_string(S) + " cache=" + std::to_string(C) +
                 " skip=" + std::to_string(skip) + " mask=" + std::to_string(int(mask)) +
@@ -366,14 +359,15 @@ TEST_P(CudaOps, RouterTopk) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
       Rng r(uint32_t(700 + s));
       Case cs;
-      const int64_t M = r.i(1, 10), H = s == 0 ? 700 : r.i(1, 300), E = s == 0 ? 128 : r.i(1, 40);
+      const int64_t M = r.uniform_int(1, 10), H = s == 0 ? 700 : r.uniform_int(1, 300),
+                    E = s == 0 ? 128 : r.uniform_int(1, 40);
       cs.call.kind = OpKind::kRouterTopk;
       cs.input_f32({M, H}, r, -2, 2);
       cs.weight("router.scale", {H}, dt, r, 0.5, 1.5);
       cs.weight("router.proj", {E, H}, dt, r, -1, 1);
       cs.weight("router.per_expert_scale", {E}, dt, r, 0.5, 2.0);
       cs.call.attrs.eps = 1e-6f;
-      cs.call.attrs.top_k = int(r.i(1, std::min<int64_t>(E, 8)));
+      cs.call.attrs.top_k = int(r.uniform_int(1, std::min<int64_t>(E, 8)));
       cs.what = "router_topk M=" + std::to_string(M) + " H=" + std::to_string(H) + " E=" + std::to_string(E) +
                 " k=" + std::to_string(cs.call.attrs.top_k) + " " + dt_name(dt);
       expect_matches_cpu(gpu(), cs, 2);
@@ -385,14 +379,9 @@ TEST_P(CudaOps, MoeExperts) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
       Rng r(uint32_t(800 + s));
       Case cs;
-      const int64_t M = r.i(1, 6), H = r.i(1, 100), I = r.i(1, 70), E = r.i(1, 10), K = r.i(1, std::min<int64_t>(E, 4));
-      std::vector<int32_t> idx;
-      std::vector<int32_t> experts(static_cast<size_t>(E));
-      for (int64_t m = 0; m < M; ++m) {
-        std::iota(experts.begin(), experts.end(), 0);
-        std::shuffle(experts.begin(), experts.end(), r.g);
-        idx.insert(idx.end(), experts.begin(), experts.begin() + K);
-      }
+      const int64_t M = r.uniform_int(1, 6), H = r.uniform_int(1, 100), I = r.uniform_int(1, 70),
+                    E = r.uniform_int(1, 10), K = r.uniform_int(1, std::min<int64_t>(E, 4));
+      std::vector<int32_t> idx = distinct_expert_ids(M, E, K, r);
       cs.call.kind = OpKind::kMoeExperts;
       cs.input_f32({M, H}, r, -1, 1);
       cs.input_i32({M, K}, idx);
@@ -434,7 +423,7 @@ TEST_P(CudaOps, Elementwise) {
   for (int s = 0; s < kCases; ++s) {
     Rng r(uint32_t(900 + s));
     const std::vector<int64_t> shape =
-        s == 0 ? std::vector<int64_t>{300001} : std::vector<int64_t>{r.i(1, 9), r.i(1, 700)};
+        s == 0 ? std::vector<int64_t>{300001} : std::vector<int64_t>{r.uniform_int(1, 9), r.uniform_int(1, 700)};
     for (OpKind kind : {OpKind::kGeluGlu, OpKind::kAdd, OpKind::kScale, OpKind::kSoftcap}) {
       Case cs;
       cs.call.kind = kind;
@@ -503,8 +492,7 @@ const WeightRef* add_quant_weight(Case& cs, const QuantCase& q, const std::strin
                                   Rng& r, int64_t slice_rows = 0) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = r.f(-0.5f, 0.5f);
+  std::vector<float> v = uniform_values(n, r, -0.5f, 0.5f);
   quant::QuantizeParams p;
   p.block = q.block;
   p.bits = q.bits;
@@ -949,7 +937,7 @@ TEST(CudaGuards, WeightsAreCachedAndChangedDataIsNoticed) {
   // Same host pointer, new contents (a reused buffer): the stale device copy
   // must not be used.
   auto* data = const_cast<float*>(static_cast<const float*>(w->data));
-  for (int64_t k = 0; k < w->numel(); ++k) data[k] = r.f(-1, 1);
+  for (int64_t k = 0; k < w->numel(); ++k) data[k] = r.uniform_real(-1.0f, 1.0f);
   cs.what = "linear after the weight changed";
   expect_matches_cpu(gpu, cs, 1);
   EXPECT_EQ(gpu.cached_weight_bytes(), 50 * 3000 * 4);

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "ops/sample_op_support.h"
 #include "ops/op.h"
+#include "support/test_rng.h"
 #include "cpu_model.h"
 
 #if DGEMMA_HAVE_CUDA
@@ -51,14 +51,13 @@ using testing::SampleOut;
 using testing::uniforms_tensor;
 
 // Random rows: wide and narrow scales, optional -inf entries, exact ties.
-Tensor random_logits(std::mt19937& g, int64_t M, int64_t V, bool neg_inf) {
+Tensor random_logits(Rng& rng, int64_t M, int64_t V, bool neg_inf) {
   Tensor t = Tensor::f32({M, V});
-  std::uniform_real_distribution<float> wide(-30.f, 30.f), narrow(-0.5f, 0.5f), coin(0.f, 1.f);
   for (int64_t r = 0; r < M; ++r) {
     float* row = t.f.data() + r * V;
     for (int64_t v = 0; v < V; ++v) {
-      row[v] = r % 3 == 1 ? narrow(g) : wide(g);
-      if (neg_inf && r % 3 == 2 && coin(g) < 0.4f) row[v] = kNegInf;
+      row[v] = r % 3 == 1 ? rng.uniform_real(-0.5f, 0.5f) : rng.uniform_real(-30.f, 30.f);
+      if (neg_inf && r % 3 == 2 && rng.uniform_real(0.f, 1.f) < 0.4f) row[v] = kNegInf;
     }
     if (r % 4 == 3 && V > 2) {  // a tie of the maximum
       float mx = -1.0f;
@@ -74,10 +73,9 @@ Tensor random_logits(std::mt19937& g, int64_t M, int64_t V, bool neg_inf) {
 // there the target lies in the rounding slack of the total, where the CPU's
 // sequential sum and the device's chunked one may stop at different
 // (positive-weight) tail indices: "same tokens up to float ties".
-std::vector<double> random_uniforms(std::mt19937& g, int64_t M) {
+std::vector<double> random_uniforms(Rng& rng, int64_t M) {
   std::vector<double> u(static_cast<size_t>(M));
-  std::uniform_real_distribution<double> d(0.0, 1.0);
-  for (double& x : u) x = d(g);
+  for (double& x : u) x = rng.uniform_real(0.0, 1.0);
   if (M > 1) u[1] = 0.0;
   if (M > 2) u[2] = 0.999999;
   return u;
@@ -109,11 +107,11 @@ TEST_P(CudaSample, MatchesTheCpuOp) {
   const bool neg_inf = !debug();
   const int64_t shapes[][2] = {{1, 1}, {5, 7}, {9, 300}, {7, 4099}, {3, 70000}};
   for (int s = 0; s < 5; ++s) {
-    std::mt19937 g(uint32_t(40 + s));
+    Rng rng(uint32_t(40 + s));
     const int64_t M = shapes[s][0], V = shapes[s][1];
     SCOPED_TRACE(std::string("[") + std::to_string(M) + ", " + std::to_string(V) + "]");
-    const Tensor logits = random_logits(g, M, V, neg_inf);
-    const Tensor u = uniforms_tensor(random_uniforms(g, M));
+    const Tensor logits = random_logits(rng, M, V, neg_inf);
+    const Tensor u = uniforms_tensor(random_uniforms(rng, M));
     const float T = s % 2 ? 0.8f : 0.40833334f;
     expect_same(run_sample(cpu_, logits, u, T), run_sample(*gpu_, logits, u, T));
     // No draw: sample -1, the rest unchanged.
@@ -129,10 +127,8 @@ TEST_P(CudaSample, MatchesTheCpuOp) {
 // exceeds the target), and deterministic run to run.
 TEST_P(CudaSample, DrawAtTheTopOfTheCdfNeverPicksAZeroWeight) {
   const int64_t V = 5000;
-  Tensor logits = Tensor::f32({2, V});
-  std::mt19937 g(9);
-  std::uniform_real_distribution<float> d(-20.f, 20.f);
-  for (float& x : logits.f) x = d(g);
+  Rng rng(9);
+  Tensor logits = uniform_tensor({2, V}, rng, -20.f, 20.f);
   for (int64_t v = V - 10; v < V; ++v) logits.f[size_t(V + v)] = debug() ? -1e30f : kNegInf;  // zero weight
   const Tensor u = uniforms_tensor({std::nextafter(1.0, 0.0), std::nextafter(1.0, 0.0)});
   const SampleOut first = run_sample(*gpu_, logits, u, 0.7f);
@@ -150,10 +146,8 @@ TEST_P(CudaSample, DrawAtTheTopOfTheCdfNeverPicksAZeroWeight) {
 
 TEST_P(CudaSample, BadRowsAreMarkedAndReportedAsOnTheCpu) {
   if (debug()) GTEST_SKIP() << "debug mode rejects the non-finite inputs themselves";
-  Tensor logits = Tensor::f32({5, 40});
-  std::mt19937 g(3);
-  std::uniform_real_distribution<float> d(-5.f, 5.f);
-  for (float& x : logits.f) x = d(g);
+  Rng rng(3);
+  Tensor logits = uniform_tensor({5, 40}, rng, -5.f, 5.f);
   logits.f[1 * 40 + 33] = std::numeric_limits<float>::infinity();
   logits.f[1 * 40 + 12] = std::nanf("");
   for (int v = 0; v < 40; ++v) logits.f[size_t(3 * 40 + v)] = kNegInf;

@@ -23,10 +23,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -235,8 +236,8 @@ TEST(CudaEmulator, ShufflesWithDifferentMasksDoNotMeet) {
 
 TEST(CudaEmulator, WarpTreeSumAddsEveryLane) {
   std::vector<float> in(128);
-  std::mt19937 g(3);
-  for (float& v : in) v = float(int(g() % 1000)) / 8.0f;  // exact in fp32 in any order
+  Rng rng(3);
+  for (float& v : in) v = float(int(rng() % 1000)) / 8.0f;  // exact in fp32 in any order
   float* d_in = device_alloc<float>(128);
   float* d_out = device_alloc<float>(4);
   ASSERT_EQ(cudaMemcpy(d_in, in.data(), 128 * 4, cudaMemcpyHostToDevice), cudaSuccess);
@@ -413,16 +414,15 @@ std::vector<float> reference_gemm(bool ta, bool tb, int m, int n, int k, float a
 TEST(CudaEmulator, GemmMatchesAPlainProductForEveryTransposeCase) {
   cublasHandle_t h = nullptr;
   ASSERT_EQ(cuda_emu::cublas_create(&h), CUBLAS_STATUS_SUCCESS);
-  std::mt19937 g(11);
-  std::uniform_real_distribution<float> u(-1, 1);
+  Rng rng(11);
   const int m = 7, n = 5, k = 9;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       const int lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;
       std::vector<float> A(size_t(lda * (ta ? m : k))), B(size_t(ldb * (tb ? k : n))), C(size_t(ldc * n));
-      for (float& v : A) v = u(g);
-      for (float& v : B) v = u(g);
-      for (float& v : C) v = u(g);
+      for (float& v : A) v = rng.uniform_real(-1.0f, 1.0f);
+      for (float& v : B) v = rng.uniform_real(-1.0f, 1.0f);
+      for (float& v : C) v = rng.uniform_real(-1.0f, 1.0f);
       for (float beta : {0.0f, 0.5f}) {
         float* dA = device_alloc<float>(A.size());
         float* dB = device_alloc<float>(B.size());
@@ -476,7 +476,7 @@ TEST(CudaEmulator, Bf16AndBatchedGemmsMatchAPlainProduct) {
   ASSERT_EQ(cuda_emu::cublas_create(&h), CUBLAS_STATUS_SUCCESS);
   const int m = 5, n = 3, k = 7, batch = 3;
   std::vector<uint16_t> ha(size_t(m * k * batch)), hb(size_t(k * n * batch));
-  std::mt19937 rng(3);
+  Rng rng(3);
   for (auto& v : ha) v = uint16_t(0x3f00 + rng() % 256);  // bf16 values in [0.5, 1)
   for (auto& v : hb) v = uint16_t(0xbf00 + rng() % 256);  // in (-1, -0.5]
   auto widen = [](uint16_t b) {

@@ -8,13 +8,13 @@
 #include <functional>
 #include <limits>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "dgemma/error.h"
 #include "generate/draws.h"
 #include "io/safetensors.h"
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -22,13 +22,7 @@ namespace {
 constexpr int64_t kVocab = 512;
 constexpr size_t kLength = 16;
 
-std::vector<float> test_logits(size_t length, int64_t vocab) {
-  std::vector<float> z(length * size_t(vocab));
-  std::mt19937 gen(1);
-  std::normal_distribution<float> normal(0.f, 3.f);
-  for (float& x : z) x = normal(gen);
-  return z;
-}
+std::vector<float> test_logits(size_t length, int64_t vocab) { return normal_values(int64_t(length) * vocab, 1, 3.0f); }
 
 TEST(RandomDraws, PositionsAreIndependentOfCallOrder) {
   RandomDraws draws(1234);
@@ -41,7 +35,7 @@ TEST(RandomDraws, PositionsAreIndependentOfCallOrder) {
   // Visit positions in a shuffled order on a fresh object.
   std::vector<size_t> order(kLength);
   std::iota(order.begin(), order.end(), size_t(0));
-  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  std::shuffle(order.begin(), order.end(), Rng(7));
   const RandomDraws fresh(1234);
   for (size_t i : order) {
     EXPECT_EQ(fresh.uniform_token(2, 0, DrawPurpose::kInit, int64_t(i), kVocab), init[i]);

@@ -11,13 +11,13 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 
 #include "core/cpu_features.h"
 #include "model/diffusion_gemma.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "support/test_rng.h"
 #include "cpu_model.h"
 
 namespace dgemma {
@@ -32,19 +32,6 @@ std::vector<CpuIsa> fast_levels() {
 
 std::string level_name(CpuIsa l) { return std::string(isa_name(l)); }
 
-struct Rng {
-  std::mt19937 g;
-  explicit Rng(uint32_t seed) : g(seed) {}
-  float normal(float s = 1.0f) { return s * std::normal_distribution<float>(0.0f, 1.0f)(g); }
-  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
-};
-
-Tensor rand_f32(std::vector<int64_t> shape, Rng& rng, float s = 1.0f) {
-  Tensor t = Tensor::f32(std::move(shape));
-  for (float& x : t.f) x = rng.normal(s);
-  return t;
-}
-
 // A weight held in `dtype` (values rounded to it), plus its fp32 values.
 struct Weight {
   std::vector<float> f32;
@@ -55,8 +42,7 @@ Weight make_weight(std::vector<int64_t> shape, DType dtype, Rng& rng, float s = 
   Weight w;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  w.f32.resize(size_t(n));
-  for (float& x : w.f32) x = rng.normal(s);
+  w.f32 = normal_values(n, rng, s);
   w.ref.name = std::string(1, 'w');  // (not = "w": GCC 12 -Wrestrict false positive, PR105329)
   w.ref.dtype = dtype;
   w.ref.shape = std::move(shape);
@@ -183,7 +169,7 @@ TEST(CpuFastKernels, LinearMatchesReferenceOnEdgeShapes) {
       for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
         const std::string what = level_name(l) + " linear M=" + std::to_string(M) + " K=" + std::to_string(K) +
                                  " N=" + std::to_string(N) + " " + std::string(dtype_name(dt));
-        Tensor x = rand_f32({M, K}, rng);
+        Tensor x = normal_tensor({M, K}, rng);
         Weight w = make_weight({N, K}, dt, rng);
         Tensor want, got;
         run_reference(make_call(OpKind::kLinear, {&x}, {&w.ref}, {&want}));
@@ -203,7 +189,7 @@ TEST(CpuFastKernels, LinearMatchesReferenceOnEdgeShapes) {
 
 TEST(CpuFastKernels, LinearIsIndependentOfThreadsAndRowBlocking) {
   Rng rng(2);
-  Tensor x = rand_f32({37, 300}, rng);
+  Tensor x = normal_tensor({37, 300}, rng);
   Weight w = make_weight({70, 300}, DType::kBF16, rng);
   for (CpuIsa l : fast_levels()) {
     CpuBackend one(level_options(l, 1)), three(level_options(l, 3));
@@ -221,7 +207,7 @@ TEST(CpuFastKernels, LinearIsIndependentOfThreadsAndRowBlocking) {
 
 TEST(CpuFastKernels, LinearPropagatesNanAndInf) {
   Rng rng(3);
-  Tensor x = rand_f32({5, 40}, rng);
+  Tensor x = normal_tensor({5, 40}, rng);
   x.f[2 * 40 + 5] = NAN;
   x.f[3 * 40 + 0] = INFINITY;
   Weight w = make_weight({33, 40}, DType::kBF16, rng);
@@ -257,7 +243,7 @@ TEST(CpuFastKernels, LinearBf16DotRoundsOnlyTheActivations) {
     ASSERT_EQ(b.isa(), level);
     for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
              {1, 1, 1}, {9, 301, 33}, {16, 512, 64}, {5, 2, 70}, {33, 96, 40}, {47, 1000, 97}, {70, 64, 32}}) {
-      Tensor x = rand_f32({M, K}, rng);
+      Tensor x = normal_tensor({M, K}, rng);
       Weight w = make_weight({N, K}, DType::kBF16, rng);
       Tensor xr = x;
       for (float& v : xr.f) v = round_bf16(v);
@@ -274,14 +260,14 @@ TEST(CpuFastKernels, LinearBf16DotRoundsOnlyTheActivations) {
 
 TEST(CpuFastKernels, GeluGluAndSoftcapIncludingLargeMagnitudes) {
   Rng rng(5);
-  Tensor g = rand_f32({3, 37}, rng, 3.0f), u = rand_f32({3, 37}, rng);
+  Tensor g = normal_tensor({3, 37}, rng, 3.0f), u = normal_tensor({3, 37}, rng);
   const float specials[] = {40, -40, 1e4f, -1e4f, 1e30f, -1e30f, INFINITY, NAN, 0.0f, -0.0f, 1e-5f, -5.0f, 8.0f, -8.5f};
   for (size_t i = 0; i < std::size(specials); ++i) g.f[i * 7 % g.f.size()] = specials[i];
   Tensor want;
   run_reference(make_call(OpKind::kGeluGlu, {&g, &u}, {}, {&want}));
   OpAttrs ca;
   ca.cap = 30.0f;
-  Tensor x = rand_f32({2, 45}, rng, 40.0f);
+  Tensor x = normal_tensor({2, 45}, rng, 40.0f);
   for (size_t i = 0; i < std::size(specials); ++i) x.f[i * 5] = specials[i];
   Tensor want_cap;
   run_reference(make_call(OpKind::kSoftcap, {&x}, {}, {&want_cap}, ca));
@@ -305,7 +291,7 @@ TEST(CpuFastKernels, GeluGluAndSoftcapIncludingLargeMagnitudes) {
 TEST(CpuFastKernels, RmsNormWithAndWithoutScale) {
   Rng rng(6);
   for (int64_t D : {1, 7, 16, 33, 300}) {
-    Tensor x = rand_f32({5, D}, rng, 2.0f);
+    Tensor x = normal_tensor({5, D}, rng, 2.0f);
     std::fill(x.f.begin(), x.f.begin() + D, 0.0f);  // RMSNorm(0) = 0
     Weight w = make_weight({D}, DType::kBF16, rng, 1.0f);
     OpAttrs a;
@@ -339,8 +325,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 void check_attention(const AttnCase& ac, Rng& rng, const std::string& tag, bool nan_key = false) {
-  Tensor q = rand_f32({ac.M, ac.Hq, ac.d}, rng, 0.5f), k = rand_f32({ac.S, ac.Hk, ac.d}, rng, 0.5f),
-         v = rand_f32({ac.S, ac.Hk, ac.d}, rng);
+  Tensor q = normal_tensor({ac.M, ac.Hq, ac.d}, rng, 0.5f), k = normal_tensor({ac.S, ac.Hk, ac.d}, rng, 0.5f),
+         v = normal_tensor({ac.S, ac.Hk, ac.d}, rng);
   Tensor qpos = Tensor::i32({ac.M}), kpos = Tensor::i32({ac.S});
   for (int64_t s = 0; s < ac.S; ++s) kpos.i[size_t(s)] = int32_t(s + 3);
   for (int64_t m = 0; m < ac.M; ++m) qpos.i[size_t(m)] = int32_t(ac.S - ac.M + m + 3);
@@ -356,7 +342,8 @@ void check_attention(const AttnCase& ac, Rng& rng, const std::string& tag, bool 
   // the cache holds 3 rows that skip_rows leaves out (junk: a value that
   // leaked in would show), then keys [0, split); the new rows are the rest.
   const int64_t split = ac.S / 3, skip = 3, row = ac.Hk * ac.d;
-  Tensor ck = rand_f32({skip + split, ac.Hk, ac.d}, rng, 9.0f), cv = rand_f32({skip + split, ac.Hk, ac.d}, rng, 9.0f);
+  Tensor ck = normal_tensor({skip + split, ac.Hk, ac.d}, rng, 9.0f),
+         cv = normal_tensor({skip + split, ac.Hk, ac.d}, rng, 9.0f);
   Tensor cpos = Tensor::i32({skip + split}), nk = Tensor::f32({ac.S - split, ac.Hk, ac.d}),
          nv = Tensor::f32({ac.S - split, ac.Hk, ac.d}), npos = Tensor::i32({ac.S - split});
   std::copy_n(k.f.begin(), split * row, ck.f.begin() + skip * row);
@@ -418,7 +405,8 @@ TEST(CpuFastKernels, AttentionBf16DotRoundsQKVAndProbabilities) {
   if (!dot.bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512_BF16: the CPU has no dot mode";
   Rng rng(9);
   const int64_t M = 5, S = 300, Hq = 4, Hk = 2, d = 48;  // S over one key block (128)
-  Tensor q = rand_f32({M, Hq, d}, rng, 0.5f), k = rand_f32({S, Hk, d}, rng, 0.5f), v = rand_f32({S, Hk, d}, rng);
+  Tensor q = normal_tensor({M, Hq, d}, rng, 0.5f), k = normal_tensor({S, Hk, d}, rng, 0.5f),
+         v = normal_tensor({S, Hk, d}, rng);
   Tensor qpos = Tensor::i32({M}), kpos = Tensor::i32({S});
   for (int64_t s = 0; s < S; ++s) kpos.i[size_t(s)] = int32_t(s);
   for (int64_t m = 0; m < M; ++m) qpos.i[size_t(m)] = int32_t(S - M + m);
@@ -443,7 +431,7 @@ TEST(CpuFastKernels, AttentionBf16DotRoundsQKVAndProbabilities) {
 TEST(CpuFastKernels, RouterTopkMatchesReference) {
   Rng rng(9);
   for (auto [M, H, E, K] : std::vector<std::array<int64_t, 4>>{{1, 8, 4, 1}, {20, 144, 8, 3}, {9, 300, 40, 8}}) {
-    Tensor x = rand_f32({M, H}, rng, 3.0f);
+    Tensor x = normal_tensor({M, H}, rng, 3.0f);
     Weight scale = make_weight({H}, DType::kBF16, rng, 1.0f), proj = make_weight({E, H}, DType::kBF16, rng, 1.0f),
            pes = make_weight({E}, DType::kBF16, rng, 1.0f);
     OpAttrs a;
@@ -468,12 +456,12 @@ TEST(CpuFastKernels, MoeExpertsMatchReferenceAndBf16IsExact) {
   };
   for (const Case& cs : {Case{1, 8, 4, 2, 1}, Case{13, 40, 24, 6, 2}, Case{40, 300, 50, 12, 4}, Case{3, 33, 20, 5, 5}})
     for (DType dt : {DType::kF32, DType::kBF16}) {
-      Tensor x = rand_f32({cs.M, cs.H}, rng);
+      Tensor x = normal_tensor({cs.M, cs.H}, rng);
       Tensor idx = Tensor::i32({cs.M, cs.K}), w = Tensor::f32({cs.M, cs.K});
       for (int64_t m = 0; m < cs.M; ++m) {
         std::vector<int32_t> perm(size_t(cs.E));
         for (int32_t e = 0; e < cs.E; ++e) perm[size_t(e)] = e;
-        std::shuffle(perm.begin(), perm.end(), rng.g);
+        std::shuffle(perm.begin(), perm.end(), rng);
         for (int64_t k = 0; k < cs.K; ++k) {
           idx.i[size_t(m * cs.K + k)] = perm[size_t(k)];
           w.f[size_t(m * cs.K + k)] = 0.1f + std::fabs(rng.normal());
@@ -520,7 +508,7 @@ TEST(CpuFastKernels, SoftEmbeddingMatchesReference) {
   for (auto [M, V, H] : std::vector<std::array<int64_t, 3>>{{1, 3, 2}, {5, 100, 40}, {3, 9000, 33}, {20, 601, 300}})
     for (DType dt : {DType::kF32, DType::kBF16})
       for (const bool bf16_run : {false, true}) {
-        Tensor logits = rand_f32({M, V}, rng, 4.0f);
+        Tensor logits = normal_tensor({M, V}, rng, 4.0f);
         Weight table = make_weight({V, H}, dt, rng, 1.0f);
         OpAttrs a;
         a.scale = 2.5f;
@@ -551,7 +539,7 @@ TEST(CpuFastKernels, SoftEmbeddingSparseRowsMatchTheDenseProduct) {
   for (DType dt : {DType::kF32, DType::kBF16})
     for (const bool bf16_run : {false, true}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + (bf16_run ? " bf16 run" : " fp32 run"));
-      Tensor logits = rand_f32({M, V}, rng, 2.0f);
+      Tensor logits = normal_tensor({M, V}, rng, 2.0f);
       // Rows 0, 3, 4, 8 peaked: up to 5 tokens 60-70 nats above the rest.
       for (const int64_t m : {0, 3, 4, 8})
         for (int64_t k = 0; k <= m % 5; ++k) logits.f[size_t(m * V + (k * 977 + m * 31) % V)] = 60.0f + float(k * 2);

@@ -36,7 +36,6 @@
 #include <memory>
 #include <numeric>
 #include <ostream>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -51,6 +50,7 @@
 #include "quantize/integer_levels.h"
 #include "quantize/quantized_weight.h"
 #include "quantize/quantizers.h"
+#include "support/test_rng.h"
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -60,13 +60,6 @@ namespace dgemma {
 namespace {
 
 // ---- building calls -------------------------------------------------------------
-
-struct Rng {
-  std::mt19937 g;
-  explicit Rng(uint32_t seed) : g(seed) {}
-  float f(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(g); }
-  int64_t i(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); }
-};
 
 // A stable seed per row: its name (FNV-1a), so that adding rows changes no
 // other row's data.
@@ -122,9 +115,7 @@ struct Built {
     return tensors.back();
   }
   Tensor& f32(std::vector<int64_t> shape, Rng& r, float lo, float hi) {
-    Tensor t = Tensor::f32(std::move(shape));
-    for (float& v : t.f) v = r.f(lo, hi);
-    return input(std::move(t));
+    return input(uniform_tensor(std::move(shape), r, lo, hi));
   }
   Tensor& i32(std::vector<int64_t> shape, std::vector<int32_t> values) {
     Tensor t = Tensor::i32(std::move(shape));
@@ -141,8 +132,7 @@ struct Built {
                           int64_t slice_rows = 0, int64_t scale_rows = 0) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = r.f(lo, hi);
+    std::vector<float> v = uniform_values(n, r, lo, hi);
     WeightRef ref;
     ref.name = name;
     ref.shape = shape;
@@ -182,7 +172,7 @@ struct Built {
       case DType::kF8_E4M3: {
         // Codes of magnitude below 0x58 (|value| < 16, no NaN code), both signs.
         std::vector<uint8_t> b(static_cast<size_t>(n));
-        for (uint8_t& c : b) c = uint8_t(r.i(0, 0x57) | (r.i(0, 1) << 7));
+        for (uint8_t& c : b) c = uint8_t(r.uniform_int(0, 0x57) | (r.uniform_int(0, 1) << 7));
         bytes.push_back(std::move(b));
         ref.data = bytes.back().data();
         break;
@@ -200,8 +190,7 @@ using Build = std::function<void(Built&, Rng&)>;
 Build embedding(int64_t M, int64_t V, int64_t H, Wt w, bool bf16_run) {
   return [=](Built& b, Rng& r) {
     b.call.kind = OpKind::kEmbedding;
-    std::vector<int32_t> ids(static_cast<size_t>(M));
-    for (int32_t& id : ids) id = int32_t(r.i(0, V - 1));
+    std::vector<int32_t> ids = uniform_ints(M, 0, V - 1, r);
     if (M > 1) ids[1] = int32_t(V - 1);  // the last row of the table
     b.i32({M}, ids);
     b.weight("embed_tokens", {V, H}, w, r, -1, 1, 8);
@@ -246,9 +235,7 @@ Build rope(int64_t M, int64_t heads, int64_t d, int pairs, double theta) {
   return [=](Built& b, Rng& r) {
     b.call.kind = OpKind::kRope;
     b.f32({M, heads, d}, r, -2, 2);
-    std::vector<int32_t> pos(static_cast<size_t>(M));
-    for (int32_t& p : pos) p = int32_t(r.i(0, 8000));
-    b.i32({M}, pos);
+    b.i32({M}, uniform_ints(M, 0, 8000, r));
     b.call.attrs.rope_pairs = pairs;
     b.call.attrs.rope_theta = theta;
   };
@@ -313,12 +300,7 @@ Build moe_experts(int64_t M, int64_t H, int64_t I, int64_t E, int64_t k, Wt w, b
   return [=](Built& b, Rng& r) {
     b.call.kind = OpKind::kMoeExperts;
     b.f32({M, H}, r, -1, 1);
-    std::vector<int32_t> idx, experts(static_cast<size_t>(E));
-    for (int64_t m = 0; m < M; ++m) {
-      std::iota(experts.begin(), experts.end(), 0);
-      std::shuffle(experts.begin(), experts.end(), r.g);
-      idx.insert(idx.end(), experts.begin(), experts.begin() + k);
-    }
+    std::vector<int32_t> idx = distinct_expert_ids(M, E, k, r);
     if (repeat) idx[1] = idx[0];
     b.i32({M, k}, idx);
     b.f32({M, k}, r, 0, 1);
@@ -365,7 +347,7 @@ Build concat_rows(std::vector<int64_t> rows, std::vector<int64_t> row, DType dt,
         b.f32(shape, r, -1, 1);
       } else {
         Tensor t = Tensor::i32(shape);
-        for (int32_t& v : t.i) v = int32_t(r.i(-1000, 1000));
+        t.i = uniform_ints(int64_t(t.i.size()), -1000, 1000, r);
         b.input(std::move(t));
       }
     }
@@ -387,7 +369,7 @@ Build sample(int64_t M, int64_t V, bool draw, float temperature) {
         for (int64_t v = 0; v < V; ++v) row[v] *= 0.02f;
       if (m % 4 == 2)
         for (int64_t v = 0; v < V; ++v)
-          if (r.f(0, 1) < 0.3f) row[v] = -std::numeric_limits<float>::infinity();
+          if (r.uniform_real(0.0f, 1.0f) < 0.3f) row[v] = -std::numeric_limits<float>::infinity();
       if (m % 4 == 3 && V > 2) {
         const float mx = *std::max_element(row, row + V);
         row[V / 3] = row[2 * V / 3] = mx + 1.0f;
@@ -396,7 +378,7 @@ Build sample(int64_t M, int64_t V, bool draw, float temperature) {
     }
     std::vector<double> u;
     if (draw)
-      for (int64_t m = 0; m < M; ++m) u.push_back(m == 1 ? 0.0 : double(r.f(0.0f, 0.999f)));
+      for (int64_t m = 0; m < M; ++m) u.push_back(m == 1 ? 0.0 : double(r.uniform_real(0.0f, 0.999f)));
     b.input(draw ? dgemma::testing::uniforms_tensor(u) : Tensor::i32({0, 2}));
     b.call.attrs.temperature = temperature;
   };

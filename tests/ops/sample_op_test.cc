@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "generate/sampler.h"
 #include "backend/cpu/cpu_backend.h"
 #include "ops/sample_op_support.h"
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -30,15 +30,14 @@ using testing::uniforms_tensor;
 
 // Rows of mixed scales: wide (nearly one-hot), narrow (high entropy), with
 // -inf entries and exact ties of the maximum.
-Tensor random_logits(std::mt19937& g, int64_t M, int64_t V) {
+Tensor random_logits(Rng& rng, int64_t M, int64_t V) {
   Tensor t = Tensor::f32({M, V});
-  std::uniform_real_distribution<float> wide(-30.f, 30.f), narrow(-0.5f, 0.5f), coin(0.f, 1.f);
   for (int64_t r = 0; r < M; ++r) {
     float* row = t.f.data() + r * V;
     const int kind = int(r % 4);
     for (int64_t v = 0; v < V; ++v) {
-      row[v] = kind == 1 ? narrow(g) : wide(g);
-      if (kind >= 2 && coin(g) < 0.3f) row[v] = kNegInf;
+      row[v] = kind == 1 ? rng.uniform_real(-0.5f, 0.5f) : rng.uniform_real(-30.f, 30.f);
+      if (kind >= 2 && rng.uniform_real(0.f, 1.f) < 0.3f) row[v] = kNegInf;
     }
     if (kind == 3) {  // a tie of the maximum at two indices
       float mx = kNegInf;
@@ -50,10 +49,9 @@ Tensor random_logits(std::mt19937& g, int64_t M, int64_t V) {
   return t;
 }
 
-std::vector<double> random_uniforms(std::mt19937& g, int64_t M) {
+std::vector<double> random_uniforms(Rng& rng, int64_t M) {
   std::vector<double> u(static_cast<size_t>(M));
-  std::uniform_real_distribution<double> d(0.0, 1.0);
-  for (double& x : u) x = d(g);
+  for (double& x : u) x = rng.uniform_real(0.0, 1.0);
   if (M > 1) u[1] = 0.0;                       // the first positive weight
   if (M > 2) u[2] = std::nextafter(1.0, 0.0);  // the rounding slack: the last positive weight
   return u;
@@ -70,11 +68,11 @@ TEST(SampleOp, MatchesProcessRowBitForBit) {
   for (const CpuBackendOptions& opt : {level(CpuIsa::kScalar, 1), level(CpuIsa::kAvx512Bf16, 3)}) {
     CpuBackend cpu(opt);
     for (int s = 0; s < 4; ++s) {
-      std::mt19937 g(uint32_t(100 + s));
+      Rng rng(uint32_t(100 + s));
       const int64_t M = 1 + s * 5, V = s == 0 ? 1 : 37 + 200 * s;
       const float T = s % 2 ? 0.8f : 0.40833334f;
-      const Tensor logits = random_logits(g, M, V);
-      const std::vector<double> u = random_uniforms(g, M);
+      const Tensor logits = random_logits(rng, M, V);
+      const std::vector<double> u = random_uniforms(rng, M);
       const SampleOut got = run_sample(cpu, logits, uniforms_tensor(u), T);
       ASSERT_EQ(got.z.shape, (std::vector<int64_t>{M, V}));
       ASSERT_EQ(got.argmax.shape, (std::vector<int64_t>{M}));
@@ -109,9 +107,9 @@ TEST(SampleOp, TiesGoToTheFirstIndexAndExtremeUniformsHitTheEnds) {
 
 TEST(SampleOp, NoDrawModeGivesMinusOneAndTheSameRest) {
   CpuBackend cpu(2);
-  std::mt19937 g(7);
-  const Tensor logits = random_logits(g, 9, 300);
-  const SampleOut with = run_sample(cpu, logits, uniforms_tensor(random_uniforms(g, 9)), 0.7f);
+  Rng rng(7);
+  const Tensor logits = random_logits(rng, 9, 300);
+  const SampleOut with = run_sample(cpu, logits, uniforms_tensor(random_uniforms(rng, 9)), 0.7f);
   const SampleOut without = run_sample(cpu, logits, Tensor::i32({0, 2}), 0.7f);
   EXPECT_EQ(without.sample.i, std::vector<int32_t>(9, -1));
   EXPECT_EQ(without.argmax.i, with.argmax.i);

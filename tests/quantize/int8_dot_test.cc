@@ -12,14 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "core/cpu_features.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/int8_dot.h"
 #include "backend/cpu/quant_kernels.h"
 #include "quantize/quantizers.h"
-#include "random_values.h"
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -50,10 +49,8 @@ std::vector<Case> cases() {
           {"nvfp4_k1056", QuantScheme::kNVFP4, 16, 4, false, 18, 1056}};
 }
 
-using testing::random_values;
-
 std::shared_ptr<QuantizedWeight> make(const Case& c, uint32_t seed) {
-  const std::vector<float> w = random_values(c.rows * c.cols, seed);
+  const std::vector<float> w = normal_values(c.rows * c.cols, seed, 0.2f);
   quant::QuantizeParams p;
   p.block = c.block;
   p.bits = c.bits;
@@ -116,7 +113,7 @@ TEST(Int8Dot, ComputesQuantizedActivationsTimesStoredWeights) {
     for (int64_t r = 0; r < q->rows; ++r) dequantize_reference(*q, r, 0, q->cols, d.data() + r * q->cols);
     for (int64_t M : {1, 6, 33}) {
       SCOPED_TRACE(M);
-      const std::vector<float> x = random_values(M * c.cols, uint32_t(4 + M), 1.0f);
+      const std::vector<float> x = normal_values(M * c.cols, uint32_t(4 + M), 1.0f);
       const std::vector<double> xq = quantized_activations(x, M, c.cols);
       for (auto [row0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, c.rows}, {3, c.rows - 5}}) {
         const std::vector<float> got = gemm(cpu::int8_dot_isa(), w, row0, n, x, M, 2);
@@ -158,7 +155,7 @@ TEST(Int8Dot, LevelsAndThreadCountsAreBitIdentical) {
     SCOPED_TRACE(c.label);
     const WeightRef w = quant_ref(make(c, 5));
     for (int64_t M : {1, 4, 7, 11, 19, 35}) {
-      const std::vector<float> x = random_values(M * c.cols, uint32_t(40 + M), 1.0f);
+      const std::vector<float> x = normal_values(M * c.cols, uint32_t(40 + M), 1.0f);
       const std::vector<float> a = gemm(p, w, 0, c.rows, x, M, 1);
       for (const cpu::Int8DotIsa* l : levels) {
         SCOPED_TRACE(l->name);
@@ -174,7 +171,7 @@ TEST(Int8Dot, GroupedGemmEqualsOneGemmPerGroup) {
   const Case c{"experts", QuantScheme::kNF4, 64, 4, true, 5 * 24, 64};
   const WeightRef w = quant_ref(make(c, 30));
   const int64_t n = 24, M = 4 + 9 + 1 + 7;
-  const std::vector<float> x = random_values(M * c.cols, 31, 1.0f);
+  const std::vector<float> x = normal_values(M * c.cols, 31, 1.0f);
   const std::vector<cpu::Int8Group> groups = {{0, 0, 4}, {24, 4, 13}, {48, 13, 13}, {72, 13, 14}, {96, 14, 21}};
   ThreadPool pool(3);
   std::vector<float> got(size_t(M * n), -1.0f);
@@ -202,7 +199,7 @@ TEST(Int8Dot, DecodingLevelsAgree) {
   for (const cpu::Int8DotIsa* level : cpu::int8_dot_levels()) {
     SCOPED_TRACE(level->name);
     const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = *level;
-    std::mt19937 rng(7);
+    Rng rng(7);
     std::vector<uint8_t> codes(512);
     for (auto& c : codes) c = uint8_t(rng());
     int16_t table[16];
@@ -282,7 +279,7 @@ TEST(Int8Dot, ErrorAgainstTheExactPathIsTheActivationRounding) {
     SCOPED_TRACE(c.label);
     const WeightRef w = quant_ref(make(c, 9));
     const int64_t M = 16;
-    const std::vector<float> x = random_values(M * c.cols, 10, 1.0f);
+    const std::vector<float> x = normal_values(M * c.cols, 10, 1.0f);
     std::vector<float> exact(size_t(M * c.rows)), dot(exact.size());
     cpu::quant_gemm(w, 0, c.rows, x.data(), M, exact.data(), c.rows, pool, cpu::QuantDot::kExact);
     cpu::quant_gemm(w, 0, c.rows, x.data(), M, dot.data(), c.rows, pool, cpu::QuantDot::kInt8);
@@ -298,7 +295,7 @@ TEST(Int8Dot, NonFiniteActivationsGiveNaN) {
   for (const cpu::Int8DotIsa* isa : cpu::int8_dot_levels()) {
     SCOPED_TRACE(isa->name);
     for (float bad : {INFINITY, -INFINITY, NAN}) {
-      std::vector<float> x = random_values(3 * c.cols, 12, 1.0f);
+      std::vector<float> x = normal_values(3 * c.cols, 12, 1.0f);
       x[size_t(c.cols + 70)] = bad;  // row 1
       const std::vector<float> out = gemm(*isa, w, 0, c.rows, x, 3, 2);
       for (int64_t j = 0; j < c.rows; ++j) {
@@ -327,7 +324,7 @@ TEST(Int8Dot, UntileableShapesTakeTheExactPath) {
   auto q = make(c, 14);
   EXPECT_FALSE(cpu::int8_dot_supported(*q));
   const WeightRef w = quant_ref(q);
-  const std::vector<float> x = random_values(5 * c.cols, 15, 1.0f);
+  const std::vector<float> x = normal_values(5 * c.cols, 15, 1.0f);
   std::vector<float> exact(size_t(5 * c.rows)), dot(exact.size());
   cpu::quant_gemm(w, 0, c.rows, x.data(), 5, exact.data(), c.rows, pool, cpu::QuantDot::kExact);
   cpu::quant_gemm(w, 0, c.rows, x.data(), 5, dot.data(), c.rows, pool, cpu::QuantDot::kInt8);
@@ -347,7 +344,7 @@ TEST(Int8Dot, BackendModeRoutesLinearAndExperts) {
   const Case lc = cases()[3];
   const WeightRef lw = quant_ref(make(lc, 16));
   Tensor x = Tensor::f32({5, lc.cols});
-  x.f = random_values(5 * lc.cols, 17, 1.0f);
+  x.f = normal_values(5 * lc.cols, 17, 1.0f);
   Tensor y = Tensor::f32({5, lc.rows});
   OpCall lin;
   lin.kind = OpKind::kLinear;
@@ -362,7 +359,7 @@ TEST(Int8Dot, BackendModeRoutesLinearAndExperts) {
   gu3.shape = {E, 2 * I, H};
   dn3.shape = {E, H, I};
   Tensor xe = Tensor::f32({T, H}), idx = Tensor::i32({T, 2}), wts = Tensor::f32({T, 2}), ye = Tensor::f32({T, H});
-  xe.f = random_values(T * H, 20, 1.0f);
+  xe.f = normal_values(T * H, 20, 1.0f);
   for (int64_t t = 0; t < T; ++t) {
     idx.i[size_t(2 * t)] = int32_t(t % E);
     idx.i[size_t(2 * t + 1)] = int32_t((t + 1) % E);

@@ -9,14 +9,13 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/quant_simd.h"
 #include "quantize/format_tables.h"
 #include "quantize/quantizers.h"
-#include "random_values.h"
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -53,8 +52,6 @@ std::vector<Case> cases() {
           {"fp8_channel", QuantScheme::kFP8, params(0, 8, false), DType::kBF16, 19, 96},
           {"fp8_block32", QuantScheme::kFP8, params(32, 8, false), DType::kF32, 9, 128}};
 }
-
-using testing::random_values;
 
 std::shared_ptr<QuantizedWeight> make(const Case& c, const std::vector<float>& w) {
   FloatSource src{DType::kF32, w.data(), int64_t(w.size())};
@@ -102,7 +99,7 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(QuantKernels, FastExpansionIsBitIdenticalToReference) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.label);
-    auto q = make(c, random_values(c.rows * c.cols, 1));
+    auto q = make(c, normal_values(c.rows * c.cols, 1, 0.2f));
     std::vector<float> a(size_t(c.cols)), b(size_t(c.cols));
     for (int64_t r = 0; r < c.rows; ++r) {
       for (auto [col, n] :
@@ -118,12 +115,12 @@ TEST(QuantKernels, FastExpansionIsBitIdenticalToReference) {
 TEST(QuantKernels, VectorLevelsAgreeWithPortable) {
   const cpu::QuantIsa &p = cpu::quant_isa_portable(), &f = cpu::quant_isa();
   std::printf("quantized kernels use the %s level\n", f.name);
-  std::mt19937 rng(21);
+  Rng rng(21);
   std::vector<uint8_t> codes(256);
   for (auto& c : codes) c = uint8_t(rng());
   std::vector<uint8_t> scales(16);
   for (auto& c : scales) c = uint8_t(rng() % 0x7f);  // finite E4M3
-  const std::vector<float> lut = random_values(16, 22, 1.0f);
+  const std::vector<float> lut = normal_values(16, 22, 1.0f);
   std::vector<float> a(256), b(256);
   for (bool high : {true, false}) {
     p.nibbles_scaled(codes.data(), 256, high, lut.data(), 0.37f, a.data());
@@ -147,7 +144,7 @@ TEST(QuantKernels, VectorLevelsAgreeWithPortable) {
   f.fp8(codes.data(), 256, quant::e4m3_table(), 0.0021f, b.data());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   const int64_t M = 7, kc = 96, ldw = 128;
-  const std::vector<float> x = random_values(M * kc, 23, 1.0f), w = random_values(cpu::kQuantTileRows * ldw, 24);
+  const std::vector<float> x = normal_values(M * kc, 23, 1.0f), w = normal_values(cpu::kQuantTileRows * ldw, 24, 0.2f);
   std::vector<float> acc_p(size_t(M * cpu::kQuantTileRows * cpu::kQuantLanes), 0.5f), acc_f = acc_p;
   p.tile_dot(x.data(), kc, M, w.data(), ldw, kc, acc_p.data());
   f.tile_dot(x.data(), kc, M, w.data(), ldw, kc, acc_f.data());
@@ -157,7 +154,7 @@ TEST(QuantKernels, VectorLevelsAgreeWithPortable) {
 TEST(QuantKernels, RoundTripErrorWithinFormatBounds) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.label);
-    const std::vector<float> w = random_values(c.rows * c.cols, 2);
+    const std::vector<float> w = normal_values(c.rows * c.cols, 2, 0.2f);
     auto q = make(c, w);
     const std::vector<float> d = dequantized(*q);
     double num = 0, den = 0;
@@ -223,12 +220,12 @@ TEST(QuantKernels, GemmMatchesDequantizedReference) {
   ThreadPool pool(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.label);
-    auto q = make(c, random_values(c.rows * c.cols, 3));
+    auto q = make(c, normal_values(c.rows * c.cols, 3, 0.2f));
     const WeightRef w = quant_ref(q);
     const std::vector<float> d = dequantized(*q);
     for (int64_t M : {1, 16, 33}) {
       SCOPED_TRACE(M);
-      const std::vector<float> x = random_values(M * c.cols, uint32_t(4 + M), 1.0f);
+      const std::vector<float> x = normal_values(M * c.cols, uint32_t(4 + M), 1.0f);
       for (auto [row0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, c.rows}, {3, c.rows - 5}}) {
         std::vector<float> got(size_t(M * n)), want(size_t(M * n));
         cpu::quant_gemm(w, row0, n, x.data(), M, got.data(), n, pool);
@@ -280,11 +277,11 @@ TEST_P(QuantOps, LinearMatchesDenseWeight) {
   auto b = backend();
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.label);
-    auto q = make(c, random_values(c.rows * c.cols, 5));
+    auto q = make(c, normal_values(c.rows * c.cols, 5, 0.2f));
     const WeightRef wq = quant_ref(q);
     const std::vector<float> d = dequantized(*q);
     const WeightRef wd = dense_ref(d, {c.rows, c.cols});
-    const Tensor x = f32({9, c.cols}, random_values(9 * c.cols, 6, 1.0f));
+    const Tensor x = f32({9, c.cols}, normal_values(9 * c.cols, 6, 1.0f));
     const Tensor got = run(*b, OpKind::kLinear, {&x}, {&wq});
     const Tensor want = run(*b, OpKind::kLinear, {&x}, {&wd});
     ASSERT_EQ(got.shape, want.shape);
@@ -305,7 +302,7 @@ TEST_P(QuantOps, ExpertsMatchDenseWeights) {
                         Pair{"nvfp4", QuantScheme::kNVFP4, params(16, 4, false, I, 2 * I), params(16, 4, false, H, H)},
                         Pair{"affine", QuantScheme::kAffine, params(32, 4, false), params(32, 4, false)}}) {
     SCOPED_TRACE(p.label);
-    const std::vector<float> gu = random_values(E * 2 * I * H, 7), dn = random_values(E * H * I, 8);
+    const std::vector<float> gu = normal_values(E * 2 * I * H, 7, 0.2f), dn = normal_values(E * H * I, 8, 0.2f);
     auto qgu = quant::quantize_weight(p.scheme, {DType::kF32, gu.data(), int64_t(gu.size())}, {E, 2 * I, H},
                                       DType::kF32, p.gu);
     auto qdn =
@@ -313,9 +310,9 @@ TEST_P(QuantOps, ExpertsMatchDenseWeights) {
     const std::vector<float> dgu = dequantized(*qgu), ddn = dequantized(*qdn);
     const WeightRef wqgu = quant_ref(qgu), wqdn = quant_ref(qdn);
     const WeightRef wdgu = dense_ref(dgu, {E, 2 * I, H}), wddn = dense_ref(ddn, {E, H, I});
-    const Tensor x = f32({M, H}, random_values(M * H, 9, 1.0f));
+    const Tensor x = f32({M, H}, normal_values(M * H, 9, 1.0f));
     Tensor idx = Tensor::i32({M, K});
-    Tensor wts = f32({M, K}, random_values(M * K, 10, 0.5f));
+    Tensor wts = f32({M, K}, normal_values(M * K, 10, 0.5f));
     for (int64_t m = 0; m < M; ++m) {
       idx.i[size_t(m * K)] = int32_t((m * 3) % E);
       idx.i[size_t(m * K + 1)] = int32_t((m * 3 + 1 + m % 2) % E);
@@ -339,7 +336,7 @@ TEST_P(QuantOps, EmbeddingsUseRowsRoundedToTheRunDtype) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     for (const bool bf16_run : {false, true}) {
       SCOPED_TRACE(std::string("logical ") + std::string(dtype_name(dt)) + (bf16_run ? ", bf16 run" : ", fp32 run"));
-      const std::vector<float> table = random_values(V * H, 11, 0.5f);
+      const std::vector<float> table = normal_values(V * H, 11, 0.5f);
       auto q = quant::quantize_weight(QuantScheme::kAffine, {DType::kF32, table.data(), V * H}, {V, H}, dt,
                                       params(32, 8, false));
       const WeightRef wq = quant_ref(q);
@@ -359,7 +356,7 @@ TEST_P(QuantOps, EmbeddingsUseRowsRoundedToTheRunDtype) {
       a.scale = 8.0f;
       a.round_to_bf16 = bf16_run;
       EXPECT_EQ(run(*b, OpKind::kEmbedding, {&ids}, {&wq}, a).f, run(*b, OpKind::kEmbedding, {&ids}, {&wd}, a).f);
-      const Tensor logits = f32({3, V}, random_values(3 * V, 12, 2.0f));
+      const Tensor logits = f32({3, V}, normal_values(3 * V, 12, 2.0f));
       EXPECT_EQ(run(*b, OpKind::kSoftEmbedding, {&logits}, {&wq}, a).f,
                 run(*b, OpKind::kSoftEmbedding, {&logits}, {&wd}, a).f);
       if (!bf16_run && dt == DType::kBF16) {  // the values are not all bf16 values: rounding would show
@@ -369,7 +366,7 @@ TEST_P(QuantOps, EmbeddingsUseRowsRoundedToTheRunDtype) {
         EXPECT_NE(run(*b, OpKind::kEmbedding, {&ids}, {&wq}, a).f, run(*b, OpKind::kEmbedding, {&ids}, {&wr}, a).f);
       }
       // The LM head: a linear over the quantized table.
-      const Tensor x = f32({4, H}, random_values(4 * H, 13, 1.0f));
+      const Tensor x = f32({4, H}, normal_values(4 * H, 13, 1.0f));
       const WeightRef wd32 = dense_ref(d, {V, H});
       EXPECT_LE(rel_error(run(*b, OpKind::kLinear, {&x}, {&wq}).f, run(*b, OpKind::kLinear, {&x}, {&wd32}).f), 1e-5);
       b->clear_packed_weights();

@@ -7,20 +7,17 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "quantize/format_tables.h"
 #include "quantize/quantizers.h"
+#include "support/test_rng.h"
 
 namespace dgemma::quant {
 namespace {
 
 std::vector<float> random_tensor(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
+  std::vector<float> v = normal_values(n, seed, 0.3f);
   for (int64_t i = 0; i < 256; ++i) v[size_t(i)] = 0.0f;  // an all-zero block
   return v;
 }
@@ -91,9 +88,8 @@ TEST(QuantizerThreads, NearestCode16MatchesAFullScan) {
       probes.push_back(x);
     }
   }
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(-1.2f, 1.2f);
-  for (int i = 0; i < 200000; ++i) probes.push_back(u(rng));
+  Rng rng(3);
+  for (int i = 0; i < 200000; ++i) probes.push_back(rng.uniform_real(-1.2f, 1.2f));
   for (const float v : probes) ASSERT_EQ(nearest_code16(kNf4Values, v), full_scan(v)) << "v = " << v;
 }
 
