@@ -110,17 +110,20 @@ void round_to_dtype(DType dtype, float* v, int64_t n) {
   }
 }
 
-const WeightRef& QuantizedWeight::dense(DType as, RowFn row_fn) const {
+const WeightRef& QuantizedWeight::dense(DType as, const RowFn& row_fn) const {
   if (as != DType::kF32 && as != DType::kBF16)
     throw Error("quantized weight " + (stored_names.empty() ? std::string("?") : stored_names.front()) +
                 ": a dense copy is F32 or BF16, not " + std::string(dtype_name(as)));
   DenseCopy& d = as == DType::kF32 ? dense_f32_ : dense_bf16_;
-  std::call_once(d.once, [this, as, row_fn, &d] {
+  std::call_once(d.once, [this, as, &row_fn, &d] {
     const int esize = as == DType::kF32 ? 4 : 2;
     d.bytes.resize(size_t(rows * cols) * size_t(esize));
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
-      (row_fn ? row_fn : dequantize_reference)(*this, r, 0, cols, row.data());
+      if (row_fn)
+        row_fn(*this, r, 0, cols, row.data());
+      else
+        dequantize_reference(*this, r, 0, cols, row.data());
       uint8_t* dst = d.bytes.data() + size_t(r * cols) * size_t(esize);
       if (as == DType::kF32) {
         std::memcpy(dst, row.data(), size_t(cols) * 4);

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -130,8 +131,8 @@ struct QuantizedWeight {
   // weight's lifetime: the table soft_embedding multiplies with (docs/model.md §6.3
   // pitfall 10). Thread-safe. `row_fn` expands one row (a kernel's fast path,
   // which must give the reference's values); null: dequantize_reference().
-  using RowFn = void (*)(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
-  const WeightRef& dense(DType as, RowFn row_fn = nullptr) const;
+  using RowFn = std::function<void(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out)>;
+  const WeightRef& dense(DType as, const RowFn& row_fn = {}) const;
 
  private:
   struct DenseCopy {

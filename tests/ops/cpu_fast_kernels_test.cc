@@ -18,6 +18,9 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "support/test_rng.h"
+#include "backend/cpu/cpu_levels.h"
+#include "backend/cpu/int8_dot.h"
+#include "backend/cpu/quant_simd.h"
 #include "cpu_model.h"
 
 namespace dgemma {
@@ -155,6 +158,26 @@ TEST(CpuDispatch, LevelsClampToTheCpuAndScalarIsTheReference) {
   EXPECT_FALSE(parse_isa("sse9").has_value());
   std::printf("cpu: %s, detected level %s, default %s\n", cpu_features().brand.c_str(),
               std::string(isa_name(detected_isa())).c_str(), std::string(isa_name(default_isa())).c_str());
+}
+
+// The backend's cap selects one row of the level table for every kernel it
+// runs: the dense ones, the int8-dot products and the quantized weights'
+// expansion (the scalar level: the reference kernels and the portable ones).
+TEST(CpuDispatch, TheCapSelectsEveryKernelOfTheLevel) {
+  for (int l = 0; l <= int(detected_isa()); ++l) {
+    const CpuIsa isa = CpuIsa(l);
+    SCOPED_TRACE(std::string(isa_name(isa)));
+    const CpuBackend b(level_options(isa, 1));
+    const cpu::CpuLevelKernels& k = b.kernels();
+    EXPECT_EQ(&k, &cpu::cpu_level_kernels(isa));
+    EXPECT_EQ(k.isa, isa);
+    EXPECT_EQ(k.dense == nullptr, isa == CpuIsa::kScalar);
+    ASSERT_TRUE(k.int8_dot && k.quant);
+    EXPECT_EQ(std::string(k.int8_dot->name) == "portable", isa == CpuIsa::kScalar) << k.int8_dot->name;
+    EXPECT_EQ(std::string(k.quant->name) == "portable", isa == CpuIsa::kScalar) << k.quant->name;
+    EXPECT_EQ(std::string(k.quant->name) == "avx512", isa >= CpuIsa::kAvx512) << k.quant->name;
+  }
+  EXPECT_EQ(&cpu::cpu_level_kernels(CpuIsa::kAmx), &cpu::cpu_level_kernels(detected_isa()));
 }
 
 // ---- linear --------------------------------------------------------------------

@@ -69,7 +69,7 @@ std::vector<float> row_of(const WeightRef& w, int64_t r) {
   const QuantizedWeight& q = *w.quant;
   std::vector<float> ref(size_t(q.cols)), fast(size_t(q.cols));
   dequantize_reference(q, r, 0, q.cols, ref.data());
-  cpu::dequantize_row(q, r, 0, q.cols, fast.data());
+  cpu::dequantize_row(*cpu::cpu_level_kernels(default_isa()).quant, q, r, 0, q.cols, fast.data());
   for (int64_t c = 0; c < q.cols; ++c) EXPECT_EQ(ref[size_t(c)], fast[size_t(c)]) << "row " << r << " col " << c;
   return ref;
 }
@@ -163,7 +163,7 @@ TEST(Nf4Fixture, BlocksStraddleRowsAndOddCount) {
     }
     // A run starting mid-row and mid-byte, crossing the block boundary.
     std::vector<float> part(11);
-    cpu::dequantize_row(*l.ref->quant, 1, 19, 11, part.data());
+    cpu::dequantize_row(*cpu::cpu_level_kernels(default_isa()).quant, *l.ref->quant, 1, 19, 11, part.data());
     for (int t = 0; t < 11; ++t) EXPECT_EQ(part[size_t(t)], kNf4[(59 + t) % 16] * (59 + t < 64 ? 1.0f : 4.0f));
   }
   {  // [3, 21]: 63 elements, 32 bytes, the last low nibble is padding.

@@ -11,10 +11,12 @@
 //    quantized weights through it, at the scalar and the detected level.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/cpu_features.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_levels.h"
 #include "backend/cpu/int8_dot.h"
 #include "backend/cpu/quant_kernels.h"
 #include "quantize/quantizers.h"
@@ -99,9 +101,14 @@ std::vector<float> gemm(const cpu::Int8DotIsa& isa, const WeightRef& w, int64_t 
                         const std::vector<float>& x, int64_t M, int threads) {
   ThreadPool pool(threads);
   std::vector<float> out(size_t(M * n));
-  cpu::int8_dot_gemm_on(isa, w, row0, n, x.data(), M, out.data(), n, pool);
+  cpu::int8_dot_gemm(isa, w, row0, n, x.data(), M, out.data(), n, pool);
   return out;
 }
+
+// The kernels of the default dispatch level (DGEMMA_CPU_ISA or the CPU's),
+// and the portable ones (the scalar level's).
+const cpu::CpuLevelKernels& default_level() { return cpu::cpu_level_kernels(default_isa()); }
+const cpu::Int8DotIsa& portable() { return *cpu::cpu_level_kernels(CpuIsa::kScalar).int8_dot; }
 
 TEST(Int8Dot, ComputesQuantizedActivationsTimesStoredWeights) {
   for (const Case& c : cases()) {
@@ -116,7 +123,7 @@ TEST(Int8Dot, ComputesQuantizedActivationsTimesStoredWeights) {
       const std::vector<float> x = normal_values(M * c.cols, uint32_t(4 + M), 1.0f);
       const std::vector<double> xq = quantized_activations(x, M, c.cols);
       for (auto [row0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, c.rows}, {3, c.rows - 5}}) {
-        const std::vector<float> got = gemm(cpu::int8_dot_isa(), w, row0, n, x, M, 2);
+        const std::vector<float> got = gemm(*default_level().int8_dot, w, row0, n, x, M, 2);
         std::vector<float> want(got.size());
         for (int64_t m = 0; m < M; ++m)
           for (int64_t j = 0; j < n; ++j) {
@@ -135,13 +142,19 @@ TEST(Int8Dot, ComputesQuantizedActivationsTimesStoredWeights) {
 
 // Every level this CPU runs (AVX2, AVX-VNNI, AVX-512, AVX512-VNNI, AMX-INT8)
 // against the portable one, bit for bit, with row counts that exercise each
-// level's row blocking (3, 6 or 16 rows at a time) and its remainders.
+// level's row blocking (3, 6 or 16 rows at a time) and its remainders. Those
+// include the one of each dispatch level's row (cpu_levels.h).
 TEST(Int8Dot, LevelsAndThreadCountsAreBitIdentical) {
-  const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = cpu::int8_dot_isa();
+  const cpu::Int8DotIsa &p = portable(), &f = *default_level().int8_dot;
   const std::vector<const cpu::Int8DotIsa*> levels = cpu::int8_dot_levels();
   std::string names;
   for (const cpu::Int8DotIsa* l : levels) names += std::string(" ") + l->name;
   std::printf("int8-dot kernels use the %s level; this CPU runs:%s\n", f.name, names.c_str());
+  for (int l = 0; l <= int(detected_isa()); ++l) {
+    const cpu::Int8DotIsa* row = cpu::cpu_level_kernels(CpuIsa(l)).int8_dot;
+    EXPECT_NE(std::find(levels.begin(), levels.end(), row), levels.end())
+        << isa_name(CpuIsa(l)) << " uses " << row->name << ", not among the levels compared";
+  }
   if (detected_isa() >= CpuIsa::kAvx2) {
     EXPECT_STRNE(f.name, p.name) << "the AVX2 level is not in use on an AVX2 CPU";
     EXPECT_GE(levels.size(), 2u);
@@ -175,11 +188,11 @@ TEST(Int8Dot, GroupedGemmEqualsOneGemmPerGroup) {
   const std::vector<cpu::Int8Group> groups = {{0, 0, 4}, {24, 4, 13}, {48, 13, 13}, {72, 13, 14}, {96, 14, 21}};
   ThreadPool pool(3);
   std::vector<float> got(size_t(M * n), -1.0f);
-  cpu::int8_dot_grouped_gemm(w, groups, n, x.data(), M, got.data(), n, pool);
+  cpu::int8_dot_grouped_gemm(*default_level().int8_dot, w, groups, n, x.data(), M, got.data(), n, pool);
   for (const cpu::Int8Group& g : groups) {
     if (g.m1 == g.m0) continue;
     const std::vector<float> xs(x.begin() + g.m0 * c.cols, x.begin() + g.m1 * c.cols);
-    const std::vector<float> want = gemm(cpu::int8_dot_isa(), w, g.row0, n, xs, g.m1 - g.m0, 1);
+    const std::vector<float> want = gemm(*default_level().int8_dot, w, g.row0, n, xs, g.m1 - g.m0, 1);
     EXPECT_EQ(want, std::vector<float>(got.begin() + g.m0 * n, got.begin() + g.m1 * n)) << "group at row " << g.row0;
   }
 }
@@ -198,7 +211,7 @@ std::vector<int16_t> row_values(const cpu::Int8DotIsa& level, const std::vector<
 TEST(Int8Dot, DecodingLevelsAgree) {
   for (const cpu::Int8DotIsa* level : cpu::int8_dot_levels()) {
     SCOPED_TRACE(level->name);
-    const cpu::Int8DotIsa &p = cpu::int8_dot_isa_portable(), &f = *level;
+    const cpu::Int8DotIsa &p = portable(), &f = *level;
     Rng rng(7);
     std::vector<uint8_t> codes(512);
     for (auto& c : codes) c = uint8_t(rng());
@@ -281,8 +294,8 @@ TEST(Int8Dot, ErrorAgainstTheExactPathIsTheActivationRounding) {
     const int64_t M = 16;
     const std::vector<float> x = normal_values(M * c.cols, 10, 1.0f);
     std::vector<float> exact(size_t(M * c.rows)), dot(exact.size());
-    cpu::quant_gemm(w, 0, c.rows, x.data(), M, exact.data(), c.rows, pool, cpu::QuantDot::kExact);
-    cpu::quant_gemm(w, 0, c.rows, x.data(), M, dot.data(), c.rows, pool, cpu::QuantDot::kInt8);
+    cpu::quant_gemm(w, 0, c.rows, x.data(), M, exact.data(), c.rows, pool, default_level(), cpu::QuantDot::kExact);
+    cpu::quant_gemm(w, 0, c.rows, x.data(), M, dot.data(), c.rows, pool, default_level(), cpu::QuantDot::kInt8);
     const double e = rel_error(dot, exact);
     EXPECT_LT(e, 0.02);
     EXPECT_GT(e, 0.0) << "the activations were not rounded";
@@ -326,8 +339,8 @@ TEST(Int8Dot, UntileableShapesTakeTheExactPath) {
   const WeightRef w = quant_ref(q);
   const std::vector<float> x = normal_values(5 * c.cols, 15, 1.0f);
   std::vector<float> exact(size_t(5 * c.rows)), dot(exact.size());
-  cpu::quant_gemm(w, 0, c.rows, x.data(), 5, exact.data(), c.rows, pool, cpu::QuantDot::kExact);
-  cpu::quant_gemm(w, 0, c.rows, x.data(), 5, dot.data(), c.rows, pool, cpu::QuantDot::kInt8);
+  cpu::quant_gemm(w, 0, c.rows, x.data(), 5, exact.data(), c.rows, pool, default_level(), cpu::QuantDot::kExact);
+  cpu::quant_gemm(w, 0, c.rows, x.data(), 5, dot.data(), c.rows, pool, default_level(), cpu::QuantDot::kInt8);
   EXPECT_EQ(exact, dot);
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_levels.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/quant_simd.h"
 #include "quantize/format_tables.h"
@@ -96,25 +97,39 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
   return e / std::max(max_abs(b), 1e-30);
 }
 
+// The quantized kernels of the dispatch levels this CPU runs (cpu_levels.h),
+// each once.
+std::vector<const cpu::QuantIsa*> quant_levels() {
+  std::vector<const cpu::QuantIsa*> v;
+  for (int l = 0; l <= int(detected_isa()); ++l) {
+    const cpu::QuantIsa* q = cpu::cpu_level_kernels(CpuIsa(l)).quant;
+    if (v.empty() || v.back() != q) v.push_back(q);
+  }
+  return v;
+}
+const cpu::QuantIsa& default_quant() { return *cpu::cpu_level_kernels(default_isa()).quant; }
+
 TEST(QuantKernels, FastExpansionIsBitIdenticalToReference) {
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.label);
-    auto q = make(c, normal_values(c.rows * c.cols, 1, 0.2f));
-    std::vector<float> a(size_t(c.cols)), b(size_t(c.cols));
-    for (int64_t r = 0; r < c.rows; ++r) {
-      for (auto [col, n] :
-           std::vector<std::pair<int64_t, int64_t>>{{0, c.cols}, {1, c.cols - 2}, {17, 15}, {c.cols - 1, 1}}) {
-        dequantize_reference(*q, r, col, n, a.data());
-        cpu::dequantize_row(*q, r, col, n, b.data());
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[size_t(i)], b[size_t(i)]) << "row " << r << " col " << col + i;
+  for (const cpu::QuantIsa* level : quant_levels()) {
+    SCOPED_TRACE(level->name);
+    for (const Case& c : cases()) {
+      SCOPED_TRACE(c.label);
+      auto q = make(c, normal_values(c.rows * c.cols, 1, 0.2f));
+      std::vector<float> a(size_t(c.cols)), b(size_t(c.cols));
+      for (int64_t r = 0; r < c.rows; ++r) {
+        for (auto [col, n] :
+             std::vector<std::pair<int64_t, int64_t>>{{0, c.cols}, {1, c.cols - 2}, {17, 15}, {c.cols - 1, 1}}) {
+          dequantize_reference(*q, r, col, n, a.data());
+          cpu::dequantize_row(*level, *q, r, col, n, b.data());
+          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[size_t(i)], b[size_t(i)]) << "row " << r << " col " << col + i;
+        }
       }
     }
   }
 }
 
-TEST(QuantKernels, VectorLevelsAgreeWithPortable) {
-  const cpu::QuantIsa &p = cpu::quant_isa_portable(), &f = cpu::quant_isa();
-  std::printf("quantized kernels use the %s level\n", f.name);
+// Every vector building block of `f` against the portable `p`.
+void expect_level_agrees(const cpu::QuantIsa& p, const cpu::QuantIsa& f) {
   Rng rng(21);
   std::vector<uint8_t> codes(256);
   for (auto& c : codes) c = uint8_t(rng());
@@ -149,6 +164,15 @@ TEST(QuantKernels, VectorLevelsAgreeWithPortable) {
   p.tile_dot(x.data(), kc, M, w.data(), ldw, kc, acc_p.data());
   f.tile_dot(x.data(), kc, M, w.data(), ldw, kc, acc_f.data());
   EXPECT_LE(rel_error(acc_f, acc_p), 1e-6);
+}
+
+TEST(QuantKernels, VectorLevelsAgreeWithPortable) {
+  std::printf("quantized kernels use the %s level\n", default_quant().name);
+  const cpu::QuantIsa& p = *cpu::cpu_level_kernels(CpuIsa::kScalar).quant;
+  for (const cpu::QuantIsa* level : quant_levels()) {
+    SCOPED_TRACE(level->name);
+    expect_level_agrees(p, *level);
+  }
 }
 
 TEST(QuantKernels, RoundTripErrorWithinFormatBounds) {
@@ -204,7 +228,7 @@ TEST(QuantKernels, Fp8PerChannelCodes) {
   }
   // The CPU kernels' expansion agrees (also with a block of 4 columns).
   std::vector<float> fast(w.size());
-  for (int64_t r = 0; r < 3; ++r) cpu::dequantize_row(*q, r, 0, cols, fast.data() + r * cols);
+  for (int64_t r = 0; r < 3; ++r) cpu::dequantize_row(default_quant(), *q, r, 0, cols, fast.data() + r * cols);
   EXPECT_EQ(std::memcmp(fast.data(), d.data(), d.size() * 4), 0);
   QuantizeParams p4;
   p4.block = 4;
@@ -228,7 +252,7 @@ TEST(QuantKernels, GemmMatchesDequantizedReference) {
       const std::vector<float> x = normal_values(M * c.cols, uint32_t(4 + M), 1.0f);
       for (auto [row0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, c.rows}, {3, c.rows - 5}}) {
         std::vector<float> got(size_t(M * n)), want(size_t(M * n));
-        cpu::quant_gemm(w, row0, n, x.data(), M, got.data(), n, pool);
+        cpu::quant_gemm(w, row0, n, x.data(), M, got.data(), n, pool, cpu::cpu_level_kernels(default_isa()));
         for (int64_t m = 0; m < M; ++m)
           for (int64_t j = 0; j < n; ++j) {
             double s = 0;

@@ -15,19 +15,21 @@ CpuBackend::CpuBackend(int threads)
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : options_(options),
-      isa_(clamp_isa(options.isa.value_or(default_isa()))),
       pool_(std::make_unique<ThreadPool>(options.threads)),
       ctx_(std::make_unique<cpu::CpuContext>()) {
   ctx_->pool = pool_.get();
-  ctx_->isa = cpu::isa_kernels(isa_);
-  if (!ctx_->isa) isa_ = CpuIsa::kScalar;
-  ctx_->bf16_dot = options.bf16_dot && ctx_->isa && ctx_->isa->pack_a_pairs;
+  // The level is resolved once: every kernel this backend runs (dense,
+  // int8-dot, quantized) comes from its row.
+  ctx_->level = &cpu::cpu_level_kernels(options.isa.value_or(default_isa()));
+  isa_ = ctx_->level->isa;
+  ctx_->bf16_dot = options.bf16_dot && ctx_->level->dense && ctx_->level->dense->pack_a_pairs;
   ctx_->sparse_self_conditioning = options.sparse_self_conditioning;
   ctx_->int8_dot = options.int8_dot;
 }
 
 CpuBackend::~CpuBackend() = default;
 
+const cpu::CpuLevelKernels& CpuBackend::kernels() const { return *ctx_->level; }
 bool CpuBackend::bf16_dot() const { return ctx_->bf16_dot; }
 size_t CpuBackend::packed_weight_bytes() const { return ctx_->weights.bytes(); }
 size_t CpuBackend::packed_weight_count() const { return ctx_->weights.size(); }
@@ -52,11 +54,13 @@ void CpuBackend::run(const OpCall& c) {
   for (Tensor* t : c.out) t->host_written();
   ThreadPool& p = *pool_;
   namespace ref = cpu::reference;
-  if (!ctx_->isa) {  // scalar level: the reference kernels
+  const cpu::CpuLevelKernels& level = *ctx_->level;
+  if (!level.dense) {  // scalar level: the reference kernels
     const auto dot = ctx_->int8_dot ? cpu::QuantDot::kInt8 : cpu::QuantDot::kExact;
-    if (dot == cpu::QuantDot::kInt8 && c.kind == OpKind::kLinear && c.w[0]->quant) return cpu::quant_linear(c, p, dot);
+    if (dot == cpu::QuantDot::kInt8 && c.kind == OpKind::kLinear && c.w[0]->quant)
+      return cpu::quant_linear(c, p, level, dot);
     if (dot == cpu::QuantDot::kInt8 && c.kind == OpKind::kMoeExperts && (c.w[0]->quant || c.w[1]->quant))
-      return cpu::quant_moe_experts(c, p, dot);
+      return cpu::quant_moe_experts(c, p, level, dot);
     switch (c.kind) {
       case OpKind::kEmbedding: return ref::embedding(c, p);
       case OpKind::kSoftEmbedding: return ref::soft_embedding(c, p);
@@ -77,8 +81,9 @@ void CpuBackend::run(const OpCall& c) {
   }
   cpu::CpuContext& x = *ctx_;
   switch (c.kind) {
-    // Row gathers and cheap elementwise ops are memory-bound: the reference is enough.
-    case OpKind::kEmbedding: return ref::embedding(c, p);
+    // Row gathers and cheap elementwise ops are memory-bound: the reference is
+    // enough (a quantized table is expanded with this level's kernels).
+    case OpKind::kEmbedding: return c.w[0]->quant ? cpu::quant_embedding(c, p, level) : ref::embedding(c, p);
     case OpKind::kRope: return ref::rope(c, p);
     case OpKind::kAdd: return ref::add(c, p);
     case OpKind::kScale: return ref::scale(c, p);

@@ -18,12 +18,14 @@ namespace dgemma {
 
 namespace cpu {
 struct CpuContext;
-}
+struct CpuLevelKernels;
+}  // namespace cpu
 
 struct CpuBackendOptions {
   int threads = 0;            // 0: one per hardware thread
-  std::optional<CpuIsa> isa;  // cap on the dispatch level; default default_isa()
-                              // (DGEMMA_CPU_ISA); clamped to what the CPU runs
+  std::optional<CpuIsa> isa;  // cap on the dispatch level of every kernel (dense, int8-dot,
+                              // quantized); default default_isa() (DGEMMA_CPU_ISA);
+                              // clamped to what the CPU runs
   // Linear and expert GEMMs over bf16 weights use vdpbf16ps (AVX512_BF16):
   // about twice the fp32 FMA rate, but the activations are rounded to bf16
   // (round to nearest even) before each such product, as a bf16 model run
@@ -57,8 +59,10 @@ class CpuBackend : public Backend {
   ThreadPool& pool() { return *pool_; }
   ThreadPool* host_pool() override { return pool_.get(); }
 
-  // The dispatch level in use (after clamping).
+  // The dispatch level in use (after clamping), and its kernels: the dense,
+  // int8-dot and quantized paths alike (backend/cpu/cpu_levels.h).
   CpuIsa isa() const { return isa_; }
+  const cpu::CpuLevelKernels& kernels() const;
   bool bf16_dot() const;
   bool int8_dot() const { return options_.int8_dot; }
   const CpuBackendOptions& options() const { return options_; }
@@ -73,7 +77,7 @@ class CpuBackend : public Backend {
 
  private:
   CpuBackendOptions options_;
-  CpuIsa isa_;
+  CpuIsa isa_ = CpuIsa::kScalar;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<cpu::CpuContext> ctx_;
   mutable std::mutex run_mu_;  // one op at a time (shared scratch, one pool job slot)

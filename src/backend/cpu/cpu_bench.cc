@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "backend/cpu/cpu_levels.h"
 #include "backend/cpu/isa_kernels.h"
 
 namespace dgemma::cpu {
@@ -51,7 +52,8 @@ PeakRates measure_peak(CpuIsa isa, int threads, double seconds) {
   r.isa = isa;
   ThreadPool pool(threads);
   r.threads = pool.size();
-  const IsaKernels* k = isa_kernels(isa);
+  if (clamp_isa(isa) != isa) return r;  // a level this CPU does not run
+  const IsaKernels* k = cpu_level_kernels(isa).dense;
   if (!k) return r;
   if (k->peak_fma) r.fma_gflops = run_peak(k->peak_fma, pool, seconds);
   if (k->peak_dot) r.dot_gflops = run_peak(k->peak_dot, pool, seconds);

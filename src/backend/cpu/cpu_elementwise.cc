@@ -34,7 +34,7 @@ float gelu_tanh(float x) {
 }
 
 void embedding(const OpCall& c, ThreadPool& pool) {
-  if (c.w[0]->quant) return quant_embedding(c, pool);
+  if (c.w[0]->quant) return quant_embedding(c, pool, cpu_level_kernels(CpuIsa::kScalar));
   const Tensor& ids = *c.in[0];
   const WeightRef& table = *c.w[0];
   Tensor& out = *c.out[0];
@@ -57,7 +57,9 @@ void embedding(const OpCall& c, ThreadPool& pool) {
 // the embedding dtype) and the fp32 softmax is cast to bf16 again; then they
 // are multiplied with the table (fp32 accumulation) and scaled.
 void soft_embedding(const OpCall& c, ThreadPool& pool) {
-  if (c.w[0]->quant) return quant_soft_embedding(c, [&](const OpCall& d) { soft_embedding(d, pool); });
+  if (c.w[0]->quant)
+    return quant_soft_embedding(c, cpu_level_kernels(CpuIsa::kScalar),
+                                [&](const OpCall& d) { soft_embedding(d, pool); });
   const Tensor& logits = *c.in[0];
   const WeightRef& table = *c.w[0];
   Tensor& out = *c.out[0];

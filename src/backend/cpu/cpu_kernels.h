@@ -4,6 +4,8 @@
 // element is produced by one thread in a fixed order (deterministic for any
 // thread count). They are the `scalar` dispatch level of CpuBackend and the
 // oracle the optimized kernels (backend/cpu/fast_ops.h) are tested against.
+// On quantized weights they hand over to quant_kernels.h with the scalar
+// level's vector kernels (the portable ones, cpu_levels.h).
 #include "core/thread_pool.h"
 #include "ops/op.h"
 

@@ -9,7 +9,7 @@
 namespace dgemma::cpu::reference {
 
 void linear(const OpCall& c, ThreadPool& pool) {
-  if (c.w[0]->quant) return quant_linear(c, pool);
+  if (c.w[0]->quant) return quant_linear(c, pool, cpu_level_kernels(CpuIsa::kScalar));
   const Tensor& x = *c.in[0];
   const WeightRef& w = *c.w[0];
   Tensor& out = *c.out[0];

@@ -57,7 +57,7 @@ void router_topk(const OpCall& c, ThreadPool& pool) {
 // gate rows 0..I-1 and up rows I..2I-1 of gate_up[e]. Contributions are summed
 // in ascending expert order, as the reference's per-expert loop does.
 void moe_experts(const OpCall& c, ThreadPool& pool) {
-  if (c.w[0]->quant || c.w[1]->quant) return quant_moe_experts(c, pool);
+  if (c.w[0]->quant || c.w[1]->quant) return quant_moe_experts(c, pool, cpu_level_kernels(CpuIsa::kScalar));
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];

@@ -94,7 +94,7 @@ void attention(const OpCall& c, CpuContext& ctx) {
   a.first_canvas_pos = c.attrs.first_canvas_pos;
   a.round_bf16 = rb;
   const int64_t rows = M * G, tiles = (rows + kAttnRows - 1) / kAttnRows, count = Hk * tiles;
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   std::atomic<int64_t> next{0};
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t) {
     float* scratch = thread_scratch(size_t(attn_scratch_floats(d)));

@@ -16,7 +16,7 @@ void rms_norm(const OpCall& c, CpuContext& ctx) {
     wf.resize(size_t(D));
     w->row_f32(0, D, wf.data());
   }
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   const float eps = c.attrs.eps;
   ctx.pool->parallel_for(R, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, D)), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
@@ -27,7 +27,7 @@ void rms_norm(const OpCall& c, CpuContext& ctx) {
 void gelu_glu(const OpCall& c, CpuContext& ctx) {
   const Tensor &g = *c.in[0], &u = *c.in[1];
   Tensor& out = *c.out[0];
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   ctx.pool->parallel_for(g.numel(), 16384, [&](int64_t b, int64_t e) {
     isa.gelu_glu(g.f.data() + b, u.f.data() + b, out.f.data() + b, e - b);
   });
@@ -37,7 +37,7 @@ void gelu_glu(const OpCall& c, CpuContext& ctx) {
 void softcap(const OpCall& c, CpuContext& ctx) {
   const Tensor& x = *c.in[0];
   Tensor& out = *c.out[0];
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   const float cap = c.attrs.cap;
   ctx.pool->parallel_for(x.numel(), 65536,
                          [&](int64_t b, int64_t e) { isa.softcap(x.f.data() + b, out.f.data() + b, e - b, cap); });

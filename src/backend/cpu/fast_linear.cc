@@ -22,7 +22,7 @@ float* thread_scratch(size_t floats) {
 // whole panel ranges per thread while there are enough panels (each thread
 // then streams only its share of B), rows split too when N is narrow.
 static void run_gemm(CpuContext& ctx, const GemmArgs& g) {
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   const int64_t P = (g.n + kNr - 1) / kNr, MB = (g.m + isa.mr - 1) / isa.mr;
   const int64_t T = ctx.pool->size();
   const int64_t np = std::min(P, T), nm = std::min(MB, std::max<int64_t>(1, T / np));
@@ -44,7 +44,7 @@ static void run_gemm(CpuContext& ctx, const GemmArgs& g) {
 // Packs rows of x for the B operand's panel type into ctx buffers; returns A.
 static const void* pack_a(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* rows, int64_t m, int64_t k,
                           PanelType type) {
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   const int64_t mr = isa.mr, MB = (m + mr - 1) / mr;
   const bool pairs = type == PanelType::kBF16Pairs;
   const int64_t kk = pairs ? (k + 1) / 2 : k;
@@ -87,13 +87,14 @@ void gemm_packed(CpuContext& ctx, const float* x, int64_t ldx, const int32_t* a_
 namespace fast {
 
 void linear(const OpCall& c, CpuContext& ctx) {
-  if (c.w[0]->quant) return quant_linear(c, *ctx.pool, ctx.quant_dot());
+  if (c.w[0]->quant) return quant_linear(c, *ctx.pool, *ctx.level, ctx.quant_dot());
   const Tensor& x = *c.in[0];
   const WeightRef& w = *c.w[0];
   Tensor& out = *c.out[0];
   if (!fast_readable(w)) return reference::linear(c, *ctx.pool);
   const int64_t M = x.dim(0), K = x.dim(1), N = w.shape[0];
-  const PackedWeight& pw = ctx.weights.get(w, 1, N, K, panel_type_for(w.dtype, *ctx.isa, ctx.bf16_dot), *ctx.pool);
+  const PackedWeight& pw =
+      ctx.weights.get(w, 1, N, K, panel_type_for(w.dtype, *ctx.level->dense, ctx.bf16_dot), *ctx.pool);
   gemm_packed(ctx, x.f.data(), K, nullptr, M, K, pw.b(), N, out.f.data(), N);
 }
 
@@ -124,7 +125,8 @@ void router_topk(const OpCall& c, CpuContext& ctx) {
   });
   // Router weights are fp32-exact even in bf16_dot mode (routing decisions
   // are discrete; keep them on the fp32 path).
-  const PackedWeight& pw = ctx.weights.get(proj, 1, E, H, panel_type_for(proj.dtype, *ctx.isa, false), *ctx.pool);
+  const PackedWeight& pw =
+      ctx.weights.get(proj, 1, E, H, panel_type_for(proj.dtype, *ctx.level->dense, false), *ctx.pool);
   gemm_packed(ctx, r.data(), H, nullptr, M, H, pw.b(), E, scores.data(), E);
   ctx.pool->parallel_for(M, 4, [&](int64_t b, int64_t e) {
     std::vector<int32_t> order(static_cast<size_t>(E));

@@ -51,12 +51,13 @@ std::vector<ExpertTask> make_tasks(const std::vector<int64_t>& count, int64_t pa
 }  // namespace
 
 void moe_experts(const OpCall& c, CpuContext& ctx) {
-  if (c.w[0]->quant || c.w[1]->quant) return quant_moe_experts(c, *ctx.pool, ctx.quant_dot(), ctx.isa->gelu_glu);
+  if (c.w[0]->quant || c.w[1]->quant)
+    return quant_moe_experts(c, *ctx.pool, *ctx.level, ctx.quant_dot(), ctx.level->dense->gelu_glu);
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];
   if (!fast_readable(gu) || !fast_readable(down)) return reference::moe_experts(c, *ctx.pool);
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   ThreadPool& pool = *ctx.pool;
   const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2;
   const int64_t mr = isa.mr;

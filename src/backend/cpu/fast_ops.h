@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "backend/cpu/cpu_levels.h"
 #include "backend/cpu/isa_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/quant_kernels.h"
@@ -21,9 +22,11 @@ namespace dgemma::cpu {
 
 struct CpuContext {
   ThreadPool* pool = nullptr;
-  const IsaKernels* isa = nullptr;  // never null inside fast::
-  bool bf16_dot = false;            // use kBF16Pairs for bf16 weights (isa has pack_a_pairs)
-  bool int8_dot = false;            // GEMMs over quantized weights on int8 activations (int8_dot.h)
+  // The backend's dispatch level: every kernel it runs comes from this row
+  // (level->dense is never null inside fast::).
+  const CpuLevelKernels* level = nullptr;
+  bool bf16_dot = false;  // use kBF16Pairs for bf16 weights (level->dense has pack_a_pairs)
+  bool int8_dot = false;  // GEMMs over quantized weights on int8 activations (int8_dot.h)
   // How GEMMs over quantized weights multiply in this context's mode.
   QuantDot quant_dot() const { return int8_dot ? QuantDot::kInt8 : bf16_dot ? QuantDot::kBf16 : QuantDot::kExact; }
   PackedWeightCache weights;

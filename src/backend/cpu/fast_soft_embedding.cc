@@ -126,12 +126,12 @@ void record(SoftEmbeddingStats& st, const std::vector<int64_t>& kept_per_row) {
 namespace fast {
 
 void soft_embedding(const OpCall& c, CpuContext& ctx) {
-  if (c.w[0]->quant) return quant_soft_embedding(c, [&](const OpCall& d) { soft_embedding(d, ctx); });
+  if (c.w[0]->quant) return quant_soft_embedding(c, *ctx.level, [&](const OpCall& d) { soft_embedding(d, ctx); });
   const Tensor& logits = *c.in[0];
   const WeightRef& table = *c.w[0];
   Tensor& out = *c.out[0];
   if (table.dtype != DType::kF32 && table.dtype != DType::kBF16) return reference::soft_embedding(c, *ctx.pool);
-  const IsaKernels& isa = *ctx.isa;
+  const IsaKernels& isa = *ctx.level->dense;
   const int64_t M = logits.dim(0), V = table.shape[0], H = table.shape[1];
   if (M == 0 || H == 0) return;
   if (V == 0) {

@@ -49,9 +49,11 @@ using ::dgemma::Int8WeightValues;
 using ::dgemma::kI8Block;
 
 // out[m·ld_out + j] = Σ_k x[m·K + k] · W[row0 + j, k] for m < M, j < n, on
-// the integer path (module comment). Requires int8_dot_supported(*w.quant).
-void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
-                   ThreadPool& pool);
+// the integer path (module comment) with the kernels of `isa` (every level
+// gives the same bits). Requires int8_dot_supported(*w.quant).
+struct Int8DotIsa;
+void int8_dot_gemm(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
+                   float* out, int64_t ld_out, ThreadPool& pool);
 
 // Several GEMMs over one weight on one activation matrix x [M, K]: group g
 // multiplies rows [m0, m1) of x with weight rows [row0, row0 + n) into rows
@@ -62,8 +64,8 @@ void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, 
 struct Int8Group {
   int64_t row0 = 0, m0 = 0, m1 = 0;
 };
-void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& groups, int64_t n, const float* x,
-                           int64_t M, float* out, int64_t ld_out, ThreadPool& pool);
+void int8_dot_grouped_gemm(const Int8DotIsa& isa, const WeightRef& w, const std::vector<Int8Group>& groups, int64_t n,
+                           const float* x, int64_t M, float* out, int64_t ld_out, ThreadPool& pool);
 
 // Activations quantized in blocks of 32: q[m·kp + k] (int16 holding int8
 // values, zero-padded to kp = K rounded up to 32), d[m·nb + b] and
@@ -129,13 +131,14 @@ struct Int8DotIsa {
 };
 inline constexpr int kI8TileRows = 16;
 
-// The level for the running CPU (capped by DGEMMA_CPU_ISA: amx takes the
-// AMX-INT8 tiles where the CPU has them, avx512 and avx512bf16 AVX512-VNNI,
-// avx2 AVX-VNNI) and the portable one.
-const Int8DotIsa& int8_dot_isa();
-const Int8DotIsa& int8_dot_isa_portable();
-// Every level the running CPU can execute, portable first (for tests and
-// benchmarks, whatever the cap).
+// Every level's table (int8_dot_kernels.cc). Which one a CPU dispatch level
+// uses is decided in one place, cpu_level_kernels() (cpu_levels.h); the
+// AMX-INT8 one only for CPUs with CpuFeatures::amx_int8.
+enum class Int8DotLevel { kPortable, kAvx2, kAvxVnni, kAvx512, kAvx512Vnni, kAmxInt8 };
+const Int8DotIsa& int8_dot_table(Int8DotLevel level);
+// Every level the running CPU can execute, portable first, including those
+// no dispatch level picks on it (AVX2 without VNNI on a VNNI CPU): for tests
+// and benchmarks, whatever the cap.
 std::vector<const Int8DotIsa*> int8_dot_levels();
 
 namespace int8avx512 {
@@ -149,9 +152,5 @@ namespace int8amx {
 // activation quantization; only for CPUs with CpuFeatures::amx_int8.
 Int8DotIsa level(const Int8DotIsa& avx2);
 }  // namespace int8amx
-
-// Same as int8_dot_gemm on a given level (tests compare the levels).
-void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
-                      float* out, int64_t ld_out, ThreadPool& pool);
 
 }  // namespace dgemma::cpu

@@ -248,8 +248,8 @@ struct LevelScope {
 
 }  // namespace
 
-void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
-                      float* out, int64_t ld_out, ThreadPool& pool) {
+void int8_dot_gemm(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M,
+                   float* out, int64_t ld_out, ThreadPool& pool) {
   if (n <= 0 || M <= 0) return;
   const Decoder dec(*w.quant);
   const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
@@ -264,10 +264,9 @@ void int8_dot_gemm_on(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, i
   });
 }
 
-void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& groups, int64_t n, const float* x,
-                           int64_t M, float* out, int64_t ld_out, ThreadPool& pool) {
+void int8_dot_grouped_gemm(const Int8DotIsa& isa, const WeightRef& w, const std::vector<Int8Group>& groups, int64_t n,
+                           const float* x, int64_t M, float* out, int64_t ld_out, ThreadPool& pool) {
   if (n <= 0 || M <= 0 || groups.empty()) return;
-  const Int8DotIsa& isa = int8_dot_isa();
   const Decoder dec(*w.quant);
   const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
   const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows, tasks = int64_t(groups.size()) * tiles;
@@ -284,10 +283,6 @@ void int8_dot_grouped_gemm(const WeightRef& w, const std::vector<Int8Group>& gro
                  out + g.m0 * ld_out, ld_out);
     }
   });
-}
-void int8_dot_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
-                   ThreadPool& pool) {
-  int8_dot_gemm_on(int8_dot_isa(), w, row0, n, x, M, out, ld_out, pool);
 }
 
 }  // namespace dgemma::cpu

@@ -382,6 +382,11 @@ const Int8DotIsa kAvx512Vnni = {"avx512-vnni", quantize_rows_avx2,      tile_avx
                                 bytes_avx2,    interleave_avx2,         nullptr,         nullptr,
                                 false,         int8avx512::nibble_pairs};
 
+const Int8DotIsa& amx_int8_level() {
+  static const Int8DotIsa l = int8amx::level(kAvx2);
+  return l;
+}
+
 }  // namespace
 
 NibbleTable nibble_table(const int16_t (&values)[16]) {
@@ -393,29 +398,16 @@ NibbleTable nibble_table(const int16_t (&values)[16]) {
   return t;
 }
 
-const Int8DotIsa& int8_dot_isa_portable() { return kPortable; }
-
-namespace {
-
-const Int8DotIsa& amx_int8_level() {
-  static const Int8DotIsa l = int8amx::level(kAvx2);
-  return l;
-}
-
-// The best level at most `cap` on this CPU.
-const Int8DotIsa& best_level(CpuIsa cap) {
-  const CpuFeatures& f = cpu_features();
-  if (cap >= CpuIsa::kAmx && f.amx_int8) return amx_int8_level();
-  if (cap >= CpuIsa::kAvx512) return f.avx512_vnni ? kAvx512Vnni : kAvx512;
-  if (cap >= CpuIsa::kAvx2) return f.avx_vnni ? kAvxVnni : kAvx2;
+const Int8DotIsa& int8_dot_table(Int8DotLevel level) {
+  switch (level) {
+    case Int8DotLevel::kPortable: return kPortable;
+    case Int8DotLevel::kAvx2: return kAvx2;
+    case Int8DotLevel::kAvxVnni: return kAvxVnni;
+    case Int8DotLevel::kAvx512: return kAvx512;
+    case Int8DotLevel::kAvx512Vnni: return kAvx512Vnni;
+    case Int8DotLevel::kAmxInt8: return amx_int8_level();
+  }
   return kPortable;
-}
-
-}  // namespace
-
-const Int8DotIsa& int8_dot_isa() {
-  static const Int8DotIsa* isa = &best_level(default_isa());
-  return *isa;
 }
 
 std::vector<const Int8DotIsa*> int8_dot_levels() {

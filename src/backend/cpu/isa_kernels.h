@@ -4,8 +4,9 @@
 // (kernels_avx2.cc, kernels_avx512.cc, kernels_avx512bf16.cc) under a target
 // region, and these functions take only raw pointers and the POD structs
 // below, so that no standard-library code is ever compiled for a wider ISA
-// than the baseline. The drivers in fast_*.cc (baseline code) pick the table
-// at run time, own the threading and the scratch memory, and call in.
+// than the baseline. The drivers in fast_*.cc (baseline code) get the table
+// of the backend's level (cpu_levels.h), own the threading and the scratch
+// memory, and call in.
 //
 // GEMM formulation (broadcast form, as in GotoBLAS/BLIS): C[M,N] = A[M,K]·B[K,N]
 // where for `linear` B = Wᵀ. A is packed into micro-panels of `mr` rows
@@ -146,9 +147,8 @@ struct IsaKernels {
   double (*peak_dot)(int64_t iters, float seed) = nullptr;
 };
 
-// nullptr for kScalar (and for levels this build or CPU cannot run).
-const IsaKernels* isa_kernels(CpuIsa isa);
-
+// Each level's table; cpu_level_kernels() (cpu_levels.h) picks one per
+// dispatch level and never for a level the CPU cannot run.
 namespace avx2 {
 const IsaKernels* table();
 }

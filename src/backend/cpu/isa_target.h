@@ -4,7 +4,7 @@
 // DGEMMA_ISA_BEGIN("avx2,fma,f16c") and closes it with DGEMMA_ISA_END();
 // every function in between is compiled for those instruction sets while the
 // rest of the library stays baseline x86-64 and calls in only after checking
-// the CPU (isa_kernels.cc). GCC gets push_options/target; clang an attribute
+// the CPU (cpu_levels.cc). GCC gets push_options/target; clang an attribute
 // region. Under GCC the region also silences -Wuninitialized and
 // -Wmaybe-uninitialized: GCC 12's AVX-512 headers build their "undefined"
 // operands by self-initialization, which it reports at every inlined

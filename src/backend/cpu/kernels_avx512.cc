@@ -1,7 +1,7 @@
 // AVX-512 (F/BW/VL/DQ) level of the CPU kernels: fp32 FMA GEMM on fp32 or
 // bf16 weight panels (8 × 32 register tile), vector math, attention tile.
 // Compiled under a target region; the rest of the library stays baseline
-// x86-64 and only calls in after checking the CPU (isa_kernels.cc).
+// x86-64 and only calls in after checking the CPU (cpu_levels.cc).
 #include "backend/cpu/isa_kernels.h"
 
 #if defined(__x86_64__)
@@ -29,4 +29,4 @@ const IsaKernels* table() {
 
 DGEMMA_ISA_END()
 
-#endif  // __x86_64__ (isa_kernels.cc calls the level only there)
+#endif  // __x86_64__ (cpu_levels.cc calls the level only there)

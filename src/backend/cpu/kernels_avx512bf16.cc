@@ -205,4 +205,4 @@ const IsaKernels* table() {
 
 DGEMMA_ISA_END()
 
-#endif  // __x86_64__ (isa_kernels.cc calls the level only there)
+#endif  // __x86_64__ (cpu_levels.cc calls the level only there)

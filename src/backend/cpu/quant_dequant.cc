@@ -126,8 +126,7 @@ void fp8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t
 
 }  // namespace
 
-void dequantize_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
-  const QuantIsa& isa = quant_isa();
+void dequantize_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
   switch (w.scheme) {
     case QuantScheme::kNF4: return nf4_row(isa, w, row, col, n, out);
     case QuantScheme::kNVFP4: return nvfp4_row(isa, w, row, col, n, out);

@@ -13,8 +13,8 @@ namespace dgemma::cpu {
 namespace {
 
 // Columns [k0, k0 + n) of row r of a weight as fp32.
-void load_row(const WeightRef& w, int64_t K, int64_t r, int64_t k0, int64_t n, float* out) {
-  if (w.quant) return dequantize_row(*w.quant, r, k0, n, out);
+void load_row(const QuantIsa& isa, const WeightRef& w, int64_t K, int64_t r, int64_t k0, int64_t n, float* out) {
+  if (w.quant) return dequantize_row(isa, *w.quant, r, k0, n, out);
   const size_t at = size_t(r * K + k0);
   switch (w.dtype) {
     case DType::kF32: std::memcpy(out, static_cast<const float*>(w.data) + at, size_t(n) * 4); return;
@@ -38,9 +38,9 @@ inline float reduce_lanes(const float* a) {
 }  // namespace
 
 void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
-                ThreadPool& pool, QuantDot dot) {
+                ThreadPool& pool, const CpuLevelKernels& level, QuantDot dot) {
   if (dot == QuantDot::kInt8 && w.quant && int8_dot_supported(*w.quant))
-    return int8_dot_gemm(w, row0, n, x, M, out, ld_out, pool);
+    return int8_dot_gemm(*level.int8_dot, w, row0, n, x, M, out, ld_out, pool);
   const int64_t K = w.shape.back();
   std::vector<float> rounded;
   if (dot != QuantDot::kExact && w.quant && fp8_dot_weights(*w.quant)) {
@@ -50,7 +50,7 @@ void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int
   }
   const int64_t tiles = (n + kQuantNr - 1) / kQuantNr;
   if (n <= 0 || M <= 0) return;
-  const QuantIsa& isa = quant_isa();
+  const QuantIsa& isa = *level.quant;
   pool.parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
     // Per (row, weight row): 16 vector lanes over the K-chunks' multiples of
     // 16 columns, plus a scalar for the remainder columns.
@@ -65,7 +65,7 @@ void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int
         const int64_t kc = std::min(kQuantKc, K - k0), kv = kc / kQuantLanes * kQuantLanes;
         for (int j = 0; j < kQuantNr; ++j) {
           if (j < nr)
-            load_row(w, K, row0 + j0 + j, k0, kc, wbuf[j]);
+            load_row(isa, w, K, row0 + j0 + j, k0, kc, wbuf[j]);
           else
             std::fill(wbuf[j], wbuf[j] + kc, 0.0f);
         }
@@ -82,11 +82,11 @@ void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int
   });
 }
 
-void quant_linear(const OpCall& c, ThreadPool& pool, QuantDot dot) {
+void quant_linear(const OpCall& c, ThreadPool& pool, const CpuLevelKernels& level, QuantDot dot) {
   const Tensor& x = *c.in[0];
   const WeightRef& w = *c.w[0];
   Tensor& out = *c.out[0];
-  quant_gemm(w, 0, w.shape[0], x.f.data(), x.dim(0), out.f.data(), w.shape[0], pool, dot);
+  quant_gemm(w, 0, w.shape[0], x.f.data(), x.dim(0), out.f.data(), w.shape[0], pool, level, dot);
 }
 
 }  // namespace dgemma::cpu

@@ -3,7 +3,9 @@
 // value semantics are in quantize/quantized_weight.h). The CPU kernels of
 // linear, moe_experts, embedding and soft_embedding hand a call over to these
 // as their first statement when the weight is quantized, so every dispatch
-// level (reference and fast) runs quantized checkpoints.
+// level (reference and fast) runs quantized checkpoints. Each takes the
+// vector kernels of the caller's dispatch level (cpu_levels.h): the reference
+// kernels pass the scalar level's (portable), the backend its own.
 //
 // The GEMM dequantizes on the fly: for a tile of kQuantNr weight rows it
 // expands one K-chunk of kQuantKc columns per row into a stack buffer, then
@@ -15,6 +17,7 @@
 #include <functional>
 
 #include "core/thread_pool.h"
+#include "backend/cpu/cpu_levels.h"
 #include "ops/op.h"
 #include "quantize/quantized_weight.h"
 
@@ -39,25 +42,26 @@ inline constexpr int64_t kQuantKc = 512;
 enum class QuantDot : uint8_t { kExact, kInt8, kBf16 };
 
 // Op kernels with the contracts of ops/op.h.
-void quant_linear(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact);
+void quant_linear(const OpCall& c, ThreadPool& pool, const CpuLevelKernels& level, QuantDot dot = QuantDot::kExact);
 // out[i] = gelu_tanh(g[i])·u[i] over a row of n (IsaKernels::gelu_glu).
 using GeluGluRow = void (*)(const float* g, const float* u, float* out, int64_t n);
 // gelu_glu: the activation of the experts' hidden rows (null: the reference
 // gelu_tanh; the fast backend passes its vector kernel, as for bf16 experts).
-void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot = QuantDot::kExact,
+void quant_moe_experts(const OpCall& c, ThreadPool& pool, const CpuLevelKernels& level, QuantDot dot = QuantDot::kExact,
                        GeluGluRow gelu_glu = nullptr);
-void quant_embedding(const OpCall& c, ThreadPool& pool);
+void quant_embedding(const OpCall& c, ThreadPool& pool, const CpuLevelKernels& level);
 // soft_embedding multiplies with the whole table, which needs it dense (docs/model.md
 // §6.3 pitfall 10): runs `dense_kernel` (the calling level's soft_embedding)
 // on a copy of the call whose table is the weight's dense copy.
-void quant_soft_embedding(const OpCall& c, const std::function<void(const OpCall&)>& dense_kernel);
+void quant_soft_embedding(const OpCall& c, const CpuLevelKernels& level,
+                          const std::function<void(const OpCall&)>& dense_kernel);
 
 // out[m·ld_out + j] = Σ_k x[m·K + k] · W[row0 + j, k] for m < M, j < n, with
 // W viewed as [rows, K] (leading dimensions flattened). W may be quantized or
 // plain (F32/BF16/F16), so a layer with one quantized expert tensor and one
 // plain one still works.
 void quant_gemm(const WeightRef& w, int64_t row0, int64_t n, const float* x, int64_t M, float* out, int64_t ld_out,
-                ThreadPool& pool, QuantDot dot = QuantDot::kExact);
+                ThreadPool& pool, const CpuLevelKernels& level, QuantDot dot = QuantDot::kExact);
 
 // Element i of a quantized weight's scale (or bias) array stored as F32, BF16
 // or F16 (QuantizedWeight::scale_dtype), as fp32.
@@ -75,8 +79,9 @@ inline float load_scale(DType t, const uint8_t* p, int64_t i) {
   }
 }
 
-// Logical elements [col, col + n) of row `row` as fp32: the fast path,
-// bit-identical to dequantize_reference().
-void dequantize_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
+// Logical elements [col, col + n) of row `row` as fp32 with the expansion
+// kernels of `isa` (quant_simd.h): bit-identical to dequantize_reference() at
+// every level.
+void dequantize_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
 
 }  // namespace dgemma::cpu

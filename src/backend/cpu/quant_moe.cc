@@ -17,7 +17,8 @@
 
 namespace dgemma::cpu {
 
-void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot, GeluGluRow gelu_glu) {
+void quant_moe_experts(const OpCall& c, ThreadPool& pool, const CpuLevelKernels& level, QuantDot dot,
+                       GeluGluRow gelu_glu) {
   if (!gelu_glu)
     gelu_glu = [](const float* g, const float* u, float* o, int64_t n) {
       for (int64_t i = 0; i < n; ++i) o[i] = reference::gelu_tanh(g[i]) * u[i];
@@ -68,11 +69,11 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot, GeluGluR
       gu_groups.push_back({e * 2 * I, start[size_t(e)], start[size_t(e) + 1]});
       dn_groups.push_back({e * H, start[size_t(e)], start[size_t(e) + 1]});
     }
-    int8_dot_grouped_gemm(gu, gu_groups, 2 * I, xg, rows, gg, 2 * I, pool);
+    int8_dot_grouped_gemm(*level.int8_dot, gu, gu_groups, 2 * I, xg, rows, gg, 2 * I, pool);
     pool.parallel_for(rows, 16, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) gelu_glu(gg + t * 2 * I, gg + t * 2 * I + I, ag + t * I, I);
     });
-    int8_dot_grouped_gemm(down, dn_groups, H, ag, rows, yg, H, pool);
+    int8_dot_grouped_gemm(*level.int8_dot, down, dn_groups, H, ag, rows, yg, H, pool);
     // Each token sums its rows in ascending row order, i.e. experts
     // ascending, as the loop below; tokens in parallel.
     pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {
@@ -97,11 +98,11 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, QuantDot dot, GeluGluR
     xe.resize(size_t(n * H));
     for (int64_t t = 0; t < n; ++t) std::copy_n(x.f.data() + token[size_t(s0 + t)] * H, H, xe.data() + t * H);
     g.resize(size_t(n * 2 * I));
-    quant_gemm(gu, e * 2 * I, 2 * I, xe.data(), n, g.data(), 2 * I, pool, dot);
+    quant_gemm(gu, e * 2 * I, 2 * I, xe.data(), n, g.data(), 2 * I, pool, level, dot);
     act.resize(size_t(n * I));
     for (int64_t t = 0; t < n; ++t) gelu_glu(g.data() + t * 2 * I, g.data() + t * 2 * I + I, act.data() + t * I, I);
     y.resize(size_t(n * H));
-    quant_gemm(down, e * H, H, act.data(), n, y.data(), H, pool, dot);
+    quant_gemm(down, e * H, H, act.data(), n, y.data(), H, pool, level, dot);
     for (int64_t t = 0; t < n; ++t) {
       float* o = out.f.data() + token[size_t(s0 + t)] * H;
       const float wk = weight[size_t(s0 + t)];

@@ -8,8 +8,6 @@
 
 #include <cmath>
 
-#include "core/cpu_features.h"
-
 namespace dgemma::cpu {
 namespace {
 
@@ -203,16 +201,13 @@ const QuantIsa kAvx512 = {"avx512",       tile_dot_avx512, nibbles_scaled_avx512
 
 }  // namespace
 
-const QuantIsa& quant_isa_portable() { return kPortable; }
-
-const QuantIsa& quant_isa() {
-  static const QuantIsa* isa = [] {
-    const CpuIsa level = default_isa();
-    if (level >= CpuIsa::kAvx512) return &kAvx512;
-    if (level >= CpuIsa::kAvx2) return &kAvx2;
-    return &kPortable;
-  }();
-  return *isa;
+const QuantIsa& quant_table(QuantLevel level) {
+  switch (level) {
+    case QuantLevel::kPortable: return kPortable;
+    case QuantLevel::kAvx2: return kAvx2;
+    case QuantLevel::kAvx512: return kAvx512;
+  }
+  return kPortable;
 }
 
 }  // namespace dgemma::cpu

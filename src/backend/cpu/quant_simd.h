@@ -1,6 +1,6 @@
 #pragma once
 // The vector building blocks of the quantized kernels, one table per
-// dispatch level (portable C++ and AVX-512). The drivers in quant_gemm.cc and
+// dispatch level (portable C++, AVX2 and AVX-512). The drivers in quant_gemm.cc and
 // quant_dequant.cc own the loops over blocks, rows and threads; these
 // functions only touch raw pointers, so nothing else is compiled for a wider
 // ISA than the baseline (the reason the other CPU kernels keep their SIMD in
@@ -44,9 +44,9 @@ struct QuantIsa {
   void (*fp8)(const uint8_t* codes, int64_t n, const float* lut, float s, float* out);
 };
 
-// The table for the running CPU, capped by DGEMMA_CPU_ISA (core/cpu_features.h).
-const QuantIsa& quant_isa();
-// The portable table (tests compare the levels).
-const QuantIsa& quant_isa_portable();
+// Every level's table (quant_simd.cc). Which one a CPU dispatch level uses
+// is decided in one place, cpu_level_kernels() (cpu_levels.h).
+enum class QuantLevel { kPortable, kAvx2, kAvx512 };
+const QuantIsa& quant_table(QuantLevel level);
 
 }  // namespace dgemma::cpu
