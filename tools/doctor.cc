@@ -39,7 +39,7 @@ int run_doctor_cmd(const Args& args) {
                "over quantized weights on int8 activation blocks (a CUDA target on the integer tensor cores)",
                "MODE");
   p.add_string("--quantize", &quantize,
-               "quantize weights at load in both runs: none, nf4, nvfp4-experts, q8, fp8 or fp8-block (as for run)",
+               std::string("quantize weights at load in both runs: ") + load_quantization_names() + " (as for run)",
                "MODE");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
   p.add_double("--atol", &o.tolerance.atol, "absolute tolerance per output");

@@ -43,10 +43,8 @@ void ModelFlags::add_to(FlagParser& p) {
                "VARIANT");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
   p.add_string("--quantize", &quantize,
-               "quantize plain weights at load, nothing written: none; nf4 (NF4 + double quant: attention, "
-               "dense MLP, self-conditioning, experts); nvfp4-experts (NVFP4, experts only); q8 (int8, same "
-               "weights as nf4); fp8 (FP8 E4M3, a scale per output channel, same weights as nf4); fp8-block "
-               "(FP8 E4M3, a scale per 128 columns). Embeddings, norms and router stay as stored",
+               "quantize plain weights at load, nothing written: " + load_quantization_help() +
+                   ". Embeddings, norms and router stay as stored",
                "MODE");
   p.add_string("--backend", &backend,
                "where the ops run: cpu, cuda (cuda:N for device N), or inject:OP:LAYER:PASS:STEP:KIND (the CPU "

@@ -36,8 +36,8 @@ int run_plan(const Args& args) {
   p.add_string("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", "T");
   p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
   p.add_string("--margin", &margin, "reserved bytes per device", "SIZE");
-  p.add_string("--quantize", &quantize,
-               "plan for weights quantized at load: none, nf4, nvfp4-experts, q8, fp8 or fp8-block", "MODE");
+  p.add_string("--quantize", &quantize, std::string("plan for weights quantized at load: ") + load_quantization_names(),
+               "MODE");
   p.add_bool("--replicate-embedding", &replicate, "replicate the embedding read-only on the last device");
   p.add_bool("--json", &as_json, "print the plan (or the error) as JSON");
   if (!p.parse(args)) return 0;

@@ -62,7 +62,7 @@ int run_quantize(const Args& args) {
                "  mlx4           MLX affine: attention/dense MLP 8-bit, experts/self-conditioning 4-bit, group 64\n"
                "Embeddings, norms, router and layer scalars stay unquantized unless asked. One tensor is\n"
                "processed at a time, so memory stays small whatever the model size.");
-  p.add_string("--format", &format, "nf4, nvfp4-experts or mlx4", "FORMAT");
+  p.add_string("--format", &format, export_format_names(), "FORMAT");
   p.add_bool("--quantize-embeddings", &embeddings, "also quantize embed_tokens (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--quantize-router", &router, "also quantize router.proj (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--no-double-quant", &no_double_quant, "nf4: keep absmax in fp32");
@@ -70,7 +70,7 @@ int run_quantize(const Args& args) {
   if (!p.parse(args)) return 0;
   if (p.positional().size() != 2) throw Error("quantize: expected IN and OUT folders (see --help)");
   std::optional<ExportFormat> f = parse_export_format(format);
-  if (!f) throw Error("--format: expected nf4, nvfp4-experts or mlx4, got '" + format + "'");
+  if (!f) throw Error("--format: expected " + export_format_names() + ", got '" + format + "'");
   ExportOptions o;
   o.format = *f;
   o.quantize_embeddings = embeddings;

@@ -7,6 +7,7 @@
 #include "dgemma/error.h"
 #include "quantize/quantized_weight.h"
 #include "quantize/resolve.h"
+#include "quantize/scheme_traits.h"
 
 namespace dgemma {
 namespace {
@@ -68,7 +69,8 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
       b.dtype = q->dtype;
       b.nbytes = q->quant->stored_bytes;
       b.storage = std::string(quant_scheme_name(q->quant->scheme));
-      if (q->quant->scheme == QuantScheme::kAffine) b.storage += std::to_string(q->quant->bits);
+      // A scheme whose weights choose their code width (MLX affine) names it: "affine4".
+      if (scheme_traits(q->quant->scheme).code_bits == 0) b.storage += std::to_string(q->quant->bits);
       refs[ex.name] = std::move(*q);
       mw.bound.push_back(std::move(b));
       report(ex);

@@ -12,6 +12,7 @@
 #include "checkpoint/config.h"
 #include "checkpoint/tensor_names.h"
 #include "quantize/export_format.h"
+#include "quantize/format_rows.h"
 #include "quantize/format_tables.h"
 #include "quantize/page_release.h"
 #include "quantize/quant_context.h"
@@ -125,21 +126,20 @@ std::map<std::string, std::pair<const ExpectedTensor*, bool>> map_names(const st
 
 }  // namespace
 
+static_assert(rows_in_enum_order(kExportFormats, &ExportFormatInfo::format),
+              "kExportFormats: one row per ExportFormat, in enum order");
+
+const ExportFormatInfo& export_format_info(ExportFormat f) { return kExportFormats[size_t(f)]; }
+
 std::optional<ExportFormat> parse_export_format(std::string_view name) {
-  if (name == "nf4") return ExportFormat::kNf4;
-  if (name == "nvfp4-experts") return ExportFormat::kNvfp4Experts;
-  if (name == "mlx4") return ExportFormat::kMlx4;
+  for (const ExportFormatInfo& f : kExportFormats)
+    if (f.name == name) return f.format;
   return std::nullopt;
 }
 
-std::string_view export_format_name(ExportFormat f) {
-  switch (f) {
-    case ExportFormat::kNf4: return "nf4";
-    case ExportFormat::kNvfp4Experts: return "nvfp4-experts";
-    case ExportFormat::kMlx4: return "mlx4";
-  }
-  return "?";
-}
+std::string_view export_format_name(ExportFormat f) { return export_format_info(f).name; }
+
+std::string export_format_names() { return name_list(kExportFormats); }
 
 ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& o) {
   if (o.format == ExportFormat::kNvfp4Experts && (o.quantize_embeddings || o.quantize_router))

@@ -33,17 +33,38 @@
 // Tensors are processed one at a time (and large ones in row chunks) and
 // written straight into place, so memory stays at a few chunks whatever the
 // model size.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "quantize/quantized_weight.h"
+
 namespace dgemma {
 
 enum class ExportFormat { kNf4, kNvfp4Experts, kMlx4 };
+
+// One row per ExportFormat, in enum order: the `--format` spelling and the
+// scheme the written weights are read back as. Its writer is
+// make_*_writer in export_format.h.
+struct ExportFormatInfo {
+  ExportFormat format;
+  std::string_view name;
+  QuantScheme scheme;
+};
+inline constexpr std::array<ExportFormatInfo, 3> kExportFormats = {{
+    {ExportFormat::kNf4, "nf4", QuantScheme::kNF4},
+    {ExportFormat::kNvfp4Experts, "nvfp4-experts", QuantScheme::kNVFP4},
+    {ExportFormat::kMlx4, "mlx4", QuantScheme::kAffine},
+}};
+const ExportFormatInfo& export_format_info(ExportFormat f);
+
 std::optional<ExportFormat> parse_export_format(std::string_view name);
 std::string_view export_format_name(ExportFormat f);
+// The accepted names, for messages: "nf4, nvfp4-experts or mlx4".
+std::string export_format_names();
 
 struct ExportOptions {
   ExportFormat format = ExportFormat::kNf4;

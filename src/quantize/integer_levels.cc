@@ -4,11 +4,18 @@
 #include <cmath>
 
 #include "quantize/format_tables.h"
+#include "quantize/scheme_traits.h"
 
 namespace dgemma {
 
 Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
+  const SchemeTraits& t = scheme_traits(w.scheme);
   Int8WeightValues v;
+  // A format with a fixed block under 32 columns (NVFP4's 16) scales each of
+  // its blocks; the others scale per 32-column activation block.
+  v.sub = t.fixed_block ? t.fixed_block : kI8Block;
+  v.bias = t.biases;
+  // The integer value of each 4-bit code: per-format math.
   switch (w.scheme) {
     case QuantScheme::kNF4: {
       float cmax = 0.0f;
@@ -20,11 +27,9 @@ Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
       break;
     }
     case QuantScheme::kNVFP4:
-      v.sub = 16;
       for (int i = 0; i < 16; ++i) v.levels[i] = int16_t(quant::kE2m1Values[i] * 2.0f);
       break;
     case QuantScheme::kAffine:
-      v.bias = true;
       for (int i = 0; i < 16; ++i) v.levels[i] = int16_t(i);
       v.values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
       break;
@@ -36,14 +41,11 @@ Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
 
 bool int8_dot_supported(const QuantizedWeight& w) {
   if (w.cols % kI8Block != 0 || w.block <= 0) return false;
-  switch (w.scheme) {
-    case QuantScheme::kNVFP4: return w.block == 16;
-    case QuantScheme::kAffine: return w.block % kI8Block == 0 && (w.bits == 4 || w.bits == 8);
-    case QuantScheme::kNF4:
-    case QuantScheme::kInt8: return w.block % kI8Block == 0;
-    case QuantScheme::kFP8: return false;  // E4M3 values are not integers: the exact path
-  }
-  return false;
+  const SchemeTraits& t = scheme_traits(w.scheme);
+  if (!t.integer_levels) return false;  // e.g. FP8: E4M3 values are not integers, the exact path
+  if (t.fixed_block) return w.block == t.fixed_block;
+  // Blocks tile the 32-column activation blocks; a weight-decided width must be one the decoders know.
+  return w.block % kI8Block == 0 && (t.code_bits != 0 || w.bits == 4 || w.bits == 8);
 }
 
 }  // namespace dgemma

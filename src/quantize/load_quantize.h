@@ -15,6 +15,7 @@
 //                  of a row; per channel when none of them divides the row
 // Embeddings, norms, the router and layer scalars stay as stored.
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "checkpoint/tensor_names.h"
@@ -23,10 +24,17 @@
 namespace dgemma {
 
 enum class LoadQuantization { kNone, kNf4, kNvfp4Experts, kQ8, kFp8, kFp8Block };
-// "none", "nf4", "nvfp4-experts", "q8", "fp8", "fp8-block".
+// Each mode's name, help line, scheme, covered weights and block rule are
+// one row of kLoadFormats (quantize/load_formats.h); the functions below read
+// the rows.
+//
+// "none", "nf4", "nvfp4-experts", "q8", "fp8", "fp8-block" (the rows' names; "" is none).
 std::optional<LoadQuantization> parse_load_quantization(std::string_view name);
 // The accepted names, for messages: "none, nf4, ..., fp8 or fp8-block".
 const char* load_quantization_names();
+// The modes and what each does, for --help: "none; nf4 (NF4 + double quant:
+// ...); nvfp4-experts (NVFP4, experts only); ...".
+std::string load_quantization_help();
 
 // Whether `mode` quantizes weights of component `c` (see the list above).
 bool load_quantization_covers(Component c, LoadQuantization mode);

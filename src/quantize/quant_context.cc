@@ -7,6 +7,7 @@
 
 #include "core/file_io.h"
 #include "dgemma/error.h"
+#include "quantize/format_rows.h"
 
 namespace dgemma {
 namespace {
@@ -146,15 +147,10 @@ void sniff_tensor_names(QuantContext& q, const TensorStore& store) {
 
 }  // namespace
 
-std::string_view checkpoint_quant_name(CheckpointQuant q) {
-  switch (q) {
-    case CheckpointQuant::kNone: return "none";
-    case CheckpointQuant::kBitsAndBytes: return "bitsandbytes-nf4";
-    case CheckpointQuant::kModelOpt: return "modelopt-nvfp4";
-    case CheckpointQuant::kMlx: return "mlx-affine";
-  }
-  return "?";
-}
+static_assert(rows_in_enum_order(kCheckpointFormats, &CheckpointFormat::kind),
+              "kCheckpointFormats: one row per CheckpointQuant, in enum order");
+
+std::string_view checkpoint_quant_name(CheckpointQuant q) { return kCheckpointFormats[size_t(q)].name; }
 
 std::optional<DType> torch_dtype_from_name(std::string_view name) {
   if (name.rfind("torch.", 0) == 0) name.remove_prefix(6);

@@ -3,8 +3,10 @@
 // per-tensor readers need (docs/formats.md §7 decision table). The format is
 // decided once per folder from its config files; whether a given tensor is
 // quantized is decided per tensor from what the files contain (resolve.h).
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,6 +17,19 @@
 namespace dgemma {
 
 enum class CheckpointQuant { kNone, kBitsAndBytes, kModelOpt, kMlx };
+
+// One row per CheckpointQuant, in enum order: its name in messages. Its
+// reader is chosen in resolve.cc.
+struct CheckpointFormat {
+  CheckpointQuant kind;
+  std::string_view name;
+};
+inline constexpr std::array<CheckpointFormat, 4> kCheckpointFormats = {{
+    {CheckpointQuant::kNone, "none"},
+    {CheckpointQuant::kBitsAndBytes, "bitsandbytes-nf4"},
+    {CheckpointQuant::kModelOpt, "modelopt-nvfp4"},
+    {CheckpointQuant::kMlx, "mlx-affine"},
+}};
 std::string_view checkpoint_quant_name(CheckpointQuant q);
 
 // MLX affine parameters of one module (docs/formats.md §4.3).

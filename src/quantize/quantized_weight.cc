@@ -6,19 +6,11 @@
 
 #include "dgemma/error.h"
 #include "quantize/format_tables.h"
+#include "quantize/scheme_traits.h"
 
 namespace dgemma {
 
-std::string_view quant_scheme_name(QuantScheme s) {
-  switch (s) {
-    case QuantScheme::kNF4: return "nf4";
-    case QuantScheme::kNVFP4: return "nvfp4";
-    case QuantScheme::kAffine: return "affine";
-    case QuantScheme::kInt8: return "int8";
-    case QuantScheme::kFP8: return "fp8";
-  }
-  return "?";
-}
+std::string_view quant_scheme_name(QuantScheme s) { return scheme_traits(s).name; }
 
 const QuantSlice& QuantizedWeight::slice_for(int64_t r) const {
   auto it = std::upper_bound(slices.begin(), slices.end(), r,

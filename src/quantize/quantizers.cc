@@ -9,6 +9,7 @@
 
 #include "dgemma/error.h"
 #include "quantize/format_tables.h"
+#include "quantize/scheme_traits.h"
 
 namespace dgemma::quant {
 namespace {
@@ -295,6 +296,11 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
   q->dtype = dtype;
   q->cols = shape.back();
   q->rows = q->cols ? src.numel / q->cols : 0;
+  // What the scheme fixes (scheme_traits.h); the rest is chosen per case below.
+  const SchemeTraits& traits = scheme_traits(scheme);
+  if (traits.code_bits) q->bits = traits.code_bits;
+  if (traits.fixed_block) q->block = traits.fixed_block;
+  if (traits.scale_dtype) q->scale_dtype = *traits.scale_dtype;
   QuantSlice whole;
   whole.rows = q->rows;
   switch (scheme) {
@@ -320,8 +326,6 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       break;
     }
     case QuantScheme::kNVFP4: {
-      q->block = 16;
-      q->scale_dtype = DType::kF8_E4M3;
       const int64_t slice_rows = params.slice_rows ? params.slice_rows : q->rows;
       const int64_t scale_rows = params.scale_rows ? params.scale_rows : slice_rows;
       if (q->rows % scale_rows != 0 || scale_rows % slice_rows != 0)
@@ -355,9 +359,7 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       break;
     }
     case QuantScheme::kInt8: {
-      q->bits = 8;
       q->block = params.block ? params.block : row_block_for(q->cols, 64);
-      q->scale_dtype = DType::kF32;
       Int8Packed p = quantize_int8(src, q->rows, q->cols, q->block, params.threads);
       whole.codes = own(*q, std::move(p.codes));
       whole.scales = own(*q, std::move(p.scales));
@@ -366,9 +368,7 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       break;
     }
     case QuantScheme::kFP8: {
-      q->bits = 8;
       q->block = params.block ? params.block : int(q->cols);
-      q->scale_dtype = DType::kF32;
       Fp8Packed p = quantize_fp8(src, q->rows, q->cols, q->block, params.threads);
       whole.codes = own(*q, std::move(p.codes));
       whole.scales = own(*q, std::move(p.scales));

@@ -56,6 +56,10 @@ TEST_P(QuantizedGolden, LogitsMatchDequantizedCopy) {
   const ModelWeights& w = mq->weights();
   for (const LayerWeights& L : w.layers) {
     EXPECT_TRUE(L.experts_gate_up.quant && L.experts_down.quant);
+    // The export format's row names the scheme its file is read back as.
+    if (L.experts_gate_up.quant) {
+      EXPECT_EQ(L.experts_gate_up.quant->scheme, export_format_info(v.format).scheme);
+    }
     EXPECT_EQ(bool(L.q_proj.quant), v.format != ExportFormat::kNvfp4Experts);
     EXPECT_EQ(bool(L.router_proj.quant), v.router);
   }

@@ -14,6 +14,7 @@
 #include "backend/cpu/int8_dot.h"
 #include "backend/cpu/quant_kernels.h"
 #include "quantize/format_tables.h"
+#include "quantize/scheme_traits.h"
 
 namespace dgemma::cpu {
 namespace {
@@ -49,8 +50,7 @@ struct Decoder {
     if (w.scheme == QuantScheme::kNF4) return {w.slices.front().codes + (r * K + k0) / 2, kc / 2};
     const QuantSlice& sl = w.slice_for(r);
     const int64_t lr = r - sl.row_begin;
-    if (w.scheme == QuantScheme::kInt8 || (w.scheme == QuantScheme::kAffine && w.bits == 8))
-      return {sl.codes + lr * K + k0, kc};
+    if (!four_bit()) return {sl.codes + lr * K + k0, kc};
     return {sl.codes + lr * (K / 2) + k0 / 2, kc / 2};
   }
 
@@ -66,8 +66,8 @@ struct Decoder {
 
   // Whether the codes are 4-bit (two per byte: pair p of a row is its byte
   // p), and which nibble holds the even column.
-  bool four_bit() const { return w.scheme != QuantScheme::kInt8 && !(w.scheme == QuantScheme::kAffine && w.bits == 8); }
-  bool high_first() const { return w.scheme == QuantScheme::kNF4; }
+  bool four_bit() const { return code_bits(w) == 4; }
+  bool high_first() const { return scheme_traits(w.scheme).high_nibble_first; }
 
   // Row r, columns [k0, k0 + kc): values into v (int8_dot.h's row format of
   // the level).
@@ -129,7 +129,7 @@ struct Decoder {
         const int64_t lr = r - sl.row_begin;
         // Groups are a multiple of 32 columns and start on row boundaries.
         const int64_t per = w.block / kI8Block;
-        const DType st = w.scheme == QuantScheme::kInt8 ? DType::kF32 : w.scale_dtype;
+        const DType st = scheme_traits(w.scheme).scale_dtype.value_or(w.scale_dtype);
         int64_t g = lr * (K / w.block) + k0 / w.block, left = per - (k0 % w.block) / kI8Block;
         float scale = load_scale(st, sl.scales, g), b = bias ? load_scale(st, sl.biases, g) : 0.0f;
         for (int64_t s = 0; s < nsub; ++s, --left) {

@@ -8,6 +8,7 @@
 #include "dgemma/error.h"
 #include "quantize/integer_levels.h"
 #include "quantize/format_tables.h"
+#include "quantize/scheme_traits.h"
 
 namespace dgemma::cuda {
 
@@ -93,29 +94,20 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
     case QuantScheme::kFP8: std::memcpy(v.e4m3, quant::e4m3_table(), sizeof v.e4m3); break;
     case QuantScheme::kInt8: break;
   }
-  // Row-sliced formats: each slice's buffers hold its rows only.
-  const int64_t scale_size = q.scheme == QuantScheme::kAffine ? dtype_bits(q.scale_dtype) / 8 : 0;
+  // Row-sliced formats: each slice's buffers hold its rows only, in the
+  // layouts of QuantSlice, sized from the scheme's description.
+  const SchemeTraits& traits = scheme_traits(q.scheme);
+  const int64_t bits = code_bits(q);
+  const DType scale_dtype = traits.scale_dtype.value_or(q.scale_dtype);
+  const int64_t scale_size = dtype_bits(scale_dtype) / 8;
+  const std::string scales_what = scale_dtype == DType::kF8_E4M3 ? "e4m3 scales" : "scales";
   for (size_t k = 0; k < q.slices.size(); ++k) {
     const QuantSlice& s = q.slices[k];
     const std::string of = " of slice " + std::to_string(k);
     QuantUpload::SliceBuffers b;
-    switch (q.scheme) {
-      case QuantScheme::kNVFP4:
-        b.codes = add(s.codes, s.rows * (q.cols / 2), "codes" + of);
-        b.scales = add(s.scales, s.rows * groups, "e4m3 scales" + of);
-        break;
-      case QuantScheme::kAffine:
-        b.codes = add(s.codes, s.rows * q.cols * q.bits / 8, "codes" + of);
-        b.scales = add(s.scales, s.rows * groups * scale_size, "scales" + of);
-        b.biases = add(s.biases, s.rows * groups * scale_size, "biases" + of);
-        break;
-      case QuantScheme::kInt8:
-      case QuantScheme::kFP8:
-        b.codes = add(s.codes, s.rows * q.cols, "codes" + of);
-        b.scales = add(s.scales, s.rows * groups * 4, "scales" + of);
-        break;
-      case QuantScheme::kNF4: break;  // returned above
-    }
+    b.codes = add(s.codes, s.rows * q.cols * bits / 8, "codes" + of);
+    b.scales = add(s.scales, s.rows * groups * scale_size, scales_what + of);
+    if (traits.biases) b.biases = add(s.biases, s.rows * groups * scale_size, "biases" + of);
     up.slice_buffers_.push_back(b);
     up.slices.push_back(QSlice{s.row_begin, s.rows, nullptr, nullptr, nullptr, s.global_scale});
   }
