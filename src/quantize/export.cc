@@ -21,7 +21,7 @@
 #include "quantize/stream_writer.h"
 
 namespace dgemma {
-namespace quant_export {
+namespace quant {
 
 std::string module_of(const std::string& name) {
   return name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 ? name.substr(0, name.size() - 7) : name;
@@ -40,12 +40,12 @@ quant::FloatSource source_of(const TensorView& v, int64_t begin, int64_t n) {
   return s;
 }
 
-}  // namespace quant_export
+}  // namespace quant
 
 namespace {
 
 namespace fs = std::filesystem;
-using namespace quant_export;
+using namespace quant;
 
 int64_t product(const std::vector<int64_t>& s) {
   int64_t n = 1;

@@ -17,7 +17,7 @@
 #include "quantize/quantizers.h"
 #include "quantize/stream_writer.h"
 
-namespace dgemma::quant_export {
+namespace dgemma::quant {
 
 // Elements quantized per step (a multiple of every block size): large tensors
 // are processed in row chunks of about this size, so memory stays small.
@@ -57,4 +57,4 @@ std::string module_of(const std::string& name);  // "P.weight" -> "P"
 bool ends_with(const std::string& s, const char* suffix);
 quant::FloatSource source_of(const TensorView& v, int64_t begin = 0, int64_t n = -1);
 
-}  // namespace dgemma::quant_export
+}  // namespace dgemma::quant

@@ -7,7 +7,7 @@
 #include "quantize/export_format.h"
 #include "quantize/page_release.h"
 
-namespace dgemma::quant_export {
+namespace dgemma::quant {
 namespace {
 
 DType scale_dtype(const TensorView& v) { return v.dtype() == DType::kF32 ? DType::kF32 : v.dtype(); }
@@ -98,4 +98,4 @@ std::unique_ptr<FormatWriter> make_mlx_writer(const ExportOptions& options) {
   return std::make_unique<MlxWriter>(options);
 }
 
-}  // namespace dgemma::quant_export
+}  // namespace dgemma::quant

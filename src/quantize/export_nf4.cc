@@ -8,7 +8,7 @@
 #include "quantize/format_tables.h"
 #include "quantize/page_release.h"
 
-namespace dgemma::quant_export {
+namespace dgemma::quant {
 namespace {
 
 std::string torch_dtype_name(DType t) {
@@ -138,4 +138,4 @@ std::unique_ptr<FormatWriter> make_nf4_writer(const ExportOptions& options) {
   return std::make_unique<Nf4Writer>(options);
 }
 
-}  // namespace dgemma::quant_export
+}  // namespace dgemma::quant

@@ -7,7 +7,7 @@
 #include "quantize/export_format.h"
 #include "quantize/page_release.h"
 
-namespace dgemma::quant_export {
+namespace dgemma::quant {
 namespace {
 
 // Fused expert tensor -> per-expert linears (docs/formats.md §3.2): fn(module,
@@ -116,4 +116,4 @@ std::unique_ptr<FormatWriter> make_nvfp4_experts_writer(const ExportOptions& opt
   return std::make_unique<Nvfp4ExpertsWriter>(options);
 }
 
-}  // namespace dgemma::quant_export
+}  // namespace dgemma::quant

@@ -42,7 +42,14 @@ int load_block(const LoadFormat& f, const std::vector<int64_t>& shape) {
   return 0;
 }
 
-std::optional<uint64_t> load_quantized_bytes(LoadQuantization mode, const std::vector<int64_t>& shape) {
+int expert_slices(std::string_view tensor_name) {
+  constexpr std::string_view kGateUp = "gate_up_proj";
+  return tensor_name.size() >= kGateUp.size() && tensor_name.substr(tensor_name.size() - kGateUp.size()) == kGateUp ? 2
+                                                                                                                    : 1;
+}
+
+std::optional<uint64_t> load_quantized_bytes(LoadQuantization mode, const std::vector<int64_t>& shape,
+                                             std::string_view tensor_name) {
   const LoadFormat& f = load_format(mode);
   const int block = load_block(f, shape);
   if (block == 0) return std::nullopt;
@@ -52,7 +59,7 @@ std::optional<uint64_t> load_quantized_bytes(LoadQuantization mode, const std::v
   uint64_t bytes =
       n * uint64_t(scheme_traits(f.scheme).code_bits) / 8 + blocks * uint64_t(dtype_bits(f.scale_dtype) / 8);
   if (f.nested_block) bytes += 4 * ((blocks + uint64_t(f.nested_block) - 1) / uint64_t(f.nested_block)) + 4;
-  bytes += 4 * uint64_t(f.global_scales_per_expert) * uint64_t(shape.front());
+  if (f.global_scale_per_slice) bytes += 4 * uint64_t(shape.front()) * uint64_t(expert_slices(tensor_name));
   return bytes;
 }
 

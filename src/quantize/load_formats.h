@@ -47,25 +47,25 @@ struct LoadFormat {
   DType scale_dtype;  // how the block scales are stored
   // Bytes beyond codes and scales, for the estimate: NF4's double quant keeps
   // an fp32 scale per `nested_block` block scales plus an fp32 offset; NVFP4
-  // an fp32 weight_scale_2 per expert projection, counted as
-  // `global_scales_per_expert` per expert.
+  // an fp32 weight_scale_2 per slice (`global_scale_per_slice`): one per
+  // expert projection, so two per expert of gate_up_proj (expert_slices).
   int nested_block;
-  int global_scales_per_expert;
+  bool global_scale_per_slice;
 };
 
 // Rows in LoadQuantization order (checked in load_formats.cc).
 inline constexpr std::array<LoadFormat, 6> kLoadFormats = {{
-    {LoadQuantization::kNone, "none", "", QuantScheme::kNF4, 0, LoadBlockRule::kNothing, 0, DType::kF32, 0, 0},
+    {LoadQuantization::kNone, "none", "", QuantScheme::kNF4, 0, LoadBlockRule::kNothing, 0, DType::kF32, 0, false},
     {LoadQuantization::kNf4, "nf4", "NF4 + double quant: attention, dense MLP, self-conditioning, experts",
-     QuantScheme::kNF4, kLinearWeights, LoadBlockRule::kFlat, 64, DType::kU8, 256, 0},
+     QuantScheme::kNF4, kLinearWeights, LoadBlockRule::kFlat, 64, DType::kU8, 256, false},
     {LoadQuantization::kNvfp4Experts, "nvfp4-experts", "NVFP4, experts only", QuantScheme::kNVFP4,
-     component_bit(Component::kExperts), LoadBlockRule::kExpertSlices, 0, DType::kF8_E4M3, 0, 2},
+     component_bit(Component::kExperts), LoadBlockRule::kExpertSlices, 0, DType::kF8_E4M3, 0, true},
     {LoadQuantization::kQ8, "q8", "int8, same weights as nf4", QuantScheme::kInt8, kLinearWeights,
-     LoadBlockRule::kRowBlock, 64, DType::kF32, 0, 0},
+     LoadBlockRule::kRowBlock, 64, DType::kF32, 0, false},
     {LoadQuantization::kFp8, "fp8", "FP8 E4M3, a scale per output channel, same weights as nf4", QuantScheme::kFP8,
-     kLinearWeights, LoadBlockRule::kRow, 0, DType::kF32, 0, 0},
+     kLinearWeights, LoadBlockRule::kRow, 0, DType::kF32, 0, false},
     {LoadQuantization::kFp8Block, "fp8-block", "FP8 E4M3, a scale per 128 columns", QuantScheme::kFP8, kLinearWeights,
-     LoadBlockRule::kRowBlockOrRow, 128, DType::kF32, 0, 0},
+     LoadBlockRule::kRowBlockOrRow, 128, DType::kF32, 0, false},
 }};
 
 const LoadFormat& load_format(LoadQuantization mode);
@@ -74,9 +74,15 @@ const LoadFormat& load_format(LoadQuantization mode);
 // dimensions) with; 0 when the mode leaves it as stored.
 int load_block(const LoadFormat& f, const std::vector<int64_t>& shape);
 
-// The bytes a covered float weight of `shape` takes after `mode`: codes
-// (n·bits/8), block scales (one per block, in the row's scale dtype) and the
-// row's extras. nullopt when the mode leaves it as stored.
-std::optional<uint64_t> load_quantized_bytes(LoadQuantization mode, const std::vector<int64_t>& shape);
+// The projections a fused expert weight named `tensor_name` holds, each kept
+// as one slice per expert under kExpertSlices (docs/formats.md §3.2): 2 for
+// gate_up_proj (gate and up), 1 for any other (down_proj).
+int expert_slices(std::string_view tensor_name);
+
+// The bytes a covered float weight `tensor_name` of `shape` takes after
+// `mode`: codes (n·bits/8), block scales (one per block, in the row's scale
+// dtype) and the row's extras. nullopt when the mode leaves it as stored.
+std::optional<uint64_t> load_quantized_bytes(LoadQuantization mode, const std::vector<int64_t>& shape,
+                                             std::string_view tensor_name);
 
 }  // namespace dgemma

@@ -47,8 +47,7 @@ std::optional<WeightRef> quantize_at_load(const WeightRef& plain, const Expected
   p.block = load_block(f, plain.shape);
   if (p.block == 0) return std::nullopt;
   if (f.block_rule == LoadBlockRule::kExpertSlices) {
-    const bool gate_up = ex.name.size() >= 12 && ex.name.compare(ex.name.size() - 12, 12, "gate_up_proj") == 0;
-    p.slice_rows = gate_up ? plain.shape[1] / 2 : plain.shape[1];
+    p.slice_rows = plain.shape[1] / expert_slices(ex.name);
     p.scale_rows = plain.shape[1];
   }
   std::shared_ptr<QuantizedWeight> q = quant::quantize_weight(f.scheme, src, plain.shape, plain.dtype, p);

@@ -9,7 +9,7 @@
 #include "quantize/format_tables.h"
 #include "quantize/readers.h"
 
-namespace dgemma::quant_detail {
+namespace dgemma::quant {
 namespace {
 
 constexpr const char* kStatePrefix = ".quant_state.bitsandbytes__";
@@ -166,4 +166,4 @@ std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const Exp
   return q;
 }
 
-}  // namespace dgemma::quant_detail
+}  // namespace dgemma::quant

@@ -5,7 +5,7 @@
 #include "dgemma/error.h"
 #include "quantize/readers.h"
 
-namespace dgemma::quant_detail {
+namespace dgemma::quant {
 
 std::shared_ptr<QuantizedWeight> read_mlx_affine(const QuantContext& ctx, const ExpectedTensor& ex,
                                                  const std::string& name) {
@@ -87,4 +87,4 @@ std::shared_ptr<QuantizedWeight> read_mlx_affine(const QuantContext& ctx, const 
   return q;
 }
 
-}  // namespace dgemma::quant_detail
+}  // namespace dgemma::quant

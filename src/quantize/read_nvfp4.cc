@@ -8,7 +8,7 @@
 #include "dgemma/error.h"
 #include "quantize/readers.h"
 
-namespace dgemma::quant_detail {
+namespace dgemma::quant {
 namespace {
 
 // One NVFP4 linear `module` of logical shape [rows, cols] as a slice starting
@@ -112,4 +112,4 @@ std::shared_ptr<QuantizedWeight> read_modelopt_nvfp4(const QuantContext& ctx, co
   return q;
 }
 
-}  // namespace dgemma::quant_detail
+}  // namespace dgemma::quant

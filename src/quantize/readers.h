@@ -11,7 +11,7 @@
 #include "quantize/quant_context.h"
 #include "quantize/quantized_weight.h"
 
-namespace dgemma::quant_detail {
+namespace dgemma::quant {
 
 // docs/formats.md §2: NF4 iff `name.quant_state.bitsandbytes__nf4` exists.
 std::shared_ptr<QuantizedWeight> read_bnb_nf4(const QuantContext& ctx, const ExpectedTensor& ex,
@@ -36,4 +36,4 @@ int64_t product(const std::vector<int64_t>& shape);
 void set_logical_shape(QuantizedWeight& q, const std::vector<int64_t>& shape);
 void add_stored(QuantizedWeight& q, const TensorView& v);
 
-}  // namespace dgemma::quant_detail
+}  // namespace dgemma::quant

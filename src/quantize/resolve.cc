@@ -6,7 +6,7 @@
 #include "quantize/readers.h"
 
 namespace dgemma {
-namespace quant_detail {
+namespace quant {
 
 std::string where(const TensorView& v) { return std::string(v.file) + ": tensor " + v.name(); }
 
@@ -39,15 +39,15 @@ void add_stored(QuantizedWeight& q, const TensorView& v) {
   q.stored_bytes += v.nbytes();
 }
 
-}  // namespace quant_detail
+}  // namespace quant
 
 namespace {
 
 std::shared_ptr<QuantizedWeight> read_one(const QuantContext& ctx, const ExpectedTensor& ex, const std::string& name) {
   switch (ctx.kind) {
-    case CheckpointQuant::kBitsAndBytes: return quant_detail::read_bnb_nf4(ctx, ex, name);
-    case CheckpointQuant::kModelOpt: return quant_detail::read_modelopt_nvfp4(ctx, ex, name);
-    case CheckpointQuant::kMlx: return quant_detail::read_mlx_affine(ctx, ex, name);
+    case CheckpointQuant::kBitsAndBytes: return quant::read_bnb_nf4(ctx, ex, name);
+    case CheckpointQuant::kModelOpt: return quant::read_modelopt_nvfp4(ctx, ex, name);
+    case CheckpointQuant::kMlx: return quant::read_mlx_affine(ctx, ex, name);
     case CheckpointQuant::kNone: return nullptr;
   }
   return nullptr;
