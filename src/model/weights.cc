@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "dgemma/error.h"
@@ -40,101 +41,17 @@ WeightRef ref_of(const TensorView& v, const std::string& name, std::deque<std::v
   return r;
 }
 
-}  // namespace
-
-ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, const BindOptions& options) {
-  ModelWeights mw;
+// What does not match between the checkpoint and the config, collected over
+// every tensor and reported in one error.
+struct Mismatches {
   std::vector<std::string> missing, misshapen, conflicting, bad_dtype, unexpected;
-  std::set<std::string> used;
-  std::map<std::string, WeightRef> refs;
-  // Quantized checkpoints (docs/formats.md §7): each expected tensor is first
-  // offered to the quantized readers, which decide from the stored tensors.
-  const std::optional<QuantContext> quant = detect_quantization(store);
 
-  const std::vector<ExpectedTensor> expected = expected_tensors(config);
-  int64_t total_elems = 0, bound_elems = 0;
-  for (const ExpectedTensor& ex : expected) total_elems += numel_of(ex.shape);
-  auto report = [&](const ExpectedTensor& ex) {
-    bound_elems += numel_of(ex.shape);
-    if (options.progress) options.progress(bound_elems, total_elems);
-  };
-
-  for (const ExpectedTensor& ex : expected) {
-    BoundTensor b;
-    b.expected = ex;
-    if (std::optional<WeightRef> q = quant ? resolve_quantized(*quant, ex) : std::nullopt) {
-      used.insert(q->quant->stored_names.begin(), q->quant->stored_names.end());
-      b.present = q->quant->found_as;
-      b.stored_as = b.present.front();
-      b.dtype = q->dtype;
-      b.nbytes = q->quant->stored_bytes;
-      b.storage = std::string(quant_scheme_name(q->quant->scheme));
-      // A scheme whose weights choose their code width (MLX affine) names it: "affine4".
-      if (scheme_traits(q->quant->scheme).code_bits == 0) b.storage += std::to_string(q->quant->bits);
-      refs[ex.name] = std::move(*q);
-      mw.bound.push_back(std::move(b));
-      report(ex);
-      continue;
-    }
-    std::vector<std::string> names = {ex.name};
-    names.insert(names.end(), ex.aliases.begin(), ex.aliases.end());
-    const TensorView* source = nullptr;
-    for (const auto& n : names) {
-      const TensorView* v = store.find(n);
-      if (!v) continue;
-      used.insert(n);
-      b.present.push_back(n);
-      if (v->shape() != ex.shape) {
-        misshapen.push_back(n + " has shape " + shape_string(v->shape()) + ", expected " + shape_string(ex.shape));
-        continue;
-      }
-      if (v->dtype() != DType::kF32 && v->dtype() != DType::kBF16 && v->dtype() != DType::kF16) {
-        bad_dtype.push_back(n + " has dtype " + std::string(dtype_name(v->dtype())) +
-                            " (expected BF16, F16 or F32 for an unquantized checkpoint)");
-        continue;
-      }
-      if (!source) {
-        source = v;
-        b.stored_as = n;
-      } else if (options.verify_tied_copies && (v->dtype() != source->dtype() || v->nbytes() != source->nbytes() ||
-                                                std::memcmp(v->data, source->data, v->nbytes()) != 0)) {
-        conflicting.push_back(n + " differs from its tied tensor " + b.stored_as);
-      }
-    }
-    if (b.present.empty()) {
-      std::string m = ex.name + " " + shape_string(ex.shape);
-      if (!ex.aliases.empty()) {
-        m += " (or tied alias";
-        for (const auto& a : ex.aliases) m += " " + a;
-        m += ")";
-      }
-      missing.push_back(m);
-    }
-    if (source) {
-      b.dtype = source->dtype();
-      b.nbytes = source->nbytes();
-      b.storage = std::string(dtype_name(b.dtype));
-      refs[ex.name] = ref_of(*source, ex.name, mw.owned, options.precision);
-      const bool mapped = refs[ex.name].data == source->data;
-      if (auto q = quantize_at_load(refs[ex.name], ex, options.quantize, mapped, options.threads))
-        refs[ex.name] = std::move(*q);
-    }
-    mw.bound.push_back(std::move(b));
-    report(ex);
+  bool empty() const {
+    return missing.empty() && misshapen.empty() && conflicting.empty() && bad_dtype.empty() && unexpected.empty();
   }
-
-  for (const auto& n : store.names()) {
-    if (used.count(n) || (quant && is_ignored_quant_tensor(*quant, n))) continue;
-    if (is_skipped_tensor(n)) {
-      mw.skipped.push_back(n);
-      mw.skipped_bytes += store.find(n)->nbytes();
-    } else {
-      unexpected.push_back(n);
-    }
-  }
-
-  if (!missing.empty() || !misshapen.empty() || !conflicting.empty() || !bad_dtype.empty() || !unexpected.empty()) {
-    std::string msg = store.dir() + ": checkpoint does not match " + config.source + ":";
+  // Each kind under its own heading, at most 40 lines of it.
+  std::string message(const std::string& head) const {
+    std::string msg = head;
     auto list = [&](const char* title, const std::vector<std::string>& items) {
       if (items.empty()) return;
       msg += "\n  " + std::to_string(items.size()) + " " + title + ":";
@@ -152,9 +69,142 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
     list("tensor(s) with an unsupported dtype", bad_dtype);
     list("tied copies that differ", conflicting);
     list("unexpected tensor(s)", unexpected);
-    throw Error(msg);
+    return msg;
   }
+};
 
+// What binding has gathered so far: the stored tensors used, the bound
+// weight of each expected tensor by name, and the mismatches.
+struct Binding {
+  std::set<std::string> used;
+  std::map<std::string, WeightRef> refs;
+  Mismatches bad;
+};
+
+// Offers `ex` to the quantized readers (docs/formats.md §7); on a match
+// fills b and the binding's weight, and marks the stored tensors used.
+bool bind_quantized(const QuantContext& quant, const ExpectedTensor& ex, BoundTensor& b, Binding& bn) {
+  std::optional<WeightRef> q = resolve_quantized(quant, ex);
+  if (!q) return false;
+  bn.used.insert(q->quant->stored_names.begin(), q->quant->stored_names.end());
+  b.present = q->quant->found_as;
+  b.stored_as = b.present.front();
+  b.dtype = q->dtype;
+  b.nbytes = q->quant->stored_bytes;
+  b.storage = std::string(quant_scheme_name(q->quant->scheme));
+  // A scheme whose weights choose their code width (MLX affine) names it: "affine4".
+  if (scheme_traits(q->quant->scheme).code_bits == 0) b.storage += std::to_string(q->quant->bits);
+  bn.refs[ex.name] = std::move(*q);
+  return true;
+}
+
+// The stored copy of `ex` to read among its name and tied aliases: the first
+// with the right shape and a float dtype. Records every stored name in b and
+// as used, and the copies that are misshapen, of another dtype or (when
+// verified) differ from the chosen one.
+const TensorView* find_plain_source(const TensorStore& store, const ExpectedTensor& ex, bool verify_tied_copies,
+                                    BoundTensor& b, Binding& bn) {
+  std::vector<std::string> names = {ex.name};
+  names.insert(names.end(), ex.aliases.begin(), ex.aliases.end());
+  const TensorView* source = nullptr;
+  for (const auto& n : names) {
+    const TensorView* v = store.find(n);
+    if (!v) continue;
+    bn.used.insert(n);
+    b.present.push_back(n);
+    if (v->shape() != ex.shape) {
+      bn.bad.misshapen.push_back(n + " has shape " + shape_string(v->shape()) + ", expected " + shape_string(ex.shape));
+      continue;
+    }
+    if (v->dtype() != DType::kF32 && v->dtype() != DType::kBF16 && v->dtype() != DType::kF16) {
+      bn.bad.bad_dtype.push_back(n + " has dtype " + std::string(dtype_name(v->dtype())) +
+                                 " (expected BF16, F16 or F32 for an unquantized checkpoint)");
+      continue;
+    }
+    if (!source) {
+      source = v;
+      b.stored_as = n;
+    } else if (verify_tied_copies && (v->dtype() != source->dtype() || v->nbytes() != source->nbytes() ||
+                                      std::memcmp(v->data, source->data, v->nbytes()) != 0)) {
+      bn.bad.conflicting.push_back(n + " differs from its tied tensor " + b.stored_as);
+    }
+  }
+  return source;
+}
+
+// The name of a missing tensor with its shape and tied aliases.
+std::string missing_entry(const ExpectedTensor& ex) {
+  std::string m = ex.name + " " + shape_string(ex.shape);
+  if (!ex.aliases.empty()) {
+    m += " (or tied alias";
+    for (const auto& a : ex.aliases) m += " " + a;
+    m += ")";
+  }
+  return m;
+}
+
+// Binds an unquantized tensor: its stored copy, converted, realigned or
+// quantized at load as the options say.
+void bind_plain(const TensorStore& store, const ExpectedTensor& ex, const BindOptions& options, BoundTensor& b,
+                Binding& bn, std::deque<std::vector<uint8_t>>& owned) {
+  const TensorView* source = find_plain_source(store, ex, options.verify_tied_copies, b, bn);
+  if (b.present.empty()) bn.bad.missing.push_back(missing_entry(ex));
+  if (!source) return;
+  b.dtype = source->dtype();
+  b.nbytes = source->nbytes();
+  b.storage = std::string(dtype_name(b.dtype));
+  WeightRef& ref = bn.refs[ex.name];
+  ref = ref_of(*source, ex.name, owned, options.precision);
+  const bool mapped = ref.data == source->data;
+  if (auto q = quantize_at_load(ref, ex, options.quantize, mapped, options.threads)) ref = std::move(*q);
+}
+
+// Stored tensors no expected tensor used: skipped (vision/audio) or unexpected.
+void sort_unused(const TensorStore& store, const std::optional<QuantContext>& quant, Binding& bn, ModelWeights& mw) {
+  for (const auto& n : store.names()) {
+    if (bn.used.count(n) || (quant && is_ignored_quant_tensor(*quant, n))) continue;
+    if (is_skipped_tensor(n)) {
+      mw.skipped.push_back(n);
+      mw.skipped_bytes += store.find(n)->nbytes();
+    } else {
+      bn.bad.unexpected.push_back(n);
+    }
+  }
+}
+
+// Layer i's slots: attention, the dense MLP, the router and experts, their
+// norms and the layer scalars of both stacks.
+void take_layer(const ModelConfig& config, int i, const std::map<std::string, WeightRef>& refs, LayerWeights& L) {
+  auto take = [&](const std::string& name) { return refs.at(name); };
+  const std::string p = kDecoderPrefix + "layers." + std::to_string(i) + ".";
+  L.input_layernorm = take(p + "input_layernorm.weight");
+  L.q_proj = take(p + "self_attn.q_proj.weight");
+  L.k_proj = take(p + "self_attn.k_proj.weight");
+  if (config.layer(i).has_v_proj) L.v_proj = take(p + "self_attn.v_proj.weight");
+  L.o_proj = take(p + "self_attn.o_proj.weight");
+  L.q_norm = take(p + "self_attn.q_norm.weight");
+  L.k_norm = take(p + "self_attn.k_norm.weight");
+  L.post_attention_layernorm = take(p + "post_attention_layernorm.weight");
+  L.pre_feedforward_layernorm = take(p + "pre_feedforward_layernorm.weight");
+  L.mlp_gate = take(p + "mlp.gate_proj.weight");
+  L.mlp_up = take(p + "mlp.up_proj.weight");
+  L.mlp_down = take(p + "mlp.down_proj.weight");
+  L.post_feedforward_layernorm_1 = take(p + "post_feedforward_layernorm_1.weight");
+  L.router_proj = take(p + "router.proj.weight");
+  L.router_scale = take(p + "router.scale");
+  L.router_per_expert_scale = take(p + "router.per_expert_scale");
+  L.pre_feedforward_layernorm_2 = take(p + "pre_feedforward_layernorm_2.weight");
+  L.experts_gate_up = take(p + "experts.gate_up_proj");
+  L.experts_down = take(p + "experts.down_proj");
+  L.post_feedforward_layernorm_2 = take(p + "post_feedforward_layernorm_2.weight");
+  L.post_feedforward_layernorm = take(p + "post_feedforward_layernorm.weight");
+  L.decoder_layer_scalar = take(p + "layer_scalar");
+  L.encoder_layer_scalar = take(kEncoderTextPrefix + "layers." + std::to_string(i) + ".layer_scalar");
+}
+
+// The model's slots from the bound tensors: embeddings, final norm, the
+// self-conditioning MLP and every layer.
+void take_slots(const ModelConfig& config, const std::map<std::string, WeightRef>& refs, ModelWeights& mw) {
   auto take = [&](const std::string& name) { return refs.at(name); };
   const std::string d = kDecoderPrefix;
   mw.embed = take(d + "embed_tokens.weight");
@@ -164,33 +214,32 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
   mw.sc_up = take(d + "self_conditioning.up_proj.weight");
   mw.sc_down = take(d + "self_conditioning.down_proj.weight");
   mw.layers.resize(size_t(config.num_layers));
-  for (int i = 0; i < config.num_layers; ++i) {
-    LayerWeights& L = mw.layers[size_t(i)];
-    const std::string p = d + "layers." + std::to_string(i) + ".";
-    L.input_layernorm = take(p + "input_layernorm.weight");
-    L.q_proj = take(p + "self_attn.q_proj.weight");
-    L.k_proj = take(p + "self_attn.k_proj.weight");
-    if (config.layer(i).has_v_proj) L.v_proj = take(p + "self_attn.v_proj.weight");
-    L.o_proj = take(p + "self_attn.o_proj.weight");
-    L.q_norm = take(p + "self_attn.q_norm.weight");
-    L.k_norm = take(p + "self_attn.k_norm.weight");
-    L.post_attention_layernorm = take(p + "post_attention_layernorm.weight");
-    L.pre_feedforward_layernorm = take(p + "pre_feedforward_layernorm.weight");
-    L.mlp_gate = take(p + "mlp.gate_proj.weight");
-    L.mlp_up = take(p + "mlp.up_proj.weight");
-    L.mlp_down = take(p + "mlp.down_proj.weight");
-    L.post_feedforward_layernorm_1 = take(p + "post_feedforward_layernorm_1.weight");
-    L.router_proj = take(p + "router.proj.weight");
-    L.router_scale = take(p + "router.scale");
-    L.router_per_expert_scale = take(p + "router.per_expert_scale");
-    L.pre_feedforward_layernorm_2 = take(p + "pre_feedforward_layernorm_2.weight");
-    L.experts_gate_up = take(p + "experts.gate_up_proj");
-    L.experts_down = take(p + "experts.down_proj");
-    L.post_feedforward_layernorm_2 = take(p + "post_feedforward_layernorm_2.weight");
-    L.post_feedforward_layernorm = take(p + "post_feedforward_layernorm.weight");
-    L.decoder_layer_scalar = take(p + "layer_scalar");
-    L.encoder_layer_scalar = take(kEncoderTextPrefix + "layers." + std::to_string(i) + ".layer_scalar");
+  for (int i = 0; i < config.num_layers; ++i) take_layer(config, i, refs, mw.layers[size_t(i)]);
+}
+
+}  // namespace
+
+ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, const BindOptions& options) {
+  ModelWeights mw;
+  Binding bn;
+  // Quantized checkpoints (docs/formats.md §7): each expected tensor is first
+  // offered to the quantized readers, which decide from the stored tensors.
+  const std::optional<QuantContext> quant = detect_quantization(store);
+
+  const std::vector<ExpectedTensor> expected = expected_tensors(config);
+  int64_t total_elems = 0, bound_elems = 0;
+  for (const ExpectedTensor& ex : expected) total_elems += numel_of(ex.shape);
+  for (const ExpectedTensor& ex : expected) {
+    BoundTensor b;
+    b.expected = ex;
+    if (!(quant && bind_quantized(*quant, ex, b, bn))) bind_plain(store, ex, options, b, bn, mw.owned);
+    mw.bound.push_back(std::move(b));
+    bound_elems += numel_of(ex.shape);
+    if (options.progress) options.progress(bound_elems, total_elems);
   }
+  sort_unused(store, quant, bn, mw);
+  if (!bn.bad.empty()) throw Error(bn.bad.message(store.dir() + ": checkpoint does not match " + config.source + ":"));
+  take_slots(config, bn.refs, mw);
   return mw;
 }
 

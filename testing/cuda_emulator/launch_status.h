@@ -1,6 +1,6 @@
 #pragma once
 // Between the emulated kernels/cuBLAS and the emulated CUDA runtime
-// (fake_runtime.cc): launches check and record the runtime's error state the
+// (fake_runtime_*.cc): launches check and record the runtime's error state the
 // way the real runtime does for a device.
 #include <cstddef>
 #include <functional>
@@ -19,7 +19,7 @@ bool launch_begins(const char* kernel, dim3 grid, dim3 block, cudaStream_t strea
                    const void* func = nullptr);
 
 // Runs `work` now, or queues it on `stream` in the deferred mode
-// (DGEMMA_CUDA_EMULATED_STREAMS=deferred, fake_runtime.cc), to run when the
+// (DGEMMA_CUDA_EMULATED_STREAMS=deferred, fake_runtime_streams.cc), to run when the
 // host waits for the stream. Work of the legacy default stream runs now.
 // While `stream` is capturing (cudaStreamBeginCapture) the work becomes a node
 // of the graph, named `what` (the kernel; a graph update keeps the nodes'

@@ -341,7 +341,8 @@ TEST(CudaEmulatorDeathTest, OutOfBoundsWriteOfAKernelIsReportedBySanitizer) {
 }
 #endif
 
-// Guarded device memory (DGEMMA_CUDA_EMULATED_MEMORY=guarded, fake_runtime.cc):
+// Guarded device memory (DGEMMA_CUDA_EMULATED_MEMORY=guarded,
+// fake_runtime_guarded.cc):
 // a copy and a kernel use the buffer; host code that then reads the device
 // pointer dies with the allocation named, as it would crash (or read
 // garbage) on a GPU, where the plain emulated device would let it pass.
