@@ -238,7 +238,12 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, c
       throw invalid_request("'max_denoising_steps' must be in [1, 4096]", "max_denoising_steps", "invalid_value");
     req.max_denoising_steps = *v;
   }
-  if (std::optional<int64_t> v = get_int(body, "seed")) req.seed = uint64_t(*v);
+  if (std::optional<int64_t> v = get_int(body, "seed")) {
+    if (*v < 0)
+      req.random_seed = true;
+    else
+      req.seed = uint64_t(*v);
+  }
 
   req.stop = parse_stop(body, limits);
   req.stream = get_bool(body, "stream", "stream").value_or(false);

@@ -38,7 +38,11 @@ struct CompletionRequest {
   std::optional<double> temperature;
   std::optional<double> t_min, t_max;
   std::optional<int64_t> max_denoising_steps;  // extension
+  // `seed`: a non-negative integer is used as given; a negative one (-1, as
+  // llama.cpp's server takes it) asks for a seed the server chooses, as
+  // leaving it out does for a sampled request, and for a greedy one too.
   std::optional<uint64_t> seed;
+  bool random_seed = false;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage

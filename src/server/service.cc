@@ -294,10 +294,10 @@ std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest
   // The seed every answer reports. Chosen ones stay below 2^53 so that they
   // survive JavaScript numbers; greedy requests without a seed use 0 (the
   // initial canvas and the renoise draws still come from the seed), so equal
-  // greedy requests give equal answers.
+  // greedy requests give equal answers; a negative seed asks for a chosen one.
   if (req.seed)
     s.seed = *req.seed;
-  else if (s.config.greedy)
+  else if (s.config.greedy && !req.random_seed)
     s.seed = 0;
   else
     s.seed = random_seed();

@@ -121,6 +121,17 @@ else
 fi
 post /v1/chat/completions "$CHAT"
 if [ "$(json_get 'choices[0].message.content')" = "$CONTENT" ]; then ok "curl chat: same seed, same answer"; else bad "curl chat not deterministic"; fi
+# seed -1: the server chooses; the reported seed is a plain integer and, sent back, gives the same answer.
+post /v1/chat/completions "${CHAT/\"seed\":7/\"seed\":-1}"
+CHOSEN_TEXT=$(json_get 'choices[0].message.content')
+CHOSEN=$(grep -o '"seed": *[0-9.e+-]*' "$TMP/body" | grep -o '[0-9.e+-]*$')
+post /v1/chat/completions "${CHAT/\"seed\":7/\"seed\":$CHOSEN}"
+if [[ "$CHOSEN" =~ ^[0-9]+$ ]] && [ "$STATUS" = 200 ] && [ "$(json_get 'choices[0].message.content')" = "$CHOSEN_TEXT" ] &&
+    [ "$(json_get 'dgemma.seed')" = "$CHOSEN" ]; then
+  ok "curl chat: seed -1 reports seed $CHOSEN, which reproduces the answer"
+else
+  bad "curl chat seed -1: reported '$CHOSEN', then $STATUS $(cat "$TMP/body")"
+fi
 curl -sN -H 'Content-Type: application/json' -d "${CHAT%\}},\"stream\":true}" "$BASE/v1/chat/completions" >"$TMP/sse"
 STREAMED=$(node -e '
   const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter((l) => l.startsWith("data: "));

@@ -3,6 +3,7 @@
 // else is a 4xx ApiError naming the field.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/json.h"
@@ -47,6 +48,19 @@ TEST(RequestParsing, AcceptsAFullChatRequest) {
   EXPECT_TRUE(r.include_drafts);
 }
 
+// A negative seed asks the server to choose one; 0 and the largest int64 are used as given.
+TEST(RequestParsing, NegativeSeedAsksForAChosenOne) {
+  const std::string msg = R"({"messages": [{"role": "user", "content": "x"}], "seed": )";
+  for (const char* v : {"-1", "-7", "-9223372036854775808"}) {
+    const CompletionRequest r = chat(msg + v + "}");
+    EXPECT_FALSE(r.seed) << v;
+    EXPECT_TRUE(r.random_seed) << v;
+  }
+  EXPECT_EQ(chat(msg + "0}").seed, 0u);
+  EXPECT_FALSE(chat(msg + "0}").random_seed);
+  EXPECT_EQ(chat(msg + "9223372036854775807}").seed, uint64_t(INT64_MAX));
+}
+
 TEST(RequestParsing, NullAndAbsentFieldsTakeDefaults) {
   const CompletionRequest r = chat(R"({"messages": [{"role": "user", "content": "x"}], "model": null,
                                       "max_tokens": null, "temperature": null, "stop": null, "seed": null})");
@@ -54,6 +68,7 @@ TEST(RequestParsing, NullAndAbsentFieldsTakeDefaults) {
   EXPECT_FALSE(r.max_tokens);
   EXPECT_FALSE(r.temperature);
   EXPECT_FALSE(r.seed);
+  EXPECT_FALSE(r.random_seed);
   EXPECT_TRUE(r.stop.empty());
   EXPECT_FALSE(r.stream);
   // max_completion_tokens (the newer chat name) wins over max_tokens.

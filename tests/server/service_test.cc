@@ -243,6 +243,36 @@ TEST(CompletionService, TemperatureZeroIsRepeatableAndChosenSeedsFitJavaScript) 
   EXPECT_TRUE(any_large);  // random, not a small counter
 }
 
+// A negative seed (-1, as llama.cpp's server takes it) asks for a chosen
+// seed, for a greedy request too; the reported seed is a JavaScript-exact
+// integer that, sent back, reproduces the answer.
+TEST(CompletionService, NegativeSeedIsChosenAndReportedSeedReproducesTheAnswer) {
+  auto model = load_model();
+  SharedModel shared(*model);
+  Metrics metrics;
+  CompletionService service(shared, testing::default_model_tokenizer(), small_options(), metrics);
+  const auto now = Clock::now();
+  for (const std::optional<double> temperature : {std::optional<double>(0.0), std::optional<double>()}) {
+    CompletionRequest r = unseeded_chat(24, temperature);
+    r.random_seed = true;
+    wait_idle(service);
+    auto first = service.submit(r, now);
+    const uint64_t chosen = first->seed();
+    EXPECT_LE(chosen, kMaxExactJsonSeed);
+    EXPECT_NE(chosen, 0u);  // not the greedy default
+    const Collected a = collect(*first);
+    ASSERT_EQ(a.error, "");
+    ASSERT_FALSE(a.text.empty());
+
+    CompletionRequest again = unseeded_chat(24, temperature);
+    again.seed = chosen;
+    wait_idle(service);
+    auto second = service.submit(again, now);
+    EXPECT_EQ(second->seed(), chosen);
+    EXPECT_EQ(collect(*second).text, a.text);
+  }
+}
+
 TEST(CompletionService, PromptPlusWholeCanvasesMustFitTheContextSize) {
   auto model = load_model();
   SharedModel shared(*model);
