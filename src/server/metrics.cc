@@ -1,14 +1,17 @@
 #include "server/metrics.h"
 
-#include <cstdio>
+#include <charconv>
 
 namespace dgemma::server {
 namespace {
 
+// The shortest decimal that reads back as `v` (0.005, not %.17g's
+// 0.0050000000000000001): Prometheus matches bucket labels as strings, so
+// `le="0.005"` in a query must be the label written here.
 std::string number(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 void header(std::string& out, const char* name, const char* type, const char* help) {

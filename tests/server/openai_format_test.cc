@@ -118,6 +118,11 @@ TEST(Metrics, PrometheusText) {
   EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"5\"} 1\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"10\"} 2\n"), std::string::npos);
   EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2\n"), std::string::npos);
+  // Labels are the shortest decimals (PromQL matches le="0.005" as a string).
+  for (const char* le : {"0.005", "0.01", "0.025", "0.05", "0.1", "2.5", "300"})
+    EXPECT_NE(t.find(std::string("dgemma_request_duration_seconds_bucket{le=\"") + le + "\"} "), std::string::npos)
+        << le;
+  EXPECT_EQ(t.find("00000"), std::string::npos) << t;
   EXPECT_NE(t.find("dgemma_time_to_first_token_seconds_count 2\n"), std::string::npos);
   EXPECT_NE(t.find("# TYPE dgemma_request_duration_seconds histogram\n"), std::string::npos);
   EXPECT_EQ(m.requests("/v1/chat/completions", 200), 2u);
