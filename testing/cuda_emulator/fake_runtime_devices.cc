@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "cuda_emulator/launch_status.h"
 
@@ -36,6 +37,14 @@ int device_count() {
 }
 
 int current_device() { return t_device; }
+
+bool env_switch(const char* name, const char* off, const char* on) {
+  const char* e = std::getenv(name);
+  if (!e || !*e || std::strcmp(e, off) == 0) return false;
+  if (std::strcmp(e, on) == 0) return true;
+  std::fprintf(stderr, "dgemma CUDA emulator: %s='%s' is neither %s nor %s; using %s\n", name, e, off, on, off);
+  return false;
+}
 
 }  // namespace dgemma::cuda_emu
 

@@ -56,15 +56,7 @@ void on_segv(int, siginfo_t* info, void*) {
 }  // namespace
 
 bool guarded_memory() {
-  static const bool guarded = [] {
-    const char* e = std::getenv("DGEMMA_CUDA_EMULATED_MEMORY");
-    if (!e || !*e || std::strcmp(e, "plain") == 0) return false;
-    if (std::strcmp(e, "guarded") == 0) return true;
-    std::fprintf(stderr,
-                 "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_MEMORY='%s' is neither plain nor guarded; using plain\n",
-                 e);
-    return false;
-  }();
+  static const bool guarded = env_switch("DGEMMA_CUDA_EMULATED_MEMORY", "plain", "guarded");
   return guarded;
 }
 

@@ -149,6 +149,11 @@ extern thread_local constinit int t_device;
 // DGEMMA_CUDA_EMULATED_DEVICES (1 to 16, default 1).
 int device_count();
 
+// A two-way setting read from the environment variable `name`: true when it
+// is `on`; false when it is unset, empty or `off`, and (with a note on
+// stderr) for anything else.
+bool env_switch(const char* name, const char* off, const char* on);
+
 // Sets the calling thread's last error to e and returns it.
 cudaError_t fail(cudaError_t e);
 

@@ -24,16 +24,7 @@ bool stream_on_current_device(cudaStream_t s) { return stream_ok(s) && (!s || s-
 
 // DGEMMA_CUDA_EMULATED_STREAMS: "immediate" (default) or "deferred".
 bool deferred_streams() {
-  static const bool deferred = [] {
-    const char* e = std::getenv("DGEMMA_CUDA_EMULATED_STREAMS");
-    if (!e || !*e || std::strcmp(e, "immediate") == 0) return false;
-    if (std::strcmp(e, "deferred") == 0) return true;
-    std::fprintf(stderr,
-                 "dgemma CUDA emulator: DGEMMA_CUDA_EMULATED_STREAMS='%s' is neither immediate nor deferred; using "
-                 "immediate\n",
-                 e);
-    return false;
-  }();
+  static const bool deferred = env_switch("DGEMMA_CUDA_EMULATED_STREAMS", "immediate", "deferred");
   return deferred;
 }
 
