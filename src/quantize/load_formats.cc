@@ -42,11 +42,7 @@ int load_block(const LoadFormat& f, const std::vector<int64_t>& shape) {
   return 0;
 }
 
-int expert_slices(std::string_view tensor_name) {
-  constexpr std::string_view kGateUp = "gate_up_proj";
-  return tensor_name.size() >= kGateUp.size() && tensor_name.substr(tensor_name.size() - kGateUp.size()) == kGateUp ? 2
-                                                                                                                    : 1;
-}
+int expert_slices(std::string_view tensor_name) { return tensor_name.ends_with("gate_up_proj") ? 2 : 1; }
 
 std::optional<uint64_t> load_quantized_bytes(LoadQuantization mode, const std::vector<int64_t>& shape,
                                              std::string_view tensor_name) {
