@@ -2,6 +2,7 @@
 // server (src/server): chat and text completions (JSON or SSE streams, with
 // optional per-step drafts), models, health and Prometheus metrics; drains on
 // SIGINT/SIGTERM.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -30,6 +31,8 @@
 namespace dgemma::cli {
 namespace {
 
+constexpr int kMmapThresholdBytes = 256 * 1024;
+
 void write_port_file(const std::string& path, int port) {
   const std::string tmp = path + ".tmp";
   {
@@ -54,6 +57,7 @@ int run_serve(const Args& args) {
   std::string host = "127.0.0.1", port_file, alias, tokenizer_flag, template_name = "auto";
   int64_t port = 8080, parallel = 2, max_queue = 64, max_body = 1 << 20, max_prompt_tokens = 8192;
   int64_t max_tokens_limit = 4096, http_threads = 0, drain_timeout = 60;
+  int64_t request_timeout = 30, max_connections = 512, max_connections_per_client = 256;
   bool thinking = false, quiet = false, special_tokens_in_content = false;
   std::string api_key;
   FlagParser p(
@@ -94,6 +98,11 @@ int run_serve(const Args& args) {
   p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400");
   p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400");
   p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)");
+  p.add_int("--request-timeout", &request_timeout,
+            "seconds a request may take to arrive whole (request line to last body byte); slower get 408");
+  p.add_int("--max-connections", &max_connections, "open connections in total; more get 503 (at most 900)");
+  p.add_int("--max-connections-per-client", &max_connections_per_client,
+            "open connections from one client address; more get 429");
   p.add_string("--api-key", &api_key,
                "require \"Authorization: Bearer KEY\" (else 401) on every route but /health and /metrics "
                "(default: $DGEMMA_API_KEY)",
@@ -114,6 +123,15 @@ int run_serve(const Args& args) {
   if (max_body < 1024) throw Error("--max-body-size must be at least 1024 bytes");
   if (max_tokens_limit < 1) throw Error("--max-tokens-limit must be at least 1");
   if (http_threads < 0 || http_threads > 4096) throw Error("--threads-http must be in [0, 4096]");
+  if (request_timeout < 1 || request_timeout > 3600)
+    throw Error("--request-timeout must be in [1, 3600] seconds, got " + std::to_string(request_timeout));
+  // The HTTP library refuses descriptors of 1024 and above (FD_SETSIZE); refused
+  // connections (up to 64 more) and the model's files hold descriptors too.
+  if (max_connections < 1 || max_connections > 900)
+    throw Error("--max-connections must be in [1, 900], got " + std::to_string(max_connections));
+  if (max_connections_per_client < 1 || max_connections_per_client > max_connections)
+    throw Error("--max-connections-per-client must be in [1, --max-connections], got " +
+                std::to_string(max_connections_per_client));
   if (drain_timeout < 0) throw Error("--drain-timeout must be >= 0, got " + std::to_string(drain_timeout));
   if (!p.given("--api-key"))
     if (const char* env = std::getenv("DGEMMA_API_KEY")) api_key = env;
@@ -127,6 +145,11 @@ int run_serve(const Args& args) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Request buffers of 256 KiB or more (bodies, prompts, token lists) are
+  // mapped and unmapped: without a fixed threshold glibc raises it after the
+  // first such free, and every HTTP worker's arena then keeps the largest
+  // request it saw for the life of the server (docs/server.md §3).
+  mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
 
   const std::string model_flag = mf.model_dir;
   mf.model_dir = resolve_model_dir(mf, quiet);
@@ -154,6 +177,9 @@ int run_serve(const Args& args) {
   ho.port = int(port);
   ho.max_body_bytes = max_body;
   ho.threads = int(http_threads);
+  ho.request_timeout_seconds = int(request_timeout);
+  ho.max_connections = int(max_connections);
+  ho.max_connections_per_client = int(max_connections_per_client);
   ho.api_key = api_key;
   ho.log_requests = !quiet;
   server::HttpServer http(service, metrics, ho);

@@ -35,4 +35,16 @@ ApiError error_for_status(int status, const std::string& method, const std::stri
   return ApiError(status, "malformed HTTP request", "invalid_request_error", "", "bad_request");
 }
 
+ApiError connection_error(int status, std::string message) {
+  switch (status) {
+    case 408: return ApiError(408, std::move(message), "invalid_request_error", "", "request_timeout");
+    case 413: return ApiError(413, std::move(message), "invalid_request_error", "", "request_too_large");
+    case 429: return ApiError(429, std::move(message), "rate_limit_error", "", "too_many_connections");
+    case 431: return ApiError(431, std::move(message), "invalid_request_error", "", "headers_too_large");
+    case 501: return ApiError(501, std::move(message), "invalid_request_error", "", "not_implemented");
+    case 503: return ApiError(503, std::move(message), "server_error", "", "too_many_connections");
+    default: return ApiError(status, std::move(message), "invalid_request_error", "", "bad_request");
+  }
+}
+
 }  // namespace dgemma::server

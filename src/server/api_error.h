@@ -31,4 +31,9 @@ std::string error_body(const ApiError& error);
 // (e.g. 413 from the HTTP library's body limit).
 ApiError error_for_status(int status, const std::string& method, const std::string& path);
 
+// The error a connection gets when it is refused before its request is
+// routed (http_listener.h): 400, 408, 413, 429, 431, 501 or 503, with the
+// reader's message.
+ApiError connection_error(int status, std::string message);
+
 }  // namespace dgemma::server

@@ -1,8 +1,6 @@
 #include "server/http_server.h"
 
-#include <dirent.h>
 #include <httplib.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -17,6 +15,8 @@
 
 #include "dgemma/error.h"
 #include "server/api_error.h"
+#include "server/http_connection_stream.h"
+#include "server/http_listener.h"
 #include "server/openai_format.h"
 #include "server/request.h"
 
@@ -26,44 +26,9 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(50);         // how often a waiting handler checks its client
 constexpr auto kHeartbeat = std::chrono::milliseconds(1000);  // SSE comment when nothing else was sent
 
-// ---- the connection behind a request ----------------------------------------
-// cpp-httplib does not hand the socket to handlers. The handler finds it by
-// its address pair (unique among the process's live connections) so that it
-// can notice a client that goes away while the request waits or generates.
-
-int port_of(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-  return -1;
-}
-
-std::string host_of(const sockaddr_storage& a, socklen_t len) {
-  char host[NI_MAXHOST];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
-    return {};
-  return host;
-}
-
-int connection_fd(const httplib::Request& req) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_len = sizeof local, peer_len = sizeof peer;
-    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    if (port_of(local) != req.local_port) continue;
-    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-    if (port_of(peer) != req.remote_port || host_of(peer, peer_len) != req.remote_addr) continue;
-    found = int(fd);
-    break;
-  }
-  closedir(dir);
-  return found;
-}
+// The socket of the request this worker thread answers, so that a handler
+// can notice a client that goes away while its request waits or generates.
+thread_local int t_connection_fd = -1;
 
 // True once the client closed or reset the connection (never blocks).
 bool peer_closed(int fd) {
@@ -160,13 +125,51 @@ struct StreamState {
   Clock::time_point last_write = Clock::now();
 };
 
+// process_request (one request from a Stream) is protected in cpp-httplib;
+// the listener feeds it whole requests. svr_sock_ tells the library's stream
+// writers whether the server still runs (INVALID_SOCKET: shutting down).
+struct Router : httplib::Server {
+  using httplib::Server::process_request;
+  using httplib::Server::svr_sock_;
+};
+
+// A connection answers at most this many requests, then is closed (a client
+// that keeps one connection forever still gets rebalanced).
+constexpr int64_t kMaxRequestsPerConnection = 1000;
+
+const char* status_text(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+// The whole HTTP response for a refusal decided before routing.
+std::string refusal_response(int status, const std::string& message) {
+  const ApiError e = connection_error(status, message);
+  const std::string body = error_body(e);
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + status_text(status) + "\r\n";
+  out += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  out += "Connection: close\r\nAccess-Control-Allow-Origin: *\r\n";
+  if (status == 429 || status == 503) out += std::string("Retry-After: ") + kRetryAfterSeconds + "\r\n";
+  return out + "\r\n" + body;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
   CompletionService& service;
   Metrics& metrics;
   HttpOptions options;
-  httplib::Server svr;
+  Router svr;
+  std::unique_ptr<HttpListener> listener;
+  FramingLimits framing;
   std::atomic<bool> stopping{false};  // stop(): streams are cut, waiting requests get 503
   std::atomic<bool> draining{false};  // drain(): new requests get 503, running ones finish
   std::atomic<int64_t> open{0};       // completion requests not yet fully answered
@@ -180,16 +183,30 @@ struct HttpServer::Impl {
     // beyond it only wait to be accepted.
     const int threads =
         options.threads > 0 ? options.threads : int(std::min<int64_t>(so.slots + so.max_queue + 16, 512));
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    // The library refuses a body over its limit before reading it and closes
-    // the connection; the unread bytes then make the kernel reset it, and the
-    // client often sees ECONNRESET instead of the 413. So the library reads
-    // (drains) bodies up to 1 MiB past our limit, and the completion handlers
-    // answer those with the JSON 413 themselves; only bodies beyond that are
-    // cut off early.
-    svr.set_payload_max_length(size_t(options.max_body_bytes) + (size_t(1) << 20));
-    svr.set_keep_alive_max_count(1000);
-    svr.set_tcp_nodelay(true);  // SSE chunks and small answers go out at once (no Nagle + delayed-ACK stalls)
+    ListenerOptions lo;
+    lo.host = options.host;
+    lo.port = options.port;
+    lo.workers = threads;
+    lo.max_connections = options.max_connections;
+    lo.max_connections_per_client = options.max_connections_per_client;
+    lo.request_timeout = std::chrono::seconds(options.request_timeout_seconds);
+    lo.keep_alive_timeout = std::chrono::seconds(options.keep_alive_seconds);
+    lo.framing.max_body_bytes = options.max_body_bytes;
+    framing = lo.framing;
+    listener = std::make_unique<HttpListener>(
+        lo, [this](Connection& c) { return serve_connection(c); },
+        [this](int status, const std::string& message) {
+          metrics.count_request("other", status);
+          if (options.log_requests)
+            std::fprintf(stderr, "dgemma serve: refused a connection: %d %s\n", status, message.c_str());
+          return refusal_response(status, message);
+        });
+    // The listener refuses larger bodies before they are read; this is the
+    // library's own check behind it.
+    svr.set_payload_max_length(size_t(options.max_body_bytes));
+    // Only what the Keep-Alive response header announces; the listener
+    // enforces both.
+    svr.set_keep_alive_max_count(size_t(kMaxRequestsPerConnection));
     svr.set_keep_alive_timeout(options.keep_alive_seconds);
     svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
 
@@ -297,6 +314,29 @@ struct HttpServer::Impl {
     return false;
   }
 
+  // Answers the whole requests buffered on `c` in order (pipelining); true
+  // keeps the connection for the next one.
+  bool serve_connection(Connection& c) {
+    t_connection_fd = c.fd;
+    while (true) {
+      ConnectionStream stream(c);
+      const bool last = stopping || c.requests + 1 >= kMaxRequestsPerConnection;
+      bool closed = false;
+      const bool ok = svr.process_request(stream, last, closed, nullptr);
+      ++c.requests;
+      c.buffer.erase(0, c.request_bytes);
+      c.request_bytes = 0;
+      if (!ok || closed || last) return false;
+      const Framing next = frame_request(c.buffer, framing);
+      if (next.state != Framing::State::kComplete) {
+        // A large body's buffer is not kept while the connection idles.
+        if (c.buffer.capacity() > (size_t(64) << 10)) c.buffer.shrink_to_fit();
+        return true;
+      }
+      c.request_bytes = next.request_bytes;
+    }
+  }
+
   ApiError shutting_down() const {
     return ApiError(503, "the server is shutting down; it takes no new requests", "server_error", "",
                     "server_shutting_down");
@@ -335,7 +375,7 @@ struct HttpServer::Impl {
     ctx.created = unix_now();
     ctx.model = service.options().model_name;
     ctx.seed = active->seed();
-    const int fd = connection_fd(req);
+    const int fd = t_connection_fd;
     try {
       wait_until_started(*active, fd);
     } catch (const ApiError&) {
@@ -439,31 +479,15 @@ HttpServer::HttpServer(CompletionService& service, Metrics& metrics, HttpOptions
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
-  const HttpOptions& o = impl_->options;
-  int port = o.port;
-  errno = 0;
-  if (o.port == 0) {
-    port = impl_->svr.bind_to_any_port(o.host);
-    if (port < 0)
-      throw Error("serve: cannot listen on " + o.host +
-                  " (any free port): " + (errno != 0 ? std::strerror(errno) : "the address cannot be bound"));
-  } else if (!impl_->svr.bind_to_port(o.host, o.port)) {
-    const int err = errno;
-    const std::string where = o.host + ":" + std::to_string(o.port);
-    if (err == EADDRINUSE)
-      throw Error("serve: cannot listen on " + where + ": the address is already in use (another server on port " +
-                  std::to_string(o.port) + "?)");
-    throw Error("serve: cannot listen on " + where + ": " +
-                (err != 0 ? std::string(std::strerror(err)) : std::string("the address cannot be bound")) +
-                " (is the host an address of this machine?)");
-  }
+  const int port = impl_->listener->bind();
+  impl_->svr.svr_sock_ = impl_->listener->listening_fd();
   impl_->bound = true;
   return port;
 }
 
 bool HttpServer::serve() {
   if (!impl_->bound) bind();
-  return impl_->svr.listen_after_bind();
+  return impl_->listener->run();
 }
 
 void HttpServer::drain() {
@@ -475,7 +499,8 @@ bool HttpServer::idle() const { return impl_->open.load() == 0; }
 
 void HttpServer::stop() {
   impl_->stopping = true;
-  impl_->svr.stop();
+  impl_->svr.svr_sock_ = INVALID_SOCKET;  // the library's stream writers stop
+  impl_->listener->stop();
 }
 
 }  // namespace dgemma::server

@@ -18,6 +18,24 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+uint64_t longest_token_bytes(const Tokenizer& tokenizer) {
+  size_t longest = 1;
+  for (size_t id = 0; id < tokenizer.vocab_size(); ++id)
+    longest = std::max(longest, tokenizer.id_to_piece(int32_t(id)).size());
+  return longest;
+}
+
+// The bytes of text a request asks to tokenize (token-id prompts: none).
+uint64_t prompt_text_bytes(const CompletionRequest& req) {
+  uint64_t n = req.prompt.size();
+  for (const ChatMessage& m : req.messages) {
+    n += m.content.size();
+    if (m.parts)
+      for (const ChatContentPart& p : *m.parts) n += p.text.size();
+  }
+  return n;
+}
+
 }  // namespace
 
 ActiveRequest::ActiveRequest(const Tokenizer& tokenizer, Metrics& metrics, Setup setup)
@@ -178,6 +196,7 @@ CompletionService::CompletionService(SharedModel& model, const Tokenizer& tokeni
       metrics_(metrics),
       vocab_size_(model.model().vocab_size()),
       canvas_length_(model.model().canvas_length()),
+      max_token_bytes_(longest_token_bytes(tokenizer)),
       scheduler_(model, options_.slots, options_.max_queue, &metrics),
       rng_(std::random_device{}()) {
   validate_generation_config(options_.defaults, "server generation defaults");
@@ -211,6 +230,17 @@ std::string CompletionService::new_id(const char* prefix) {
 
 std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& req) const {
   const char* param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  // A token stands for at most max_token_bytes_ bytes of the text (the chat
+  // template only adds tokens), so a text this long is over the limit
+  // whatever it holds: refused before the tokenizer spends time and memory on it.
+  const uint64_t text_bytes = prompt_text_bytes(req);
+  if (text_bytes > uint64_t(options_.max_prompt_tokens) * max_token_bytes_)
+    throw invalid_request("the prompt text is " + std::to_string(text_bytes) + " bytes, at least " +
+                              std::to_string((text_bytes + max_token_bytes_ - 1) / max_token_bytes_) +
+                              " tokens (no token covers more than " + std::to_string(max_token_bytes_) +
+                              " bytes); this server accepts at most " + std::to_string(options_.max_prompt_tokens) +
+                              " (--max-prompt-tokens)",
+                          param, "context_length_exceeded");
   std::vector<int32_t> ids;
   try {
     if (req.endpoint == Endpoint::kChat) {

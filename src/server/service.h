@@ -143,6 +143,9 @@ class CompletionService {
   Metrics& metrics_;
   int64_t vocab_size_;
   int64_t canvas_length_;
+  // The longest token text in bytes: no token covers more prompt bytes, so a
+  // prompt longer than max_prompt_tokens times this is refused untokenized.
+  uint64_t max_token_bytes_;
   Scheduler scheduler_;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;

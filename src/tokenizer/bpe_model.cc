@@ -240,6 +240,17 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
   thread_local std::vector<Symbol> syms;
   thread_local std::vector<Candidate> heap;
   thread_local std::string scratch;
+  // One huge word (a prompt of 900,000 letters without a space) grows these
+  // to tens of MB; a thread keeps at most kKeptSymbols of them afterwards, so
+  // that such a request does not stay resident in every thread that saw one.
+  struct Release {
+    ~Release() {
+      constexpr size_t kKeptSymbols = 1 << 14;
+      if (syms.capacity() > kKeptSymbols) std::vector<Symbol>().swap(syms);
+      if (heap.capacity() > kKeptSymbols) std::vector<Candidate>().swap(heap);
+      if (scratch.capacity() > kKeptSymbols) std::string().swap(scratch);
+    }
+  } release;
   ThreadCaches& caches = ThreadCaches::get(generation_.load(std::memory_order_relaxed));
   auto find_pair = [&](int32_t l, int32_t r) { return caches.find_pair(merges_, l, r); };
   syms.clear();

@@ -231,6 +231,23 @@ else
 fi
 stop_server small
 
+# ---- hostile traffic: a burst, slow clients, huge prompts, raw HTTP framing
+start_server hostile "${FAST[@]}" --parallel 1 --max-queue 8 || { echo "$pass passed, $fail failed"; exit 1; }
+node "$NODE_DIR/hostile.mjs" traffic "$BASE" "$MODEL" "$SERVER_PID" >"$TMP/hostile.out" 2>&1
+cat "$TMP/hostile.out" | grep -v ' passed, '
+pass=$((pass + $(grep -c '^ok ' "$TMP/hostile.out")))
+fail=$((fail + $(grep -c '^FAIL ' "$TMP/hostile.out")))
+grep -q ' passed, 0 failed$' "$TMP/hostile.out" || bad "hostile.mjs traffic did not finish cleanly: $(tail -5 "$TMP/hostile.out")"
+stop_server hostile
+start_server limits "${FAST[@]}" --request-timeout 2 --max-connections-per-client 8 ||
+  { echo "$pass passed, $fail failed"; exit 1; }
+node "$NODE_DIR/hostile.mjs" limits "$BASE" >"$TMP/limits.out" 2>&1
+cat "$TMP/limits.out" | grep -v ' passed, '
+pass=$((pass + $(grep -c '^ok ' "$TMP/limits.out")))
+fail=$((fail + $(grep -c '^FAIL ' "$TMP/limits.out")))
+grep -q ' passed, 0 failed$' "$TMP/limits.out" || bad "hostile.mjs limits did not finish cleanly: $(tail -5 "$TMP/limits.out")"
+stop_server limits
+
 # ---- flags
 if "$BIN" serve --help | grep -q "include_drafts"; then ok "--help documents the drafts extension"; else bad "--help"; fi
 if "$BIN" serve --port 70000 2>"$TMP/err"; then bad "--port 70000 accepted"; elif grep -q "port" "$TMP/err"; then ok "bad --port rejected: $(cat "$TMP/err")"; else bad "bad --port: $(cat "$TMP/err")"; fi
