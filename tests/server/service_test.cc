@@ -199,6 +199,46 @@ ServiceOptions small_options(int64_t max_queue = 0) {
   return o;
 }
 
+// A prompt text longer than max_prompt_tokens times the longest token text
+// cannot fit whatever it holds: it is refused by its size, untokenized; one
+// byte less is tokenized and then refused by its token count.
+TEST(CompletionService, PromptTextOverTheTokenLimitTimesTheLongestTokenIsRefusedBySize) {
+  auto model = load_model();
+  SharedModel shared(*model);
+  Metrics metrics;
+  const Tokenizer& tokenizer = testing::default_model_tokenizer();
+  size_t longest = 0;
+  for (size_t id = 0; id < tokenizer.vocab_size(); ++id)
+    longest = std::max(longest, tokenizer.id_to_piece(int32_t(id)).size());
+  ASSERT_GT(longest, 1u);
+  CompletionService service(shared, tokenizer, small_options(), metrics);
+  const auto refusal = [&](size_t bytes, Endpoint endpoint) -> std::string {
+    CompletionRequest r = chat_request(4, 1);
+    r.endpoint = endpoint;
+    if (endpoint == Endpoint::kChat) {
+      r.messages[0].content = std::string(bytes, 'a');
+    } else {
+      r.messages.clear();
+      r.prompt = std::string(bytes, 'a');
+    }
+    try {
+      service.submit(r, Clock::now());
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.code, "context_length_exceeded");
+      return e.what();
+    }
+    return "accepted";
+  };
+  const size_t bound = 256 * longest;  // small_options: max_prompt_tokens 256
+  for (Endpoint endpoint : {Endpoint::kChat, Endpoint::kCompletion}) {
+    EXPECT_NE(refusal(bound + 1, endpoint).find("the prompt text is " + std::to_string(bound + 1) + " bytes"),
+              std::string::npos);
+    const std::string counted = refusal(bound, endpoint);
+    EXPECT_NE(counted.find("the prompt has "), std::string::npos) << counted;
+  }
+}
+
 CompletionRequest unseeded_chat(int64_t max_tokens, std::optional<double> temperature) {
   CompletionRequest r = chat_request(max_tokens, 0);
   r.seed.reset();
