@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # `dgemma serve` on the embedded default model, driven over loopback with
-# curl and with the official `openai` npm client (tests/server/node, pinned
-# by its package-lock.json; installed with `npm ci` under the build folder):
-# health, models, chat and completions (plain and streamed), max_tokens and
-# determinism, every kind of bad request (JSON errors with the right 4xx),
-# 429 when the queue is full, disconnects that cancel work, concurrent
-# streams, and a bounded load test (concurrent streams + a storm of bad
-# requests, then a correct answer). Under AddressSanitizer (detected from the
+# curl, with the official `openai` npm client, the Vercel AI SDK and LangChain
+# (tests/server/node, pinned by its package-lock.json; installed with `npm ci`
+# under the build folder): health, models, chat and completions (plain and
+# streamed), max_tokens and determinism, every kind of bad request (JSON
+# errors with the right 4xx), 429 when the queue is full, disconnects that
+# cancel work, concurrent streams, a bounded load test (concurrent streams + a
+# storm of bad requests, then a correct answer) and hostile traffic (a burst,
+# slow clients, huge prompts, raw HTTP framing, deadlines and caps). Under AddressSanitizer (detected from the
 # binary) the load is scaled down and the server's exit must be leak-free.
 #
 # usage: serve.sh DGEMMA_BINARY SOURCE_DIR
@@ -185,6 +186,13 @@ cat "$TMP/client.out" | grep -v ' passed, '
 pass=$((pass + $(grep -c '^ok ' "$TMP/client.out")))
 fail=$((fail + $(grep -c '^FAIL ' "$TMP/client.out")))
 grep -q ' passed, 0 failed$' "$TMP/client.out" || bad "client.mjs did not finish cleanly: $(tail -5 "$TMP/client.out")"
+
+# ---- the Vercel AI SDK and LangChain: the same answer as curl, plain and streamed
+node "$NODE_DIR/sdk_clients.mjs" "$BASE" "$MODEL" "$CONTENT" >"$TMP/sdk.out" 2>&1
+cat "$TMP/sdk.out" | grep -v ' passed, '
+pass=$((pass + $(grep -c '^ok ' "$TMP/sdk.out")))
+fail=$((fail + $(grep -c '^FAIL ' "$TMP/sdk.out")))
+grep -q ' passed, 0 failed$' "$TMP/sdk.out" || bad "sdk_clients.mjs did not finish cleanly: $(tail -5 "$TMP/sdk.out")"
 
 # ---- load: concurrent streams, bad-request storm, then a correct answer
 node "$NODE_DIR/load.mjs" "$BASE" "$MODEL" "$STREAMS" "$BAD" "$CONTENT" "$MAX_BODY" >"$TMP/load.out" 2>&1
