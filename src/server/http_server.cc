@@ -15,6 +15,7 @@
 
 #include "dgemma/error.h"
 #include "server/api_error.h"
+#include "server/choice_set.h"
 #include "server/http_connection_stream.h"
 #include "server/http_listener.h"
 #include "server/openai_format.h"
@@ -116,12 +117,13 @@ struct OpenRequest {
 };
 
 struct StreamState {
-  std::shared_ptr<ActiveRequest> active;
+  explicit StreamState(ChoiceSet c) : choices(std::move(c)) {}
+  ChoiceSet choices;
   ResponseContext ctx;
   int fd = -1;
   bool include_usage = false;
   bool started = false;
-  bool finished = false;
+  bool finished = false;  // every choice done, or one failed
   Clock::time_point last_write = Clock::now();
 };
 
@@ -368,28 +370,29 @@ struct HttpServer::Impl {
     if (stopping || draining) throw shutting_down();
     if (int64_t(req.body.size()) > options.max_body_bytes) throw error_for_status(413, req.method, req.path);
     const CompletionRequest creq = parse_request(ep, req.body, service.request_limits());
-    std::shared_ptr<ActiveRequest> active = service.submit(creq, arrived);
+    ChoiceSet choices(service.submit_choices(creq, arrived));
     ResponseContext ctx;
     ctx.endpoint = ep;
     ctx.id = service.new_id(ep == Endpoint::kChat ? "chatcmpl-" : "cmpl-");
     ctx.created = unix_now();
     ctx.model = service.options().model_name;
-    ctx.seed = active->seed();
+    ctx.seed = choices.first().seed();
     const int fd = t_connection_fd;
     try {
-      wait_until_started(*active, fd);
+      wait_until_started(choices.first(), fd);
     } catch (const ApiError&) {
-      service.cancel(active);
+      choices.cancel_unfinished(service);
       throw;
     }
 
     if (!creq.stream) {
-      std::string text;
+      std::vector<std::string> texts(choices.size());
       StreamEvent ev;
-      while (true) {
-        if (!active->next(ev, kPoll)) {
+      size_t which = 0;
+      while (!choices.all_done()) {
+        if (!choices.next(ev, which, kPoll)) {
           if (stopping || peer_closed(fd)) {
-            service.cancel(active);
+            choices.cancel_unfinished(service);
             // 499 (client closed request, as nginx logs it): nobody reads it,
             // but the metrics and the log show what happened.
             throw stopping ? shutting_down()
@@ -399,20 +402,22 @@ struct HttpServer::Impl {
           continue;
         }
         if (ev.kind == StreamEvent::Kind::kText) {
-          text += ev.text;
-        } else if (ev.kind == StreamEvent::Kind::kDone) {
-          t_log.prompt_tokens = ev.prompt_tokens;
-          t_log.completion_tokens = ev.completion_tokens;
-          res.set_content(completion_body(ctx, text, ev), "application/json");
-          return;
+          texts[which] += ev.text;
         } else if (ev.kind == StreamEvent::Kind::kError) {
+          choices.cancel_unfinished(service);
           throw ApiError(stopping ? 503 : 500, ev.text, "server_error", "", "generation_failed");
         }
       }
+      std::vector<ChoiceOutcome> outcomes;
+      for (size_t i = 0; i < texts.size(); ++i) outcomes.push_back({std::move(texts[i]), choices.dones()[i]});
+      const StreamEvent total = combine_done(choices.dones());
+      t_log.prompt_tokens = total.prompt_tokens;
+      t_log.completion_tokens = total.completion_tokens;
+      res.set_content(completion_body(ctx, outcomes), "application/json");
+      return;
     }
 
-    auto state = std::make_shared<StreamState>();
-    state->active = std::move(active);
+    auto state = std::make_shared<StreamState>(std::move(choices));
     state->ctx = std::move(ctx);
     state->fd = fd;
     state->include_usage = creq.include_usage;
@@ -425,11 +430,12 @@ struct HttpServer::Impl {
         // The guard keeps the request counted open until then.
         [this, state, guard](bool) {
           (void)guard;
-          if (!state->finished) service.cancel(state->active);
+          if (!state->finished) state->choices.cancel_unfinished(service);
         });
   }
 
   // One step of an SSE stream; false ends it (httplib then closes the connection).
+  // Chunks of several choices interleave, each with its "index".
   bool pump(StreamState& s, httplib::DataSink& sink) {
     const auto write = [&](const std::string& data) {
       s.last_write = Clock::now();
@@ -437,24 +443,34 @@ struct HttpServer::Impl {
     };
     if (!s.started) {
       s.started = true;
-      if (s.ctx.endpoint == Endpoint::kChat) return write(sse_event(chunk_start(s.ctx)));
+      if (s.ctx.endpoint != Endpoint::kChat) return true;
+      std::string out;
+      for (size_t i = 0; i < s.choices.size(); ++i) {
+        s.ctx.choice = int64_t(i);
+        out += sse_event(chunk_start(s.ctx));
+      }
+      return write(out);
     }
     StreamEvent ev;
-    if (!s.active->next(ev, kPoll)) {
+    size_t which = 0;
+    if (!s.choices.next(ev, which, kPoll)) {
       if (stopping || peer_closed(s.fd)) return false;
       // A comment line keeps proxies from timing out and makes a vanished
       // client show up as a failed write even where the socket was not found.
       if (Clock::now() - s.last_write >= kHeartbeat) return write(": keep-alive\n\n");
       return true;
     }
+    s.ctx.choice = int64_t(which);
     switch (ev.kind) {
       case StreamEvent::Kind::kDraft: return write(sse_event(chunk_draft(s.ctx, ev)));
       case StreamEvent::Kind::kText: return write(sse_event(chunk_text(s.ctx, ev.text)));
       case StreamEvent::Kind::kDone: {
-        t_log.prompt_tokens = ev.prompt_tokens;
-        t_log.completion_tokens = ev.completion_tokens;
         std::string out = sse_event(chunk_finish(s.ctx, ev));
-        if (s.include_usage) out += sse_event(chunk_usage(s.ctx, ev));
+        if (!s.choices.all_done()) return write(out);
+        const StreamEvent total = combine_done(s.choices.dones());
+        t_log.prompt_tokens = total.prompt_tokens;
+        t_log.completion_tokens = total.completion_tokens;
+        if (s.include_usage) out += sse_event(chunk_usage(s.ctx, total));
         out += kSseDone;
         s.finished = true;
         const bool ok = write(out);
@@ -463,6 +479,7 @@ struct HttpServer::Impl {
       }
       case StreamEvent::Kind::kError: {
         // OpenAI clients raise an error for a data event holding "error".
+        s.choices.cancel_unfinished(service);
         s.finished = true;
         const bool ok = write(sse_event(error_body(ApiError(500, ev.text, "server_error", "", "generation_failed"))));
         sink.done();

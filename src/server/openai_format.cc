@@ -1,5 +1,6 @@
 #include "server/openai_format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -53,7 +54,7 @@ Value extension(const ResponseContext& ctx, const StreamEvent& done) {
 // completions {"index","text","logprobs","finish_reason"}.
 Value stream_choice(const ResponseContext& ctx, Object delta, const std::string& text, FinishReason finish) {
   Object c;
-  c.emplace_back("index", Value(0));
+  c.emplace_back("index", Value(ctx.choice));
   if (is_chat(ctx))
     c.emplace_back("delta", Value(std::move(delta)));
   else
@@ -69,26 +70,61 @@ std::string with_choice(const ResponseContext& ctx, Value choice) {
   return json::dump(Value(std::move(o)));
 }
 
-}  // namespace
-
-std::string completion_body(const ResponseContext& ctx, const std::string& text, const StreamEvent& done) {
+// One choice of a non-streamed answer: chat {"index","message","logprobs",
+// "finish_reason"}, completions {"index","text","logprobs","finish_reason"}.
+Value answer_choice(const ResponseContext& ctx, int64_t index, const ChoiceOutcome& outcome) {
   Object choice;
-  choice.emplace_back("index", Value(0));
+  choice.emplace_back("index", Value(index));
   if (is_chat(ctx)) {
     Object message;
     message.emplace_back("role", Value("assistant"));
-    message.emplace_back("content", Value(text));
+    message.emplace_back("content", Value(outcome.text));
     choice.emplace_back("message", Value(std::move(message)));
   } else {
-    choice.emplace_back("text", Value(text));
+    choice.emplace_back("text", Value(outcome.text));
   }
   choice.emplace_back("logprobs", Value());
-  choice.emplace_back("finish_reason", finish_value(done.finish));
+  choice.emplace_back("finish_reason", finish_value(outcome.done.finish));
+  return Value(std::move(choice));
+}
+
+}  // namespace
+
+std::string completion_body(const ResponseContext& ctx, const std::string& text, const StreamEvent& done) {
+  return completion_body(ctx, std::vector<ChoiceOutcome>{ChoiceOutcome{text, done}});
+}
+
+std::string completion_body(const ResponseContext& ctx, std::span<const ChoiceOutcome> choices) {
+  json::Array list;
+  list.reserve(choices.size());
+  for (size_t i = 0; i < choices.size(); ++i) list.push_back(answer_choice(ctx, int64_t(i), choices[i]));
+  std::vector<StreamEvent> dones;
+  for (const ChoiceOutcome& c : choices) dones.push_back(c.done);
+  const StreamEvent total = combine_done(dones);
   Object o = envelope(ctx, false);
-  o.emplace_back("choices", Value(json::Array{Value(std::move(choice))}));
-  o.emplace_back("usage", usage(done));
-  o.emplace_back("dgemma", extension(ctx, done));
+  o.emplace_back("choices", Value(std::move(list)));
+  o.emplace_back("usage", usage(total));
+  o.emplace_back("dgemma", extension(ctx, total));
   return json::dump(Value(std::move(o)));
+}
+
+StreamEvent combine_done(std::span<const StreamEvent> dones) {
+  StreamEvent total;
+  total.kind = StreamEvent::Kind::kDone;
+  for (size_t i = 0; i < dones.size(); ++i) {
+    const StreamEvent& d = dones[i];
+    if (i == 0) {
+      total = d;
+      continue;
+    }
+    total.completion_tokens += d.completion_tokens;
+    total.canvases += d.canvases;
+    total.steps += d.steps;
+    total.queue_seconds = std::max(total.queue_seconds, d.queue_seconds);
+    total.ttft_seconds = std::min(total.ttft_seconds, d.ttft_seconds);
+    total.total_seconds = std::max(total.total_seconds, d.total_seconds);
+  }
+  return total;
 }
 
 std::string chunk_start(const ResponseContext& ctx) {

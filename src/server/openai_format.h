@@ -6,12 +6,15 @@
 //
 // Extensions (extra fields stock clients ignore):
 //  * "dgemma": {seed, canvases, denoising_steps, queue_ms, ttft_ms, total_ms}
-//    on the final answer/chunk;
+//    on the final answer/chunk (with n > 1: seed of choice 0, the others
+//    seed + index; canvases and steps summed over the choices);
 //  * draft chunks (stream_options.include_drafts): an empty delta plus
 //    "dgemma_draft": {canvas, step, max_steps, accepted, canvas_length,
 //    mean_entropy, mask, text} per denoising step.
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "server/request.h"
 #include "server/service.h"
@@ -23,11 +26,24 @@ struct ResponseContext {
   std::string id;
   int64_t created = 0;  // unix seconds
   std::string model;
-  uint64_t seed = 0;
+  uint64_t seed = 0;   // of choice 0; choice i used seed + i
+  int64_t choice = 0;  // the "index" of the choice a stream chunk belongs to
 };
 
-// Non-streaming answer.
+// What one choice of a request produced.
+struct ChoiceOutcome {
+  std::string text;
+  StreamEvent done;
+};
+
+// Non-streaming answer: one choice, or `n` of them (index i = choices[i]).
+// Usage counts the prompt once and the completion tokens of every choice.
 std::string completion_body(const ResponseContext& ctx, const std::string& text, const StreamEvent& done);
+std::string completion_body(const ResponseContext& ctx, std::span<const ChoiceOutcome> choices);
+// The done events of a request's choices as one: the first's prompt tokens,
+// the sums of completion tokens, canvases and steps, the longest queue wait
+// and total time, the shortest time to first token.
+StreamEvent combine_done(std::span<const StreamEvent> dones);
 
 // Streaming chunks (JSON, without SSE framing).
 std::string chunk_start(const ResponseContext& ctx);  // chat: the assistant role; completions: empty text

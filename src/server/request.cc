@@ -245,6 +245,14 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, c
       req.seed = uint64_t(*v);
   }
 
+  if (std::optional<int64_t> v = get_int(body, "n")) {
+    if (*v < 1 || *v > limits.max_choices)
+      throw invalid_request("'n' must be in [1, " + std::to_string(limits.max_choices) + "] on this server, got " +
+                                std::to_string(*v) + " (each choice takes a sequence slot or a queue place)",
+                            "n", "invalid_value");
+    req.n = *v;
+  }
+
   req.stop = parse_stop(body, limits);
   req.stream = get_bool(body, "stream", "stream").value_or(false);
   if (const Value* so = field(body, "stream_options")) {

@@ -23,6 +23,7 @@ struct RequestLimits {
   int64_t max_tokens_limit = 4096;  // upper bound of max_tokens
   int64_t max_stop_strings = 4;     // OpenAI's limit
   int64_t max_stop_bytes = 256;     // per stop string
+  int64_t max_choices = 16;         // upper bound of n
 };
 
 struct CompletionRequest {
@@ -43,6 +44,10 @@ struct CompletionRequest {
   // leaving it out does for a sampled request, and for a greedy one too.
   std::optional<uint64_t> seed;
   bool random_seed = false;
+  // Choices (`n`): generated side by side from one prompt, choice i with
+  // seed + i, so that a request for choice i alone (n = 1, seed + i) gets the
+  // same text.
+  int64_t n = 1;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage

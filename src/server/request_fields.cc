@@ -31,6 +31,7 @@ constexpr HonouredField kHonoured[] = {
     {"t_max", kBoth},
     {"max_denoising_steps", kBoth},
     {"seed", kBoth},
+    {"n", kBoth},
     {"stop", kBoth},
     {"stream", kBoth},
     {"stream_options", kBoth},
@@ -68,7 +69,6 @@ struct NoOpField {
 };
 
 constexpr NoOpField kNoOp[] = {
-    {"n", kBoth, [](const Value& v) { return is_number_equal(v, 1); }, "1", "one choice per request"},
     {"best_of", kCompletionOnly, [](const Value& v) { return is_number_equal(v, 1); }, "1", "one candidate"},
     {"top_p", kBoth, [](const Value& v) { return is_number_equal(v, 1); }, "1",
      "no nucleus sampling; the denoising sampler draws from the full distribution"},

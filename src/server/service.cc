@@ -217,6 +217,7 @@ RequestLimits CompletionService::request_limits() const {
   RequestLimits l;
   l.model_name = options_.model_name;
   l.max_tokens_limit = options_.max_tokens_limit;
+  l.max_choices = std::min<int64_t>(16, options_.slots + options_.max_queue);
   return l;
 }
 
@@ -314,6 +315,13 @@ int64_t CompletionService::fit_max_tokens(const CompletionRequest& req, int64_t 
 }
 
 std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest& req, Clock::time_point arrived) {
+  if (req.n != 1)
+    throw Error("CompletionService::submit: a request of " + std::to_string(req.n) + " choices needs submit_choices");
+  return submit_choices(req, arrived).front();
+}
+
+std::vector<std::shared_ptr<ActiveRequest>> CompletionService::submit_choices(const CompletionRequest& req,
+                                                                              Clock::time_point arrived) {
   ActiveRequest::Setup s;
   s.prompt = build_prompt(req);
   s.max_tokens = fit_max_tokens(req, int64_t(s.prompt.size()));
@@ -321,27 +329,37 @@ std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest
   s.stop = req.stop;
   s.drafts = req.stream && req.include_drafts;
   s.arrived = arrived;
-  // The seed every answer reports. Chosen ones stay below 2^53 so that they
-  // survive JavaScript numbers; greedy requests without a seed use 0 (the
-  // initial canvas and the renoise draws still come from the seed), so equal
-  // greedy requests give equal answers; a negative seed asks for a chosen one.
+  // The seed every answer reports. Chosen ones stay below 2^53 (with room
+  // for the choices' seed + i) so that they survive JavaScript numbers;
+  // greedy requests without a seed use 0 (the initial canvas and the renoise
+  // draws still come from the seed), so equal greedy requests give equal
+  // answers; a negative seed asks for a chosen one.
   if (req.seed)
     s.seed = *req.seed;
   else if (s.config.greedy && !req.random_seed)
     s.seed = 0;
   else
-    s.seed = random_seed();
-  auto active = std::make_shared<ActiveRequest>(tokenizer_, metrics_, std::move(s));
-  if (!scheduler_.submit(active)) {
-    if (scheduler_.closed())
-      throw ApiError(503, "the server is shutting down; it takes no new requests", "server_error", "",
-                     "server_shutting_down");
-    throw ApiError(429,
-                   "the server is busy: " + std::to_string(options_.max_queue) +
-                       " requests are already waiting (--max-queue); retry later",
-                   "rate_limit_error", "", "queue_full");
+    s.seed = random_seed() % (kMaxExactJsonSeed + 1 - uint64_t(req.n));
+  std::vector<std::shared_ptr<ActiveRequest>> choices;
+  for (int64_t i = 0; i < req.n; ++i) {
+    ActiveRequest::Setup one = s;
+    one.seed = s.seed + uint64_t(i);
+    auto active = std::make_shared<ActiveRequest>(tokenizer_, metrics_, std::move(one));
+    if (!scheduler_.submit(active)) {
+      // All choices or none.
+      for (const auto& queued : choices) scheduler_.cancel(queued);
+      if (scheduler_.closed())
+        throw ApiError(503, "the server is shutting down; it takes no new requests", "server_error", "",
+                       "server_shutting_down");
+      throw ApiError(
+          429,
+          "the server is busy: " + std::to_string(options_.max_queue) + " requests are already waiting (--max-queue)" +
+              (req.n > 1 ? "; the " + std::to_string(req.n) + " choices need a place each" : "") + "; retry later",
+          "rate_limit_error", "", "queue_full");
+    }
+    choices.push_back(std::move(active));
   }
-  return active;
+  return choices;
 }
 
 void CompletionService::cancel(const std::shared_ptr<ActiveRequest>& request) { scheduler_.cancel(request); }

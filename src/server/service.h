@@ -115,7 +115,11 @@ class CompletionService {
   // 400 (prompt too long or prompt + max_tokens over the context size, token
   // id outside the vocabulary, invalid temperature schedule, template
   // failure), 429 (queue full), 503 (stopping).
+  // submit: a request of one choice (n = 1). submit_choices: its n choices
+  // (choice i with seed + i), all queued or none (429).
   std::shared_ptr<ActiveRequest> submit(const CompletionRequest& request, Clock::time_point arrived);
+  std::vector<std::shared_ptr<ActiveRequest>> submit_choices(const CompletionRequest& request,
+                                                             Clock::time_point arrived);
   // The client went away: the request leaves the queue, or its generation
   // ends before the next decoder pass.
   void cancel(const std::shared_ptr<ActiveRequest>& request);

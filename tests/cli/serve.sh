@@ -122,6 +122,15 @@ else
 fi
 post /v1/chat/completions "$CHAT"
 if [ "$(json_get 'choices[0].message.content')" = "$CONTENT" ]; then ok "curl chat: same seed, same answer"; else bad "curl chat not deterministic"; fi
+# n = 2 with seed 6: choice 1 used seed 7, so it is the answer above.
+post /v1/chat/completions '{"model":"'$MODEL'","messages":[{"role":"user","content":"Hello"}],"max_tokens":5,"seed":6,"n":2}'
+if [ "$STATUS" = 200 ] && [ "$(json_get 'choices[1].message.content')" = "$CONTENT" ] &&
+    [ "$(json_get 'choices[1].index')" = 1 ] && [ "$(json_get 'usage.completion_tokens')" = 10 ] &&
+    [ "$(json_get 'dgemma.seed')" = 6 ]; then
+  ok "curl chat n=2: two choices, choice 1 is seed 7's answer, usage counts both"
+else
+  bad "curl chat n=2: $STATUS $(head -c 600 "$TMP/body")"
+fi
 # seed -1: the server chooses; the reported seed is a plain integer and, sent back, gives the same answer.
 post /v1/chat/completions "${CHAT/\"seed\":7/\"seed\":-1}"
 CHOSEN_TEXT=$(json_get 'choices[0].message.content')

@@ -85,6 +85,31 @@ TEST(OpenAIFormat, TextCompletionAndChunks) {
   EXPECT_EQ(json::parse(models_body("tiny", 5)).find("data")->as_array().at(0).find("id")->as_string(), "tiny");
 }
 
+// n choices: one entry per choice with its index and finish reason; usage
+// counts the prompt (12 tokens) once and the completion tokens of each.
+TEST(OpenAIFormat, SeveralChoices) {
+  StreamEvent second = done();
+  second.completion_tokens = 3;
+  second.finish = FinishReason::kStop;
+  second.ttft_seconds = 0.1;
+  const std::vector<ChoiceOutcome> choices = {{"one", done()}, {"two", second}};
+  const json::Value v = json::parse(completion_body(ctx(Endpoint::kChat), choices));
+  const json::Array& list = v.find("choices")->as_array();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].find("index")->as_int(), 0);
+  EXPECT_EQ(list[1].find("index")->as_int(), 1);
+  EXPECT_EQ(list[1].find("message")->find("content")->as_string(), "two");
+  EXPECT_EQ(list[0].find("finish_reason")->as_string(), "length");
+  EXPECT_EQ(list[1].find("finish_reason")->as_string(), "stop");
+  EXPECT_EQ(v.find("usage")->find("prompt_tokens")->as_int(), 12);
+  EXPECT_EQ(v.find("usage")->find("completion_tokens")->as_int(), 8);
+  EXPECT_EQ(v.find("usage")->find("total_tokens")->as_int(), 20);
+  EXPECT_EQ(v.find("dgemma")->find("ttft_ms")->as_double(), 100.0);  // the first token of any choice
+  ResponseContext c = ctx(Endpoint::kCompletion);
+  c.choice = 1;
+  EXPECT_EQ(json::parse(chunk_text(c, "x")).find("choices")->as_array().at(0).find("index")->as_int(), 1);
+}
+
 TEST(Metrics, PrometheusText) {
   Metrics m;
   m.count_request("/v1/chat/completions", 200);

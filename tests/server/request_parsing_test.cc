@@ -48,6 +48,23 @@ TEST(RequestParsing, AcceptsAFullChatRequest) {
   EXPECT_TRUE(r.include_drafts);
 }
 
+TEST(RequestParsing, ChoicesDefaultToOneAndAreBoundedByTheLimit) {
+  const std::string msg = R"({"messages": [{"role": "user", "content": "x"}])";
+  EXPECT_EQ(chat(msg + "}").n, 1);
+  EXPECT_EQ(chat(msg + R"(, "n": 3})").n, 3);
+  EXPECT_EQ(chat(msg + R"(, "n": 16})").n, 16);
+  EXPECT_EQ(completion(R"({"prompt": "a", "n": 2})").n, 2);
+  RequestLimits two = limits();
+  two.max_choices = 2;
+  try {
+    parse_request(Endpoint::kChat, msg + R"(, "n": 3})", two);
+    ADD_FAILURE() << "n = 3 accepted over a limit of 2";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "n");
+    EXPECT_NE(std::string(e.what()).find("[1, 2]"), std::string::npos) << e.what();
+  }
+}
+
 // A negative seed asks the server to choose one; 0 and the largest int64 are used as given.
 TEST(RequestParsing, NegativeSeedAsksForAChosenOne) {
   const std::string msg = R"({"messages": [{"role": "user", "content": "x"}], "seed": )";
@@ -140,7 +157,10 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
       {Endpoint::kChat, "{" + msg + R"(, "stream": true, "stream_options": []})", 400, "stream_options"},
       {Endpoint::kChat, "{" + msg + R"(, "stream_options": {"include_drafts": "yes"}})", 400,
        "stream_options.include_drafts"},
-      {Endpoint::kChat, "{" + msg + R"(, "n": 2})", 400, "n"},
+      {Endpoint::kChat, "{" + msg + R"(, "n": 0})", 400, "n"},
+      {Endpoint::kChat, "{" + msg + R"(, "n": 17})", 400, "n"},  // over RequestLimits::max_choices (16)
+      {Endpoint::kChat, "{" + msg + R"(, "n": 1.5})", 400, "n"},
+      {Endpoint::kCompletion, R"({"prompt": "a", "n": "2"})", 400, "n"},
       {Endpoint::kChat, "{" + msg + R"(, "logprobs": true})", 400, "logprobs"},
       {Endpoint::kChat, "{" + msg + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
       {Endpoint::kCompletion, "{}", 400, "prompt"},
@@ -193,7 +213,6 @@ TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
       {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
       {R"("tool_choice": "required")", "tool_choice"},
       {R"("logit_bias": {"50": 100})", "logit_bias"},
-      {R"("n": 2)", "n"},
       {R"("user": 5)", "user"},
       {R"("store": true)", "store"},
       {R"("modalities": ["text", "audio"])", "modalities"},

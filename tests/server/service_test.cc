@@ -3,6 +3,7 @@
 // give the same tokens as serial runs (DiffusionGemma::swap_cache), answers
 // honour max_tokens and seeds, limits give the right ApiError.
 #include "server/service.h"
+#include "server/choice_set.h"
 #include "cpu_model.h"
 
 #include <gtest/gtest.h>
@@ -197,6 +198,53 @@ ServiceOptions small_options(int64_t max_queue = 0) {
   o.slots = 1;
   o.max_queue = max_queue;
   return o;
+}
+
+// n choices run side by side, choice i with seed + i: each gives the text a
+// request of one choice with that seed gets alone, read through one
+// ChoiceSet. All choices are queued or none.
+TEST(CompletionService, ChoicesAreTheAnswersOfTheirSeedsAlone) {
+  auto model = load_model();
+  SharedModel shared(*model);
+  Metrics metrics;
+  CompletionService service(shared, testing::default_model_tokenizer(), small_options(/*max_queue=*/2), metrics);
+  std::vector<std::string> alone;
+  for (uint64_t seed : {40, 41, 42}) {
+    alone.push_back(collect(*service.submit(chat_request(12, seed), Clock::now())).text);
+    wait_idle(service);
+  }
+  ASSERT_NE(alone[0], alone[1]);  // the seeds matter on this model, so the check below can fail
+
+  CompletionRequest three = chat_request(12, 40);
+  three.n = 3;
+  ChoiceSet set(service.submit_choices(three, Clock::now()));  // one slot + a queue of 2 holds them
+  ASSERT_EQ(set.size(), 3u);
+  std::vector<std::string> texts(3);
+  StreamEvent e;
+  size_t which = 0;
+  while (!set.all_done()) {
+    ASSERT_TRUE(set.next(e, which, std::chrono::milliseconds(60000)));
+    ASSERT_NE(e.kind, StreamEvent::Kind::kError) << e.text;
+    if (e.kind == StreamEvent::Kind::kText) texts[which] += e.text;
+  }
+  EXPECT_EQ(texts, alone);
+  for (const StreamEvent& d : set.dones()) EXPECT_EQ(d.completion_tokens, 12);
+  wait_idle(service);
+
+  // Four choices do not fit one slot and a queue of 2: 429, and none stays queued.
+  CompletionRequest four = chat_request(12, 1);
+  four.n = 4;
+  try {
+    service.submit_choices(four, Clock::now());
+    ADD_FAILURE() << "4 choices admitted into room for 3";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 429);
+  }
+  for (int i = 0; i < 100 && (service.scheduler().queued() > 0 || service.scheduler().in_flight() > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(service.scheduler().queued(), 0);
+  EXPECT_EQ(service.scheduler().in_flight(), 0);
+  EXPECT_THROW(service.submit(four, Clock::now()), Error);  // submit() is for one choice
 }
 
 // A prompt text longer than max_prompt_tokens times the longest token text

@@ -64,6 +64,21 @@ await step('stream', async () => {
   check(s.usage && s.usage.completion_tokens === 5, 'stream: usage in the final chunk', JSON.stringify(s.usage));
 });
 
+await step('n choices, streamed', async () => {
+  // Seed 6 with n = 2: choice 1 uses seed 7, whose answer curl got.
+  const stream = await client.chat.completions.create({ model, messages: hello, max_tokens: 5, seed: 6, n: 2,
+                                                        stream: true });
+  const content = ['', ''], finish = [null, null];
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      if (c.delta && c.delta.content) content[c.index] += c.delta.content;
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+  }
+  check(content[1] === curlContent, 'stream n=2: choice 1 streams seed 7\'s answer', JSON.stringify(content));
+  check(finish[0] === 'length' && finish[1] === 'length', 'stream n=2: each choice finishes', JSON.stringify(finish));
+});
+
 await step('max_tokens across canvases', async () => {
   for (const n of [1, 17, 40]) {
     const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: n, seed: 3 });
@@ -146,7 +161,7 @@ await step('errors', async () => {
   };
   await expectStatus('unknown model', 404, () => client.chat.completions.create({ model: 'nope', messages: hello }));
   await expectStatus('negative max_tokens', 400, () => chat(1, -1));
-  await expectStatus('n = 2', 400, () => chat(1, 5, { n: 2 }));
+  await expectStatus('n = 17 (over the limit of 16)', 400, () => chat(1, 5, { n: 17 }));
   await expectStatus('empty messages', 400, () => client.chat.completions.create({ model, messages: [] }));
   await expectStatus('bad temperature', 400, () => chat(1, 5, { temperature: 3 }));
   await expectStatus('image part', 400, () => client.chat.completions.create({

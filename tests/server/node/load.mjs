@@ -61,7 +61,7 @@ const cases = [
   ['POST', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "x"}], "max_tokens": "5"}', 'application/json'],
   ['POST', '/v1/chat/completions', '{"messages": [{"role": "robot", "content": "x"}]}', 'application/json'],
   ['POST', '/v1/chat/completions', '{"messages": [{"role": "user", "content": 5}]}', 'application/json'],
-  ['POST', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "x"}], "n": 3}', 'application/json'],
+  ['POST', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "x"}], "n": 0}', 'application/json'],
   ['POST', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "x"}], "temperature": -1}', 'application/json'],
   ['POST', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "x"}], "stop": [1]}', 'application/json'],
   ['POST', '/v1/chat/completions', '{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 'application/json'],
