@@ -118,6 +118,47 @@ void GenerationFlags::add_to(FlagParser& p) {
                "(default: the model's max_position_embeddings)",
                "N");
   p.add_int("-s,--seed", &seed, "random seed (-1: a random one, printed in the summary)");
+  p.add_string("--top-k", &top_k, "draw each position only from its K most likely tokens (default: 0 = off)", "K");
+  p.add_string("--top-p", &top_p,
+               "draw each position only from its most likely tokens whose probability reaches P (default: 1 = off)",
+               "P");
+  p.add_string("--min-p", &min_p,
+               "draw each position only from tokens at least P x its top probability (default: 0 = off)", "P");
+  p.add_string("--presence-penalty", &presence_penalty,
+               "subtract X from the logit of every token already committed by this reply, in [-2, 2] (default: 0)",
+               "X");
+  p.add_string("--frequency-penalty", &frequency_penalty,
+               "subtract X per occurrence from the logits of tokens this reply committed, in [-2, 2] (default: 0)",
+               "X");
+  p.add_string("--repeat-penalty", &repeat_penalty,
+               "divide positive logits (multiply negative ones) of tokens this reply committed by R > 0 "
+               "(default: 1 = off)",
+               "R");
+}
+
+void GenerationFlags::apply_sampling_flags(GenerationConfig& c) const {
+  // Each flag is checked against the rule the server applies to the request
+  // field of the same name (sampling_control_rule); a bad value is a usage
+  // error.
+  auto number = [](const std::string& text, const char* flag, const char* field) {
+    const double v = to_double(text, flag);
+    if (const std::string rule = sampling_control_rule(field, v); !rule.empty())
+      throw UsageError(std::string("option ") + flag + ": " + rule + ", got '" + text + "'");
+    return v;
+  };
+  if (!top_k.empty()) {
+    const int64_t k = to_int(top_k, "--top-k");
+    if (const std::string rule = sampling_control_rule("top_k", double(k)); !rule.empty())
+      throw UsageError("option --top-k: " + rule + ", got '" + top_k + "'");
+    c.top_k = k;
+  }
+  if (!top_p.empty()) c.top_p = number(top_p, "--top-p", "top_p");
+  if (!min_p.empty()) c.min_p = number(min_p, "--min-p", "min_p");
+  if (!presence_penalty.empty())
+    c.presence_penalty = number(presence_penalty, "--presence-penalty", "presence_penalty");
+  if (!frequency_penalty.empty())
+    c.frequency_penalty = number(frequency_penalty, "--frequency-penalty", "frequency_penalty");
+  if (!repeat_penalty.empty()) c.repeat_penalty = number(repeat_penalty, "--repeat-penalty", "repeat_penalty");
 }
 
 GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool quiet,
@@ -154,6 +195,7 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
       throw UsageError("option --temp: expected a temperature >= 0 (0 = greedy), got '" + temperature + "'");
     apply_temperature_override(c, t, "--temp");
   }
+  apply_sampling_flags(c);
   if (!ctx_size.empty()) {
     c.context_size = to_int(ctx_size, "--ctx-size");
     if (c.context_size < 0) throw UsageError("option --ctx-size: expected a size >= 0 (0 = no limit), got " + ctx_size);

@@ -18,6 +18,8 @@ struct GenerationFlags {
   std::string eos_token_id, pad_token_id;
   std::string temperature;  // --temp: OpenAI-style, 0 = greedy
   std::string ctx_size;     // -c/--ctx-size; default: the model's max_position_embeddings
+  // Sampling controls (docs/model.md §3.7); empty = off.
+  std::string top_k, top_p, min_p, presence_penalty, frequency_penalty, repeat_penalty;
   int64_t seed = -1;
 
   void add_to(FlagParser& p);
@@ -30,6 +32,9 @@ struct GenerationFlags {
   // The seed to use: --seed; 0 with --temp 0 (greedy output is then
   // repeatable run to run); else a fresh random one when it is -1.
   uint64_t resolve_seed() const;
+  // Sets the sampling controls given as flags (--top-k ... --repeat-penalty);
+  // an out-of-range value is a UsageError naming the flag.
+  void apply_sampling_flags(GenerationConfig& c) const;
 };
 
 // "2,427,5", "2 427 5", "[2, 427, 5]" (what `dgemma tokenize` prints) -> ids;

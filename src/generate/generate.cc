@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "core/thread_pool.h"
 #include "dgemma/error.h"
 #include "generate/sampler.h"
+#include "ops/row_sampling.h"
 
 namespace dgemma {
 namespace {
@@ -61,7 +63,10 @@ class Denoiser {
         // Where the per-row pass runs: inside the model when it can (next to
         // its logits, e.g. on the GPU; DiffusionModel::decode_sample) and draw
         // B is an inverse CDF or the argmax; else here, over the host logits.
-        on_model_(model.samples_rows() && (config.greedy || draws.samples_by_inverse_cdf())),
+        // Penalties, and filters of a sampled draw B, run only here: the
+        // model's sample op does not take them (docs/model.md §3.7).
+        on_model_(model.samples_rows() && (config.greedy || draws.samples_by_inverse_cdf()) && !has_penalties(config) &&
+                  (config.greedy || !has_sampling_filters(config))),
         // Host path: two [L, V] buffers, allocated once: the decoder writes
         // raw logits into `out` while reading the previous step's processed
         // logits from `prev`; after temperature scaling in place they swap
@@ -81,7 +86,16 @@ class Denoiser {
         stability_(config.stability_threshold, L_),
         uniforms_(on_model_ && !config.greedy ? l_ : 0),
         pool_(model.thread_pool()),
-        row_errors_(l_) {}
+        row_errors_(l_) {
+    filters_.top_k = config.top_k;
+    filters_.top_p = config.top_p;
+    filters_.min_p = config.min_p;
+    penalties_.presence = config.presence_penalty;
+    penalties_.frequency = config.frequency_penalty;
+    penalties_.repeat = config.repeat_penalty;
+    controls_.filters = filters_.active() ? &filters_ : nullptr;
+    controls_.penalties = penalties_.active() ? &penalties_ : nullptr;
+  }
 
   // Denoises canvas c from its canvas_init draw (canvas 0: `start` when not
   // empty), commits its last argmax to the result and, unless generation
@@ -93,6 +107,8 @@ class Denoiser {
   void step_on_model(int64_t c, int64_t s, float temperature);
   void step_on_host(int64_t c, int64_t s, float temperature, const float* self_conditioning);
   void run_rows(int64_t c, int64_t s, float temperature);
+  // Adds a committed canvas to the context the penalties count (docs/model.md §3.7).
+  void count_committed(std::span<const int32_t> committed);
 
   DiffusionModel& model_;
   const GenerationConfig& config_;
@@ -117,7 +133,19 @@ class Denoiser {
   std::vector<std::exception_ptr> row_errors_;
   std::string where_;
   bool fuse_sample_ = false;
+  // Sampling controls (docs/model.md §3.7); controls_ points at those that are on.
+  SamplingFilters filters_;
+  TokenPenalties penalties_;
+  RowControls controls_;
+  std::map<int32_t, int64_t> context_counts_;
 };
+
+void Denoiser::count_committed(std::span<const int32_t> committed) {
+  if (controls_.penalties == nullptr) return;
+  for (const int32_t t : committed) ++context_counts_[t];
+  penalties_.counts.clear();
+  for (const auto& [token, count] : context_counts_) penalties_.counts.push_back({token, count});
+}
 
 void Denoiser::run_rows(int64_t c, int64_t s, float temperature) {
   auto rows = [&](int64_t begin, int64_t end) {
@@ -127,7 +155,7 @@ void Denoiser::run_rows(int64_t c, int64_t s, float temperature) {
       try {
         const double u = fuse_sample_ ? draws_.sample_uniform(c, s, i) : 0.0;
         const RowPass r = process_row(out_ + size_t(i) * size_t(V_), size_t(V_), temperature,
-                                      fuse_sample_ ? &u : nullptr, scratch.data(), where_.c_str());
+                                      fuse_sample_ ? &u : nullptr, scratch.data(), where_.c_str(), &controls_);
         argmax_[size_t(i)] = r.argmax;
         entropy_[size_t(i)] = r.entropy;
         if (fuse_sample_) sampled_[size_t(i)] = r.sample;
@@ -272,6 +300,7 @@ bool Denoiser::canvas(int64_t c, bool last, std::span<const int32_t> start) {
   }
   // The last canvas is not encoded either (max length reached).
   if (!last) model_.encode(committed);
+  count_committed(committed);
   return true;
 }
 
@@ -286,6 +315,11 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   if (V <= 0 || V > std::numeric_limits<int32_t>::max())
     throw Error("generate: model vocab_size " + std::to_string(V) + " outside [1, 2^31)");
   check_tokens(prompt, V, "prompt");
+  // A replayed tape supplies draw B itself; the filters could not act on it.
+  if (has_sampling_filters(config) && !config.greedy && !draws.samples_by_inverse_cdf())
+    throw Error(
+        "generate: top_k, top_p and min_p filter a seeded draw; this draw source (a replayed tape) supplies the "
+        "sampled tokens itself");
   if (!start_canvas.empty()) {
     if (int64_t(start_canvas.size()) != L)
       throw Error("generate: start canvas has " + std::to_string(start_canvas.size()) + " tokens, canvas_length is " +

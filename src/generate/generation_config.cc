@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "core/json.h"
 #include "dgemma/error.h"
@@ -61,6 +62,25 @@ struct Spelled {
 
 }  // namespace
 
+bool has_sampling_filters(const GenerationConfig& c) { return c.top_k != 0 || c.top_p != 1.0 || c.min_p != 0.0; }
+
+bool has_penalties(const GenerationConfig& c) {
+  return c.presence_penalty != 0.0 || c.frequency_penalty != 0.0 || c.repeat_penalty != 1.0;
+}
+
+std::string sampling_control_rule(std::string_view field, double v) {
+  if (field == "top_k")
+    return v >= 0.0 && v == std::floor(v) && v <= double(std::numeric_limits<int32_t>::max())
+               ? ""
+               : "must be an integer >= 0 (0 = off)";
+  if (field == "top_p") return v > 0.0 && v <= 1.0 ? "" : "must be in (0, 1] (1 = off)";
+  if (field == "min_p") return v >= 0.0 && v <= 1.0 ? "" : "must be in [0, 1] (0 = off)";
+  if (field == "presence_penalty" || field == "frequency_penalty")
+    return v >= -2.0 && v <= 2.0 ? "" : "must be in [-2, 2] (0 = off)";
+  if (field == "repeat_penalty") return v > 0.0 && std::isfinite(v) ? "" : "must be a finite number > 0 (1 = off)";
+  return "is not a sampling control";
+}
+
 void validate_generation_config(const GenerationConfig& c, const std::string& source) {
   if (c.max_new_tokens <= 0)
     invalid(source, "max_new_tokens", std::to_string(c.max_new_tokens), "must be a positive integer");
@@ -85,6 +105,17 @@ void validate_generation_config(const GenerationConfig& c, const std::string& so
   if (c.pad_token_id < 0) invalid(source, "pad_token_id", std::to_string(c.pad_token_id), "must be a token id >= 0");
   if (c.context_size < 0)
     invalid(source, "context_size", std::to_string(c.context_size), "must be >= 0 (0 = no limit)");
+  const std::pair<const char*, double> controls[] = {
+      {"top_k", double(c.top_k)},
+      {"top_p", c.top_p},
+      {"min_p", c.min_p},
+      {"presence_penalty", c.presence_penalty},
+      {"frequency_penalty", c.frequency_penalty},
+      {"repeat_penalty", c.repeat_penalty},
+  };
+  for (const auto& [field, value] : controls)
+    if (const std::string rule = sampling_control_rule(field, value); !rule.empty())
+      invalid(source, field, format_double(value), rule);
 }
 
 void apply_temperature_override(GenerationConfig& c, double temperature, const std::string& source) {

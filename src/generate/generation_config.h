@@ -46,7 +46,30 @@ struct GenerationConfig {
   // would need more, naming the limit; callers default it to the model's
   // max_position_embeddings (-c/--ctx-size).
   int64_t context_size = 0;
+  // Sampling controls (docs/model.md §3.7), also set by the caller: filters of
+  // draw B (top_k, top_p, min_p) and penalties on the raw logits of tokens
+  // committed in earlier canvases of this generation (presence, frequency,
+  // repeat). The defaults turn every one off, and then generation is exactly
+  // the reference's.
+  int64_t top_k = 0;               // 0 = off; else >= 1
+  double top_p = 1.0;              // in (0, 1]
+  double min_p = 0.0;              // in [0, 1]
+  double presence_penalty = 0.0;   // in [-2, 2]
+  double frequency_penalty = 0.0;  // in [-2, 2]
+  double repeat_penalty = 1.0;     // > 0; 1 = off
 };
+
+// Whether any filter of draw B is on (top_k, top_p or min_p; docs/model.md §3.7).
+bool has_sampling_filters(const GenerationConfig& config);
+// Whether any penalty is on (presence, frequency or repeat; docs/model.md §3.7).
+bool has_penalties(const GenerationConfig& config);
+
+// The rule for each sampling control (docs/model.md §3.7), shared by the
+// config check, the CLI flags and the server's request fields: "" when
+// `value` is valid for `field` (top_k, top_p, min_p, presence_penalty,
+// frequency_penalty, repeat_penalty), else what it must be ("must be in
+// (0, 1]").
+std::string sampling_control_rule(std::string_view field, double value);
 
 // Positions `max_new_tokens` occupy in the context: whole canvases of
 // `canvas_length` (docs/model.md §3.4), saturating at INT64_MAX; 0 when either is

@@ -113,8 +113,10 @@ int32_t inverse_cdf(const float* p, size_t n, double target) {
 }
 
 RowPass process_row(float* row, size_t vocab, float temperature, const double* uniform, float* scratch,
-                    const char* where) {
+                    const char* where, const RowControls* controls) {
   RowPass out;
+  if (controls != nullptr && controls->penalties != nullptr && controls->penalties->active())
+    apply_penalties(row, vocab, *controls->penalties);
   for (size_t v = 0; v < vocab; ++v) row[v] = row[v] / temperature;
   const float max_z = row_max(row, vocab, out.argmax, where);
   double sum_e = 0.0, sum_ed = 0.0;
@@ -128,7 +130,12 @@ RowPass process_row(float* row, size_t vocab, float temperature, const double* u
     }
   }
   out.entropy = entropy_of(sum_e, sum_ed);
-  if (uniform != nullptr) out.sample = inverse_cdf(scratch, vocab, *uniform * sum_e);
+  if (uniform == nullptr) return out;
+  // The entropy above is the unfiltered distribution's; the filters only
+  // narrow what draw B may pick (docs/model.md §3.7).
+  if (controls != nullptr && controls->filters != nullptr && controls->filters->active())
+    sum_e = filter_weights(scratch, vocab, *controls->filters);
+  out.sample = inverse_cdf(scratch, vocab, *uniform * sum_e);
   return out;
 }
 

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "dgemma/error.h"
+#include "ops/sampling_filters.h"
+#include "ops/token_penalties.h"
 
 namespace dgemma {
 // A row of logits the sampler cannot use: it holds a NaN or +inf logit, or
@@ -72,14 +74,23 @@ RowStats row_stats(std::span<const float> z, const char* where = "row_stats");
 // per thread) and sums p and p·(z - max z) in double for the entropy (exactly
 // row_stats); then, if `uniform` is given, the categorical sample is the
 // inverse CDF of p at uniform · sum p (exactly RandomDraws::sample_token).
+// With `controls`, penalties change the raw row first (z is then the
+// penalized row / T) and filters zero weights of p before the draw, which is
+// then the inverse CDF at uniform · (sum of the kept p).
 // NaN or +inf logits, or a row of -inf, throw dgemma::Error naming `where`.
 struct RowPass {
   int32_t argmax = 0;
   float entropy = 0.f;
   int32_t sample = -1;  // -1 when no uniform was given
 };
+// What a request may add to the row pass (docs/model.md §3.7). Without it
+// (null, or nothing active) the pass is exactly the one above.
+struct RowControls {
+  const TokenPenalties* penalties = nullptr;  // on the raw row, before the division by T
+  const SamplingFilters* filters = nullptr;   // on draw B's weights only, after the entropy
+};
 RowPass process_row(float* row, size_t vocab, float temperature, const double* uniform, float* scratch,
-                    const char* where);
+                    const char* where, const RowControls* controls = nullptr);
 
 // Inverse CDF over unnormalized fp32 weights p (the cumulative sum runs in
 // double): the first index whose cumulative weight exceeds `target`, never a

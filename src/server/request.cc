@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/json.h"
 #include "dgemma/error.h"
+#include "generate/generation_config.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
 
@@ -172,6 +174,32 @@ std::vector<std::string> parse_stop(const Value& body, const RequestLimits& limi
   return out;
 }
 
+// top_k, top_p, min_p and the penalties (docs/model.md §3.7), each checked
+// against the rule the CLI flags share (sampling_control_rule).
+void parse_sampling_controls(const Value& body, CompletionRequest& req) {
+  auto checked = [&](const char* key, double value) {
+    if (const std::string rule = sampling_control_rule(key, value); !rule.empty())
+      throw invalid_request(std::string("'") + key + "' " + rule + ", got " + json::dump(*field(body, key)), key,
+                            "invalid_value");
+  };
+  if (std::optional<int64_t> k = get_int(body, "top_k")) {
+    checked("top_k", double(*k));
+    req.top_k = *k;
+  }
+  const std::pair<const char*, std::optional<double>*> numbers[] = {
+      {"top_p", &req.top_p},
+      {"min_p", &req.min_p},
+      {"presence_penalty", &req.presence_penalty},
+      {"frequency_penalty", &req.frequency_penalty},
+      {"repeat_penalty", &req.repeat_penalty},
+  };
+  for (const auto& [key, out] : numbers)
+    if (std::optional<double> v = get_number(body, key)) {
+      checked(key, *v);
+      *out = *v;
+    }
+}
+
 }  // namespace
 
 CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, const RequestLimits& limits) {
@@ -238,6 +266,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, c
       throw invalid_request("'max_denoising_steps' must be in [1, 4096]", "max_denoising_steps", "invalid_value");
     req.max_denoising_steps = *v;
   }
+  parse_sampling_controls(body, req);
   if (std::optional<int64_t> v = get_int(body, "seed")) {
     if (*v < 0)
       req.random_seed = true;

@@ -4,7 +4,7 @@
 // rejected here with an ApiError naming the field: malformed JSON or invalid
 // UTF-8, wrong types, out-of-range numbers, unknown model. A field that is not
 // honoured is refused (400 unsupported_parameter) unless its value changes
-// nothing (top_p = 1, user, ...): request_fields.h has the list.
+// nothing (n = 1, user, ...): request_fields.h has the list.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +39,12 @@ struct CompletionRequest {
   std::optional<double> temperature;
   std::optional<double> t_min, t_max;
   std::optional<int64_t> max_denoising_steps;  // extension
+  // Sampling controls (docs/model.md §3.7): filters of the per-position draw
+  // and penalties on tokens this completion committed in earlier canvases.
+  std::optional<int64_t> top_k;  // llama.cpp / vLLM extension
+  std::optional<double> top_p, min_p;
+  std::optional<double> presence_penalty, frequency_penalty;
+  std::optional<double> repeat_penalty;  // llama.cpp extension
   // `seed`: a non-negative integer is used as given; a negative one (-1, as
   // llama.cpp's server takes it) asks for a seed the server chooses, as
   // leaving it out does for a sampled request, and for a greedy one too.

@@ -30,6 +30,12 @@ constexpr HonouredField kHonoured[] = {
     {"t_min", kBoth},
     {"t_max", kBoth},
     {"max_denoising_steps", kBoth},
+    {"top_k", kBoth},
+    {"top_p", kBoth},
+    {"min_p", kBoth},
+    {"presence_penalty", kBoth},
+    {"frequency_penalty", kBoth},
+    {"repeat_penalty", kBoth},
     {"seed", kBoth},
     {"n", kBoth},
     {"stop", kBoth},
@@ -70,10 +76,6 @@ struct NoOpField {
 
 constexpr NoOpField kNoOp[] = {
     {"best_of", kCompletionOnly, [](const Value& v) { return is_number_equal(v, 1); }, "1", "one candidate"},
-    {"top_p", kBoth, [](const Value& v) { return is_number_equal(v, 1); }, "1",
-     "no nucleus sampling; the denoising sampler draws from the full distribution"},
-    {"frequency_penalty", kBoth, [](const Value& v) { return is_number_equal(v, 0); }, "0", "no penalties"},
-    {"presence_penalty", kBoth, [](const Value& v) { return is_number_equal(v, 0); }, "0", "no penalties"},
     {"logprobs", kBoth, is_false_or_zero, "false or 0", "log probabilities are not computed"},
     {"top_logprobs", kBoth, [](const Value& v) { return is_number_equal(v, 0); }, "0",
      "log probabilities are not computed"},

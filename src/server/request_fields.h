@@ -6,12 +6,12 @@
 //
 // Honoured (parsed in request.cc): model, messages (chat), prompt
 // (completions), max_tokens, max_completion_tokens, temperature, t_min, t_max,
-// max_denoising_steps, seed, stop, stream, stream_options {include_usage,
-// include_drafts}.
+// max_denoising_steps, top_k, top_p, min_p, presence_penalty,
+// frequency_penalty, repeat_penalty, seed, stop, stream, stream_options
+// {include_usage, include_drafts}.
 //
 // Accepted only with the value that changes nothing (kNoOpFields below; JSON
-// null always counts as not given): n = 1, best_of = 1, top_p = 1,
-// frequency_penalty = 0, presence_penalty = 0, logprobs = false / 0,
+// null always counts as not given): n = 1, best_of = 1, logprobs = false / 0,
 // top_logprobs = 0, echo = false, suffix = "", tools = [], functions = [],
 // tool_choice / function_call = "none" or "auto", parallel_tool_calls (any
 // boolean), logit_bias = {}, response_format = {"type": "text"}, modalities =

@@ -279,6 +279,13 @@ GenerationConfig CompletionService::build_config(const CompletionRequest& req, i
     if (req.t_min || req.t_max) c.greedy = false;  // an explicit schedule samples
     if (req.t_min) c.t_min = *req.t_min;
     if (req.t_max) c.t_max = *req.t_max;
+    // Sampling controls (docs/model.md §3.7); parse_request checked their ranges.
+    if (req.top_k) c.top_k = *req.top_k;
+    if (req.top_p) c.top_p = *req.top_p;
+    if (req.min_p) c.min_p = *req.min_p;
+    if (req.presence_penalty) c.presence_penalty = *req.presence_penalty;
+    if (req.frequency_penalty) c.frequency_penalty = *req.frequency_penalty;
+    if (req.repeat_penalty) c.repeat_penalty = *req.repeat_penalty;
     validate_generation_config(c, "request");
   } catch (const Error& e) {
     throw invalid_request(std::string("invalid generation parameters: ") + e.what(),

@@ -87,6 +87,8 @@ class ActiveRequest final : public Job {
 
   int64_t prompt_tokens() const { return int64_t(setup_.prompt.size()); }
   uint64_t seed() const { return setup_.seed; }
+  // The generation parameters the request resolved to.
+  const GenerationConfig& config() const { return setup_.config; }
   Clock::time_point arrived() const { return setup_.arrived; }
 
   void run(DiffusionModel& sequence) override;

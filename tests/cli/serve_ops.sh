@@ -84,12 +84,31 @@ fi
 # ---- 6. one rule for OpenAI fields: no-op values pass, others are refused by name
 post /v1/chat/completions "{$HELLO,\"max_tokens\":2,\"seed\":1,\"top_p\":1,\"frequency_penalty\":0,\"presence_penalty\":0,\"response_format\":{\"type\":\"text\"},\"logprobs\":false,\"user\":\"u\",\"n\":1}"
 if [ "$STATUS" = 200 ]; then ok "no-op values of unsupported fields are accepted"; else bad "no-op fields: $STATUS $(cat "$TMP/body")"; fi
-for field in '"top_p":0.5' '"frequency_penalty":1' '"presence_penalty":0.3' '"response_format":{"type":"json_object"}' \
+for field in '"response_format":{"type":"json_object"}' \
     '"logprobs":true' '"tools":[{"type":"function","function":{"name":"f"}}]' '"no_such_field":1'; do
   post /v1/chat/completions "{$HELLO,$field}"
   name=$(sed 's/^"\([a-z_]*\)".*/\1/' <<<"$field")
   if [ "$STATUS" = 400 ] && [ "$(json_get error.code)" = unsupported_parameter ] && [ "$(json_get error.param)" = "$name" ]; then
     ok "$field: 400 unsupported_parameter: $(json_get error.message | cut -c1-100)"
+  else
+    bad "$field: $STATUS $(cat "$TMP/body")"
+  fi
+done
+
+# ---- 6b. sampling controls (docs/model.md §3.7) are served; out-of-range values are a 400 naming the field
+post /v1/chat/completions "{$HELLO,\"max_tokens\":32,\"seed\":3,\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,\"presence_penalty\":0.5,\"frequency_penalty\":0.25,\"repeat_penalty\":1.1}"
+if [ "$STATUS" = 200 ] && [ -n "$(json_get 'choices[0].message.content')" ]; then
+  ok "top_p 0.9 with top_k, min_p and the penalties: 200, $(json_get 'usage.completion_tokens') tokens"
+else
+  bad "sampling controls: $STATUS $(cat "$TMP/body")"
+fi
+for field in '"top_p":0' '"top_p":1.5' '"top_k":-1' '"min_p":2' '"presence_penalty":3' '"frequency_penalty":-2.5' \
+    '"repeat_penalty":0'; do
+  post /v1/chat/completions "{$HELLO,$field}"
+  name=$(sed 's/^"\([a-z_]*\)".*/\1/' <<<"$field")
+  if [ "$STATUS" = 400 ] && [ "$(json_get error.code)" = invalid_value ] && [ "$(json_get error.param)" = "$name" ] &&
+      json_get error.message | grep -q "$name"; then
+    ok "$field: 400 invalid_value: $(json_get error.message | cut -c1-100)"
   else
     bad "$field: $STATUS $(cat "$TMP/body")"
   fi

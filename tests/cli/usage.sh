@@ -37,6 +37,17 @@ expect_exit "malformed integer" 2 "expected an integer, got 'x'" "$BIN" run -p h
 expect_exit "malformed number" 2 "expected a number, got 'warm'" "$BIN" run -p hi --temp warm
 expect_exit "negative temperature" 2 "--temp" "$BIN" run -p hi --temp -1
 expect_exit "no prompt" 2 "-p" "$BIN" run
+# Sampling controls (docs/model.md §3.7): out of range is a usage error naming the flag.
+expect_exit "top-p 0" 2 "option --top-p: must be in (0, 1]" "$BIN" run -p hi --top-p 0
+expect_exit "top-k negative" 2 "option --top-k: must be an integer >= 0" "$BIN" run -p hi --top-k -1
+expect_exit "top-k fractional" 2 "option --top-k: expected" "$BIN" chat --top-k 2.5
+expect_exit "min-p above 1" 2 "option --min-p: must be in [0, 1]" "$BIN" run -p hi --min-p 1.5
+expect_exit "presence penalty out of range" 2 "option --presence-penalty: must be in [-2, 2]" \
+  "$BIN" run -p hi --presence-penalty 3
+expect_exit "frequency penalty malformed" 2 "option --frequency-penalty: expected a number" \
+  "$BIN" run -p hi --frequency-penalty lots
+expect_exit "repeat penalty 0" 2 "option --repeat-penalty: must be a finite number > 0" \
+  "$BIN" run -p hi --repeat-penalty 0
 expect_exit "unknown command" 2 "did you mean chat?" "$BIN" chta
 expect_exit "unknown top-level option" 2 "did you mean --version?" "$BIN" --verison
 expect_exit "no command" 2 "usage:" "$BIN"

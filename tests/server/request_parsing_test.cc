@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "core/json.h"
 #include "server/api_error.h"
@@ -188,6 +190,57 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
   }
 }
 
+// Sampling controls (docs/model.md §3.7): accepted in range on both endpoints,
+// refused out of range with 400 invalid_value naming the field.
+TEST(RequestParsing, SamplingControlsAreHonouredInRange) {
+  const std::string msg = R"("messages": [{"role": "user", "content": "x"}])";
+  const CompletionRequest r = chat("{" + msg + R"(, "top_k": 40, "top_p": 0.9, "min_p": 0.05,
+      "presence_penalty": -1.5, "frequency_penalty": 2, "repeat_penalty": 1.1})");
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_EQ(r.top_p, 0.9);
+  EXPECT_EQ(r.min_p, 0.05);
+  EXPECT_EQ(r.presence_penalty, -1.5);
+  EXPECT_EQ(r.frequency_penalty, 2.0);
+  EXPECT_EQ(r.repeat_penalty, 1.1);
+  // The edges of each range, and null as "not given".
+  const CompletionRequest edges = completion(R"({"prompt": "x", "top_k": 0, "top_p": 1, "min_p": 1,
+      "presence_penalty": 2, "frequency_penalty": -2, "repeat_penalty": null})");
+  EXPECT_EQ(edges.top_k, 0);
+  EXPECT_EQ(edges.top_p, 1.0);
+  EXPECT_EQ(edges.min_p, 1.0);
+  EXPECT_FALSE(edges.repeat_penalty);
+  const CompletionRequest none = chat("{" + msg + "}");
+  EXPECT_FALSE(none.top_k || none.top_p || none.min_p || none.presence_penalty || none.frequency_penalty ||
+               none.repeat_penalty);
+
+  const std::vector<std::tuple<std::string, std::string, std::string>> refused = {
+      {R"("top_p": 0)", "top_p", "invalid_value"},
+      {R"("top_p": 1.0001)", "top_p", "invalid_value"},
+      {R"("top_p": -0.5)", "top_p", "invalid_value"},
+      {R"("top_p": "0.9")", "top_p", "invalid_type"},
+      {R"("top_k": -1)", "top_k", "invalid_value"},
+      {R"("top_k": 2.5)", "top_k", "invalid_type"},
+      {R"("min_p": -0.01)", "min_p", "invalid_value"},
+      {R"("min_p": 1.5)", "min_p", "invalid_value"},
+      {R"("presence_penalty": 2.5)", "presence_penalty", "invalid_value"},
+      {R"("frequency_penalty": -3)", "frequency_penalty", "invalid_value"},
+      {R"("repeat_penalty": 0)", "repeat_penalty", "invalid_value"},
+      {R"("repeat_penalty": -1.1)", "repeat_penalty", "invalid_value"},
+      {R"("repeat_penalty": true)", "repeat_penalty", "invalid_type"},
+  };
+  for (const auto& [field, param, code] : refused) {
+    try {
+      chat("{" + msg + ", " + field + "}");
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << field;
+      EXPECT_EQ(e.code, code) << field << ": " << e.what();
+      EXPECT_EQ(e.param, param) << field;
+      EXPECT_NE(std::string(e.what()).find(param), std::string::npos) << e.what();
+    }
+  }
+}
+
 // One rule: a field is honoured, or accepted with its no-op value, or refused
 // with 400 unsupported_parameter naming it (request_fields.h).
 TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
@@ -205,9 +258,6 @@ TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {R"("response_format": {"type": "json_object"})", "response_format"},
       {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
-      {R"("top_p": 0.9)", "top_p"},
-      {R"("frequency_penalty": 0.5)", "frequency_penalty"},
-      {R"("presence_penalty": -1)", "presence_penalty"},
       {R"("logprobs": true)", "logprobs"},
       {R"("top_logprobs": 3)", "top_logprobs"},
       {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
@@ -216,7 +266,6 @@ TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
       {R"("user": 5)", "user"},
       {R"("store": true)", "store"},
       {R"("modalities": ["text", "audio"])", "modalities"},
-      {R"("top_k": 40)", "top_k"},
       {R"("repetition_penalty": 1.1)", "repetition_penalty"},
       {R"("some_new_field": null)", "some_new_field"},
       {R"("stream_options": {"include_usage": true, "chunk_size": 4})", "stream_options.chunk_size"},

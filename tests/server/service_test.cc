@@ -361,6 +361,66 @@ TEST(CompletionService, NegativeSeedIsChosenAndReportedSeedReproducesTheAnswer) 
   }
 }
 
+// Sampling controls (docs/model.md §3.7) reach the generation; their "off"
+// values change nothing, and penalties leave the first canvas alone (nothing
+// is committed before it).
+TEST(CompletionService, SamplingControlsReachTheGeneration) {
+  auto model = load_model();
+  SharedModel shared(*model);
+  Metrics metrics;
+  CompletionService service(shared, testing::default_model_tokenizer(), small_options(), metrics);
+  const auto now = Clock::now();
+  auto canvases_of = [&](const CompletionRequest& r, GenerationConfig* config = nullptr) {
+    wait_idle(service);
+    auto active = service.submit(r, now);
+    if (config != nullptr) *config = active->config();
+    std::vector<std::string> texts;
+    StreamEvent e;
+    while (active->next(e, std::chrono::milliseconds(60000)) && e.kind != StreamEvent::Kind::kDone) {
+      EXPECT_NE(e.kind, StreamEvent::Kind::kError) << e.text;
+      if (e.kind == StreamEvent::Kind::kError) break;
+      if (e.kind == StreamEvent::Kind::kText) texts.push_back(e.text);
+    }
+    return texts;
+  };
+  const std::vector<std::string> plain = canvases_of(chat_request(32, 7));
+  ASSERT_EQ(plain.size(), 2u);  // two canvases of 16
+
+  CompletionRequest off = chat_request(32, 7);
+  off.top_k = 0;
+  off.top_p = 1.0;
+  off.min_p = 0.0;
+  off.presence_penalty = 0.0;
+  off.frequency_penalty = 0.0;
+  off.repeat_penalty = 1.0;
+  EXPECT_EQ(canvases_of(off), plain);
+
+  CompletionRequest on = chat_request(32, 7);
+  on.top_k = 40;
+  on.top_p = 0.9;
+  on.min_p = 0.05;
+  on.presence_penalty = -2.0;
+  on.frequency_penalty = 1.5;
+  on.repeat_penalty = 1.25;
+  GenerationConfig config;
+  const std::vector<std::string> controlled = canvases_of(on, &config);
+  EXPECT_EQ(config.top_k, 40);
+  EXPECT_EQ(config.top_p, 0.9);
+  EXPECT_EQ(config.min_p, 0.05);
+  EXPECT_EQ(config.presence_penalty, -2.0);
+  EXPECT_EQ(config.frequency_penalty, 1.5);
+  EXPECT_EQ(config.repeat_penalty, 1.25);
+  ASSERT_EQ(controlled.size(), 2u);
+
+  // Penalties alone: the first canvas is the unpenalized one.
+  CompletionRequest penalized = chat_request(32, 7);
+  penalized.presence_penalty = 2.0;
+  penalized.repeat_penalty = 3.0;
+  const std::vector<std::string> p = canvases_of(penalized);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0], plain[0]);
+}
+
 TEST(CompletionService, PromptPlusWholeCanvasesMustFitTheContextSize) {
   auto model = load_model();
   SharedModel shared(*model);
