@@ -29,6 +29,9 @@ await step('Vercel AI SDK', async () => {
   const usage = await streamed.usage;
   check(usage.outputTokens === 5, 'AI SDK streamText reports usage (stream_options.include_usage)',
         JSON.stringify(usage));
+  const nucleus = await generateText({ ...settings, topP: 0.9, topK: 40, presencePenalty: 0.5, temperature: 0.7 });
+  check(nucleus.usage.outputTokens === 5, 'AI SDK topP, topK, presencePenalty and temperature are served',
+        JSON.stringify(nucleus.usage));
 });
 
 await step('LangChain ChatOpenAI', async () => {
@@ -42,6 +45,11 @@ await step('LangChain ChatOpenAI', async () => {
   let text = '';
   for await (const chunk of await llm.stream('Hello', { seed: 7 })) text += chunk.content;
   check(text === curlContent, 'LangChain stream streams the same answer', JSON.stringify(text));
+  const nucleus = new ChatOpenAI({ model, apiKey: 'unused', configuration: { baseURL: `${base}/v1` }, maxTokens: 5,
+                                   maxRetries: 0, topP: 0.9, frequencyPenalty: 0.5, temperature: 0.7 });
+  const sampled = await nucleus.invoke('Hello');
+  check(sampled.usage_metadata && sampled.usage_metadata.output_tokens === 5,
+        'LangChain topP, frequencyPenalty and temperature are served', JSON.stringify(sampled.usage_metadata));
 });
 
 finish();
