@@ -71,8 +71,8 @@ class Denoiser {
         // raw logits into `out` while reading the previous step's processed
         // logits from `prev`; after temperature scaling in place they swap
         // roles (docs/model.md §3.3). On the model, z stays there: one buffer,
-        // only for an observer.
-        buffer_a_(on_model_ && observer == nullptr ? 0 : l_ * size_t(V_)),
+        // allocated when an observer first asks for z.
+        buffer_a_(on_model_ ? 0 : l_ * size_t(V_)),
         buffer_b_(on_model_ ? 0 : l_ * size_t(V_)),
         out_(buffer_a_.data()),
         prev_(buffer_b_.data()),
@@ -263,8 +263,14 @@ bool Denoiser::canvas(int64_t c, bool last, std::span<const int32_t> start) {
       e.stable = stable;
       e.confident = confident;
       e.stop = stop;
-      if (on_model_) model_.processed_logits(out_);  // fetched only for the observer
-      e.processed_logits = out_;
+      if (observer_->wants_processed_logits(e)) {
+        if (on_model_) {  // fetched only for the observer
+          if (buffer_a_.empty()) buffer_a_.resize(l_ * size_t(V_));
+          out_ = buffer_a_.data();
+          model_.processed_logits(out_);
+        }
+        e.processed_logits = out_;
+      }
       observer_->on_step(e);
     }
 

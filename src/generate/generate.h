@@ -32,8 +32,10 @@ struct StepEvent {
   int64_t n_accepted = 0;
   bool stable = false;
   bool confident = false;
-  bool stop = false;                        // stable && confident: last step of this canvas
-  const float* processed_logits = nullptr;  // [L, V] fp32, z = logits / T
+  bool stop = false;  // stable && confident: last step of this canvas
+  // [L, V] fp32, z = logits / T; null unless the observer's
+  // wants_processed_logits() asked for this step's.
+  const float* processed_logits = nullptr;
 };
 
 // One finished canvas.
@@ -48,6 +50,12 @@ struct CanvasEvent {
 class GenerationObserver {
  public:
   virtual ~GenerationObserver() = default;
+  // Asked before on_step, with the event complete but for processed_logits:
+  // true fills them in. Where the model samples next to its logits
+  // (DiffusionModel::samples_rows(), e.g. on a GPU) that copies L × V floats
+  // (268 MB for the 26B model) to the host, so an observer asks only for the
+  // steps it reads.
+  virtual bool wants_processed_logits(const StepEvent& /*event*/) { return false; }
   virtual void on_step(const StepEvent& /*event*/) {}
   virtual void on_canvas(const CanvasEvent& /*event*/) {}
   // Polled before every decoder pass; returning true ends generation early

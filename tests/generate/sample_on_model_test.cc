@@ -149,6 +149,71 @@ std::string generate_error(bool on_model) {
   return "no error";
 }
 
+// The model that samples next to its logits, counting the copies of z that
+// observers cost (DiffusionModel::processed_logits).
+class CountingZ final : public DiffusionModel {
+ public:
+  explicit CountingZ(DiffusionModel& inner) : inner_(inner) {}
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  int64_t canvas_length() const override { return inner_.canvas_length(); }
+  int64_t cache_length() const override { return inner_.cache_length(); }
+  void encode(const std::vector<int32_t>& ids) override { inner_.encode(ids); }
+  void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override {
+    inner_.decode(canvas, self_conditioning, logits);
+  }
+  void truncate_cache(int64_t length) override { inner_.truncate_cache(length); }
+  bool samples_rows() const override { return inner_.samples_rows(); }
+  void decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature, const double* uniforms,
+                     RowSamples& out) override {
+    inner_.decode_sample(canvas, use_self_conditioning, temperature, uniforms, out);
+  }
+  void processed_logits(float* out) override {
+    ++copies;
+    inner_.processed_logits(out);
+  }
+  ThreadPool* thread_pool() override { return inner_.thread_pool(); }
+  int64_t copies = 0;
+
+ private:
+  DiffusionModel& inner_;
+};
+
+// Asks for z on the last step of each canvas only (what a log-probability
+// reader needs), or never.
+class LastStepReader final : public GenerationObserver {
+ public:
+  explicit LastStepReader(bool ask) : ask_(ask) {}
+  bool wants_processed_logits(const StepEvent& e) override { return ask_ && (e.stop || e.cur_step == 1); }
+  void on_step(const StepEvent& e) override {
+    ++steps;
+    if (e.processed_logits != nullptr) ++with_logits;
+  }
+  int64_t steps = 0, with_logits = 0;
+
+ private:
+  bool ask_;
+};
+
+// An observer costs no copy of z unless it asks, and then one per step asked
+// for; the run is the same either way.
+TEST(SampleOnModel, ProcessedLogitsAreFetchedOnlyForTheStepsAnObserverAsksFor) {
+  std::vector<int32_t> sequences[2];
+  for (const bool ask : {false, true}) {
+    auto model = golden_model();
+    CountingZ counting(*model);
+    ASSERT_TRUE(counting.samples_rows());
+    LastStepReader reader(ask);
+    RandomDraws draws(5);
+    const GenerationResult r = generate(counting, kPrompt, three_canvases(false), draws, &reader);
+    ASSERT_EQ(r.steps_per_canvas.size(), 3u);
+    EXPECT_GT(reader.steps, 3);  // more steps than canvases, so asking for the last ones only is visible
+    EXPECT_EQ(reader.with_logits, ask ? 3 : 0);
+    EXPECT_EQ(counting.copies, ask ? 3 : 0);
+    sequences[ask] = r.sequences;
+  }
+  EXPECT_EQ(sequences[0], sequences[1]);
+}
+
 TEST(SampleOnModel, BadRowIsTheSameErrorBothWays) {
   const std::string want = "generate: canvas 0 step 1 row 9: logit 77 is nan";
   EXPECT_EQ(generate_error(false), want);

@@ -61,6 +61,7 @@ inline std::vector<uint32_t> float_bits(const float* p, size_t n) {
 class FullRecorder : public GenerationObserver {
  public:
   explicit FullRecorder(int64_t lv) : lv_(lv) {}
+  bool wants_processed_logits(const StepEvent&) override { return true; }
   void on_step(const StepEvent& e) override {
     FullStep s{e.canvas,
                e.step,

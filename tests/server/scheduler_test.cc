@@ -270,6 +270,7 @@ TEST_P(SharedModelPaths, BatchedPassesOfTheRealModelAreBitIdentical) {
   struct Steps final : GenerationObserver {
     std::vector<std::vector<float>> logits;
     int64_t vocab = 0;
+    bool wants_processed_logits(const StepEvent&) override { return true; }
     void on_step(const StepEvent& e) override {
       logits.emplace_back(e.processed_logits, e.processed_logits + e.canvas_in.size() * size_t(vocab));
     }
