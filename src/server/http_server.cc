@@ -117,8 +117,9 @@ struct OpenRequest {
 };
 
 struct StreamState {
-  explicit StreamState(ChoiceSet c) : choices(std::move(c)) {}
+  explicit StreamState(ChoiceSet c) : choices(std::move(c)), token_text_bytes(choices.size(), 0) {}
   ChoiceSet choices;
+  std::vector<int64_t> token_text_bytes;  // per choice, for logprobs' text_offset
   ResponseContext ctx;
   int fd = -1;
   bool include_usage = false;
@@ -377,6 +378,7 @@ struct HttpServer::Impl {
     ctx.created = unix_now();
     ctx.model = service.options().model_name;
     ctx.seed = choices.first().seed();
+    ctx.logprobs = creq.logprobs;
     const int fd = t_connection_fd;
     try {
       wait_until_started(choices.first(), fd);
@@ -387,6 +389,7 @@ struct HttpServer::Impl {
 
     if (!creq.stream) {
       std::vector<std::string> texts(choices.size());
+      std::vector<std::vector<AnswerToken>> logprobs(choices.size());
       StreamEvent ev;
       size_t which = 0;
       while (!choices.all_done()) {
@@ -403,13 +406,15 @@ struct HttpServer::Impl {
         }
         if (ev.kind == StreamEvent::Kind::kText) {
           texts[which] += ev.text;
+          for (AnswerToken& t : ev.logprobs) logprobs[which].push_back(std::move(t));
         } else if (ev.kind == StreamEvent::Kind::kError) {
           choices.cancel_unfinished(service);
           throw ApiError(stopping ? 503 : 500, ev.text, "server_error", "", "generation_failed");
         }
       }
       std::vector<ChoiceOutcome> outcomes;
-      for (size_t i = 0; i < texts.size(); ++i) outcomes.push_back({std::move(texts[i]), choices.dones()[i]});
+      for (size_t i = 0; i < texts.size(); ++i)
+        outcomes.push_back({std::move(texts[i]), choices.dones()[i], std::move(logprobs[i])});
       const StreamEvent total = combine_done(choices.dones());
       t_log.prompt_tokens = total.prompt_tokens;
       t_log.completion_tokens = total.completion_tokens;
@@ -463,7 +468,13 @@ struct HttpServer::Impl {
     s.ctx.choice = int64_t(which);
     switch (ev.kind) {
       case StreamEvent::Kind::kDraft: return write(sse_event(chunk_draft(s.ctx, ev)));
-      case StreamEvent::Kind::kText: return write(sse_event(chunk_text(s.ctx, ev.text)));
+      case StreamEvent::Kind::kText: {
+        // text_offset of completions' logprobs: bytes of token text sent before.
+        int64_t& offset = s.token_text_bytes[which];
+        const std::string chunk = chunk_text(s.ctx, ev.text, ev.logprobs, offset);
+        for (const AnswerToken& t : ev.logprobs) offset += int64_t(t.token.text.size());
+        return write(sse_event(chunk));
+      }
       case StreamEvent::Kind::kDone: {
         std::string out = sse_event(chunk_finish(s.ctx, ev));
         if (!s.choices.all_done()) return write(out);

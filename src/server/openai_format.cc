@@ -52,14 +52,15 @@ Value extension(const ResponseContext& ctx, const StreamEvent& done) {
 
 // One streamed choice: chat {"index","delta","logprobs","finish_reason"},
 // completions {"index","text","logprobs","finish_reason"}.
-Value stream_choice(const ResponseContext& ctx, Object delta, const std::string& text, FinishReason finish) {
+Value stream_choice(const ResponseContext& ctx, Object delta, const std::string& text, FinishReason finish,
+                    Value logprobs = Value()) {
   Object c;
   c.emplace_back("index", Value(ctx.choice));
   if (is_chat(ctx))
     c.emplace_back("delta", Value(std::move(delta)));
   else
     c.emplace_back("text", Value(text));
-  c.emplace_back("logprobs", Value());
+  c.emplace_back("logprobs", std::move(logprobs));
   c.emplace_back("finish_reason", finish_value(finish));
   return Value(Object(std::move(c)));
 }
@@ -68,6 +69,66 @@ std::string with_choice(const ResponseContext& ctx, Value choice) {
   Object o = envelope(ctx, true);
   o.emplace_back("choices", Value(json::Array{std::move(choice)}));
   return json::dump(Value(std::move(o)));
+}
+
+// JSON has no -infinity; a token with no probability at all reads -9999, as
+// OpenAI writes it.
+Value logprob_value(double x) { return Value(std::isfinite(x) ? x : -9999.0); }
+
+Value bytes_value(const TokenText& t) {
+  json::Array bytes;
+  for (const uint8_t b : t.bytes) bytes.push_back(Value(int64_t(b)));
+  return Value(std::move(bytes));
+}
+
+// The "logprobs" of a choice or chunk (docs/server.md §5). Chat:
+// {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}],
+// "refusal": null}; completions: {tokens, token_logprobs, top_logprobs: [{text:
+// logprob}], text_offset}, offsets counted from `offset` bytes of the answer.
+Value logprobs_value(const ResponseContext& ctx, std::span<const AnswerToken> tokens, int64_t offset) {
+  if (!ctx.logprobs) return Value();
+  Object o;
+  if (is_chat(ctx)) {
+    json::Array content;
+    for (const AnswerToken& t : tokens) {
+      Object entry;
+      entry.emplace_back("token", Value(t.token.text));
+      entry.emplace_back("logprob", logprob_value(t.logprob));
+      entry.emplace_back("bytes", bytes_value(t.token));
+      json::Array top;
+      for (const auto& [alt, lp] : t.top) {
+        Object a;
+        a.emplace_back("token", Value(alt.text));
+        a.emplace_back("logprob", logprob_value(lp));
+        a.emplace_back("bytes", bytes_value(alt));
+        top.push_back(Value(std::move(a)));
+      }
+      entry.emplace_back("top_logprobs", Value(std::move(top)));
+      content.push_back(Value(std::move(entry)));
+    }
+    o.emplace_back("content", Value(std::move(content)));
+    o.emplace_back("refusal", Value());
+    return Value(std::move(o));
+  }
+  json::Array text, lps, tops, offsets;
+  for (const AnswerToken& t : tokens) {
+    text.push_back(Value(t.token.text));
+    lps.push_back(logprob_value(t.logprob));
+    Object top;  // keyed by text: the first of two alternatives with the same text is kept
+    for (const auto& [alt, lp] : t.top) {
+      bool seen = false;
+      for (const auto& [key, value] : top) seen = seen || key == alt.text;
+      if (!seen) top.emplace_back(alt.text, logprob_value(lp));
+    }
+    tops.push_back(Value(std::move(top)));
+    offsets.push_back(Value(offset));
+    offset += int64_t(t.token.text.size());
+  }
+  o.emplace_back("tokens", Value(std::move(text)));
+  o.emplace_back("token_logprobs", Value(std::move(lps)));
+  o.emplace_back("top_logprobs", Value(std::move(tops)));
+  o.emplace_back("text_offset", Value(std::move(offsets)));
+  return Value(std::move(o));
 }
 
 // One choice of a non-streamed answer: chat {"index","message","logprobs",
@@ -83,7 +144,7 @@ Value answer_choice(const ResponseContext& ctx, int64_t index, const ChoiceOutco
   } else {
     choice.emplace_back("text", Value(outcome.text));
   }
-  choice.emplace_back("logprobs", Value());
+  choice.emplace_back("logprobs", logprobs_value(ctx, outcome.logprobs, 0));
   choice.emplace_back("finish_reason", finish_value(outcome.done.finish));
   return Value(std::move(choice));
 }
@@ -91,7 +152,7 @@ Value answer_choice(const ResponseContext& ctx, int64_t index, const ChoiceOutco
 }  // namespace
 
 std::string completion_body(const ResponseContext& ctx, const std::string& text, const StreamEvent& done) {
-  return completion_body(ctx, std::vector<ChoiceOutcome>{ChoiceOutcome{text, done}});
+  return completion_body(ctx, std::vector<ChoiceOutcome>{ChoiceOutcome{text, done, {}}});
 }
 
 std::string completion_body(const ResponseContext& ctx, std::span<const ChoiceOutcome> choices) {
@@ -134,10 +195,12 @@ std::string chunk_start(const ResponseContext& ctx) {
   return with_choice(ctx, stream_choice(ctx, std::move(delta), "", FinishReason::kNone));
 }
 
-std::string chunk_text(const ResponseContext& ctx, const std::string& text) {
+std::string chunk_text(const ResponseContext& ctx, const std::string& text, std::span<const AnswerToken> logprobs,
+                       int64_t text_offset) {
   Object delta;
   delta.emplace_back("content", Value(text));
-  return with_choice(ctx, stream_choice(ctx, std::move(delta), text, FinishReason::kNone));
+  return with_choice(
+      ctx, stream_choice(ctx, std::move(delta), text, FinishReason::kNone, logprobs_value(ctx, logprobs, text_offset)));
 }
 
 std::string chunk_draft(const ResponseContext& ctx, const StreamEvent& d) {

@@ -26,14 +26,16 @@ struct ResponseContext {
   std::string id;
   int64_t created = 0;  // unix seconds
   std::string model;
-  uint64_t seed = 0;   // of choice 0; choice i used seed + i
-  int64_t choice = 0;  // the "index" of the choice a stream chunk belongs to
+  uint64_t seed = 0;      // of choice 0; choice i used seed + i
+  int64_t choice = 0;     // the "index" of the choice a stream chunk belongs to
+  bool logprobs = false;  // answers and chunks carry "logprobs" (else null)
 };
 
 // What one choice of a request produced.
 struct ChoiceOutcome {
   std::string text;
   StreamEvent done;
+  std::vector<AnswerToken> logprobs;  // with ResponseContext::logprobs
 };
 
 // Non-streaming answer: one choice, or `n` of them (index i = choices[i]).
@@ -47,7 +49,10 @@ StreamEvent combine_done(std::span<const StreamEvent> dones);
 
 // Streaming chunks (JSON, without SSE framing).
 std::string chunk_start(const ResponseContext& ctx);  // chat: the assistant role; completions: empty text
-std::string chunk_text(const ResponseContext& ctx, const std::string& text);
+// With ResponseContext::logprobs, `logprobs` are the tokens this chunk
+// completes; completions count their text_offset from `text_offset`.
+std::string chunk_text(const ResponseContext& ctx, const std::string& text, std::span<const AnswerToken> logprobs = {},
+                       int64_t text_offset = 0);
 std::string chunk_draft(const ResponseContext& ctx, const StreamEvent& draft);
 // The chunk with finish_reason; carries usage too (extension for chat, where
 // OpenAI sends it only in the include_usage chunk).

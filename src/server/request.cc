@@ -282,6 +282,24 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, c
     req.n = *v;
   }
 
+  if (endpoint == Endpoint::kChat) {
+    req.logprobs = get_bool(body, "logprobs", "logprobs").value_or(false);
+    if (std::optional<int64_t> v = get_int(body, "top_logprobs")) {
+      if (*v < 0 || *v > 20)
+        throw invalid_request("'top_logprobs' must be in [0, 20], got " + std::to_string(*v), "top_logprobs",
+                              "invalid_value");
+      if (*v > 0 && !req.logprobs)
+        throw invalid_request("'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
+      req.top_logprobs = *v;
+    }
+  } else if (std::optional<int64_t> v = get_int(body, "logprobs")) {
+    if (*v < 0 || *v > 5)
+      throw invalid_request("'logprobs' must be in [0, 5] (alternatives per token), got " + std::to_string(*v),
+                            "logprobs", "invalid_value");
+    req.logprobs = *v > 0;
+    req.top_logprobs = *v;
+  }
+
   req.stop = parse_stop(body, limits);
   req.stream = get_bool(body, "stream", "stream").value_or(false);
   if (const Value* so = field(body, "stream_options")) {

@@ -54,6 +54,11 @@ struct CompletionRequest {
   // seed + i, so that a request for choice i alone (n = 1, seed + i) gets the
   // same text.
   int64_t n = 1;
+  // Log-probabilities of the answer's tokens (docs/server.md §5): chat
+  // `logprobs: true` + `top_logprobs` (0-20); completions `logprobs: k` (1-5)
+  // turns them on with k alternatives.
+  bool logprobs = false;
+  int64_t top_logprobs = 0;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage

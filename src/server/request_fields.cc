@@ -38,13 +38,14 @@ constexpr HonouredField kHonoured[] = {
     {"repeat_penalty", kBoth},
     {"seed", kBoth},
     {"n", kBoth},
+    {"logprobs", kBoth},
+    {"top_logprobs", kChatOnly},
     {"stop", kBoth},
     {"stream", kBoth},
     {"stream_options", kBoth},
 };
 
 bool is_number_equal(const Value& v, double x) { return v.is_number() && v.as_double() == x; }
-bool is_false_or_zero(const Value& v) { return (v.is_bool() && !v.as_bool()) || is_number_equal(v, 0); }
 bool is_string_in(const Value& v, std::initializer_list<std::string_view> allowed) {
   if (!v.is_string()) return false;
   for (std::string_view a : allowed)
@@ -76,9 +77,6 @@ struct NoOpField {
 
 constexpr NoOpField kNoOp[] = {
     {"best_of", kCompletionOnly, [](const Value& v) { return is_number_equal(v, 1); }, "1", "one candidate"},
-    {"logprobs", kBoth, is_false_or_zero, "false or 0", "log probabilities are not computed"},
-    {"top_logprobs", kBoth, [](const Value& v) { return is_number_equal(v, 0); }, "0",
-     "log probabilities are not computed"},
     {"echo", kCompletionOnly, [](const Value& v) { return v.is_bool() && !v.as_bool(); }, "false",
      "the prompt is not echoed"},
     {"suffix", kCompletionOnly, [](const Value& v) { return v.is_string() && v.as_string().empty(); }, "\"\"",

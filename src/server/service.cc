@@ -97,11 +97,29 @@ void ActiveRequest::run(DiffusionModel& sequence) {
     int64_t& steps;
     Clock::time_point last;
     bool last_stop = false;  // the stop flag of the last step (the canvas converged)
+    // logprobs: the last step's per-position log-probabilities of the canvas
+    // being denoised, then those of every committed canvas, of which the
+    // first `sent` have gone out with text.
+    std::vector<PositionLogprobs> last_step;
+    std::vector<PositionLogprobs> committed;
+    size_t sent = 0;
+    size_t vocab = 0;  // the model's (a processed-logits row)
 
     Observer(ActiveRequest& s, CompletionText& t, std::optional<Clock::time_point>& f, int64_t& c, int64_t& st)
         : self(s), text(t), first_text(f), canvases(c), steps(st), last(Clock::now()) {}
 
+    // A committed canvas is the argmax of its last step (docs/model.md §3.2):
+    // that step's z holds the distribution its tokens come from.
+    bool wants_processed_logits(const StepEvent& e) override {
+      return self.setup_.logprobs && (e.stop || e.cur_step == 1);
+    }
     void on_step(const StepEvent& e) override {
+      if (e.processed_logits != nullptr) {
+        last_step.clear();
+        for (size_t p = 0; p < e.argmax.size(); ++p)
+          last_step.push_back(position_logprobs(std::span<const float>(e.processed_logits + p * vocab, vocab),
+                                                e.argmax[p], self.setup_.top_logprobs));
+      }
       const Clock::time_point now = Clock::now();
       self.metrics_.add_step(seconds_between(last, now));
       last = now;
@@ -124,6 +142,7 @@ void ActiveRequest::run(DiffusionModel& sequence) {
     void on_canvas(const CanvasEvent& e) override {
       self.metrics_.add_canvas(last_stop);
       ++canvases;
+      committed.insert(committed.end(), last_step.begin(), last_step.end());
       std::string delta = text.push(e.committed);
       if (delta.empty()) return;
       if (!first_text) {
@@ -133,12 +152,21 @@ void ActiveRequest::run(DiffusionModel& sequence) {
       StreamEvent t;
       t.kind = StreamEvent::Kind::kText;
       t.text = std::move(delta);
+      take_logprobs(t);
       self.push(std::move(t));
+    }
+    // The log-probabilities of the tokens the text covers so far and that
+    // have not gone out yet.
+    void take_logprobs(StreamEvent& t) {
+      if (!self.setup_.logprobs) return;
+      const size_t covered = std::min(size_t(text.completion_tokens()), committed.size());
+      for (; sent < covered; ++sent) t.logprobs.push_back(answer_token(self.tokenizer_, committed[sent]));
     }
     // The client went away, or the answer is complete (EOS, max_tokens, a
     // stop string): no further canvas is needed.
     bool cancelled() override { return self.cancelled() || text.finished(); }
   } observer(*this, text, first_text, canvases, steps);
+  observer.vocab = size_t(sequence.vocab_size());
 
   try {
     RandomDraws draws(setup_.seed);
@@ -159,14 +187,12 @@ void ActiveRequest::run(DiffusionModel& sequence) {
     push(std::move(err));
     return;
   }
-  if (!text.finished()) {
-    std::string tail = text.finish();
-    if (!tail.empty()) {
-      StreamEvent t;
-      t.kind = StreamEvent::Kind::kText;
-      t.text = std::move(tail);
-      push(std::move(t));
-    }
+  {
+    StreamEvent t;
+    t.kind = StreamEvent::Kind::kText;
+    if (!text.finished()) t.text = text.finish();
+    observer.take_logprobs(t);
+    if (!t.text.empty() || !t.logprobs.empty()) push(std::move(t));
   }
   const Clock::time_point end = Clock::now();
   if (!first_text) {
@@ -335,6 +361,8 @@ std::vector<std::shared_ptr<ActiveRequest>> CompletionService::submit_choices(co
   s.config = build_config(req, s.max_tokens);
   s.stop = req.stop;
   s.drafts = req.stream && req.include_drafts;
+  s.logprobs = req.logprobs;
+  s.top_logprobs = req.top_logprobs;
   s.arrived = arrived;
   // The seed every answer reports. Chosen ones stay below 2^53 (with room
   // for the choices' seed + i) so that they survive JavaScript numbers;

@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "server/token_logprobs.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,6 +51,9 @@ struct StreamEvent {
   enum class Kind { kDraft, kText, kDone, kError };
   Kind kind = Kind::kText;
   std::string text;  // kText: new committed text; kDraft: the canvas's draft; kError: the message
+  // kText with logprobs asked for: the answer tokens this text completes
+  // (their text may arrive with a later event when it could begin a stop string).
+  std::vector<AnswerToken> logprobs;
 
   // kDraft: one denoising step of the canvas being generated.
   int64_t canvas = 0, step = 0, max_steps = 0, accepted = 0, canvas_length = 0;
@@ -72,6 +76,8 @@ class ActiveRequest final : public Job {
     std::vector<std::string> stop;
     uint64_t seed = 0;
     bool drafts = false;
+    bool logprobs = false;     // per answer token (docs/server.md §5)
+    int64_t top_logprobs = 0;  // alternatives per token
     Clock::time_point arrived;
   };
   ActiveRequest(const Tokenizer& tokenizer, Metrics& metrics, Setup setup);

@@ -131,6 +131,15 @@ if [ "$STATUS" = 200 ] && [ "$(json_get 'choices[1].message.content')" = "$CONTE
 else
   bad "curl chat n=2: $STATUS $(head -c 600 "$TMP/body")"
 fi
+# logprobs: one entry per answer token, heading its own top_logprobs; the answer is unchanged.
+post /v1/chat/completions '{"model":"'$MODEL'","messages":[{"role":"user","content":"Hello"}],"max_tokens":5,"seed":7,"logprobs":true,"top_logprobs":2}'
+if [ "$STATUS" = 200 ] && [ "$(json_get 'choices[0].message.content')" = "$CONTENT" ] &&
+    [ "$(json_get 'choices[0].logprobs.content.length')" = 5 ] &&
+    [ "$(json_get 'choices[0].logprobs.content[4].top_logprobs[0].logprob')" = "$(json_get 'choices[0].logprobs.content[4].logprob')" ]; then
+  ok "curl chat logprobs: 5 tokens with 2 alternatives each, same answer"
+else
+  bad "curl chat logprobs: $STATUS $(head -c 600 "$TMP/body")"
+fi
 # seed -1: the server chooses; the reported seed is a plain integer and, sent back, gives the same answer.
 post /v1/chat/completions "${CHAT/\"seed\":7/\"seed\":-1}"
 CHOSEN_TEXT=$(json_get 'choices[0].message.content')

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <string>
 
 #include "core/json.h"
@@ -92,7 +94,7 @@ TEST(OpenAIFormat, SeveralChoices) {
   second.completion_tokens = 3;
   second.finish = FinishReason::kStop;
   second.ttft_seconds = 0.1;
-  const std::vector<ChoiceOutcome> choices = {{"one", done()}, {"two", second}};
+  const std::vector<ChoiceOutcome> choices = {{"one", done(), {}}, {"two", second, {}}};
   const json::Value v = json::parse(completion_body(ctx(Endpoint::kChat), choices));
   const json::Array& list = v.find("choices")->as_array();
   ASSERT_EQ(list.size(), 2u);
@@ -108,6 +110,44 @@ TEST(OpenAIFormat, SeveralChoices) {
   ResponseContext c = ctx(Endpoint::kCompletion);
   c.choice = 1;
   EXPECT_EQ(json::parse(chunk_text(c, "x")).find("choices")->as_array().at(0).find("index")->as_int(), 1);
+}
+
+// logprobs on the wire: chat {"content": [{token, logprob, bytes,
+// top_logprobs}], "refusal": null}; completions {tokens, token_logprobs,
+// top_logprobs: {text: logprob}, text_offset}; null unless asked for.
+TEST(OpenAIFormat, Logprobs) {
+  AnswerToken a;
+  a.token = {"hé", {'h', 0xC3, 0xA9}};
+  a.logprob = -0.5;
+  a.top = {{{"hé", {'h', 0xC3, 0xA9}}, -0.5}, {{"x", {'x'}}, -1.25}};
+  AnswerToken b;
+  b.token = {" y", {' ', 'y'}};
+  b.logprob = -std::numeric_limits<double>::infinity();
+  const std::vector<AnswerToken> tokens = {a, b};
+
+  const std::vector<ChoiceOutcome> one = {ChoiceOutcome{"hé y", done(), tokens}};
+  ResponseContext chat = ctx(Endpoint::kChat);
+  EXPECT_TRUE(json::parse(completion_body(chat, one)).find("choices")->as_array().at(0).find("logprobs")->is_null());
+  chat.logprobs = true;
+  const json::Value v = json::parse(completion_body(chat, one));
+  const json::Value& lp = *v.find("choices")->as_array().at(0).find("logprobs");
+  const json::Array& content = lp.find("content")->as_array();
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0].find("token")->as_string(), "hé");
+  EXPECT_EQ(content[0].find("bytes")->as_array().at(1).as_int(), 0xC3);
+  EXPECT_EQ(content[0].find("top_logprobs")->as_array().at(1).find("logprob")->as_double(), -1.25);
+  EXPECT_EQ(content[1].find("logprob")->as_double(), -9999.0);  // JSON has no -infinity
+  EXPECT_TRUE(lp.find("refusal")->is_null());
+
+  ResponseContext legacy = ctx(Endpoint::kCompletion);
+  legacy.logprobs = true;
+  const json::Value c = json::parse(chunk_text(legacy, "hé y", tokens, 10));
+  const json::Value& l = *c.find("choices")->as_array().at(0).find("logprobs");
+  EXPECT_EQ(l.find("tokens")->as_array().at(1).as_string(), " y");
+  EXPECT_EQ(l.find("token_logprobs")->as_array().at(0).as_double(), -0.5);
+  EXPECT_EQ(l.find("top_logprobs")->as_array().at(0).find("x")->as_double(), -1.25);
+  EXPECT_EQ(l.find("text_offset")->as_array().at(0).as_int(), 10);
+  EXPECT_EQ(l.find("text_offset")->as_array().at(1).as_int(), 13);  // "hé" is 3 bytes
 }
 
 TEST(Metrics, PrometheusText) {

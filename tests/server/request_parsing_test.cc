@@ -50,6 +50,21 @@ TEST(RequestParsing, AcceptsAFullChatRequest) {
   EXPECT_TRUE(r.include_drafts);
 }
 
+TEST(RequestParsing, LogprobsOfChatAndCompletions) {
+  const std::string msg = R"({"messages": [{"role": "user", "content": "x"}])";
+  const CompletionRequest off = chat(msg + R"(, "logprobs": false, "top_logprobs": 0})");
+  EXPECT_FALSE(off.logprobs);
+  const CompletionRequest on = chat(msg + R"(, "logprobs": true, "top_logprobs": 20})");
+  EXPECT_TRUE(on.logprobs);
+  EXPECT_EQ(on.top_logprobs, 20);
+  EXPECT_EQ(chat(msg + R"(, "logprobs": true})").top_logprobs, 0);
+  // Completions: an integer, the alternatives per token; 0 is off.
+  const CompletionRequest legacy = completion(R"({"prompt": "x", "logprobs": 5})");
+  EXPECT_TRUE(legacy.logprobs);
+  EXPECT_EQ(legacy.top_logprobs, 5);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "logprobs": 0})").logprobs);
+}
+
 TEST(RequestParsing, ChoicesDefaultToOneAndAreBoundedByTheLimit) {
   const std::string msg = R"({"messages": [{"role": "user", "content": "x"}])";
   EXPECT_EQ(chat(msg + "}").n, 1);
@@ -163,7 +178,9 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
       {Endpoint::kChat, "{" + msg + R"(, "n": 17})", 400, "n"},  // over RequestLimits::max_choices (16)
       {Endpoint::kChat, "{" + msg + R"(, "n": 1.5})", 400, "n"},
       {Endpoint::kCompletion, R"({"prompt": "a", "n": "2"})", 400, "n"},
-      {Endpoint::kChat, "{" + msg + R"(, "logprobs": true})", 400, "logprobs"},
+      {Endpoint::kChat, "{" + msg + R"(, "logprobs": 1})", 400, "logprobs"},
+      {Endpoint::kChat, "{" + msg + R"(, "top_logprobs": 2})", 400, "top_logprobs"},  // without logprobs
+      {Endpoint::kChat, "{" + msg + R"(, "logprobs": true, "top_logprobs": 21})", 400, "top_logprobs"},
       {Endpoint::kChat, "{" + msg + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
       {Endpoint::kCompletion, "{}", 400, "prompt"},
       {Endpoint::kCompletion, R"({"prompt": 5})", 400, "prompt"},
@@ -174,7 +191,9 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
       {Endpoint::kCompletion, R"({"prompt": [[1], [2]]})", 400, "prompt"},
       {Endpoint::kCompletion, R"({"prompt": "x", "echo": true})", 400, "echo"},
       {Endpoint::kCompletion, R"({"prompt": "x", "best_of": 3})", 400, "best_of"},
-      {Endpoint::kCompletion, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
+      {Endpoint::kCompletion, R"({"prompt": "x", "logprobs": 6})", 400, "logprobs"},
+      {Endpoint::kCompletion, R"({"prompt": "x", "logprobs": true})", 400, "logprobs"},
+      {Endpoint::kCompletion, R"({"prompt": "x", "top_logprobs": 2})", 400, "top_logprobs"},
       {Endpoint::kCompletion, R"({"prompt": "x", "suffix": "y"})", 400, "suffix"},
   };
   for (const BadCase& c : cases) {
@@ -258,8 +277,6 @@ TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {R"("response_format": {"type": "json_object"})", "response_format"},
       {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
-      {R"("logprobs": true)", "logprobs"},
-      {R"("top_logprobs": 3)", "top_logprobs"},
       {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
       {R"("tool_choice": "required")", "tool_choice"},
       {R"("logit_bias": {"50": 100})", "logit_bias"},

@@ -247,6 +247,52 @@ TEST(CompletionService, ChoicesAreTheAnswersOfTheirSeedsAlone) {
   EXPECT_THROW(service.submit(four, Clock::now()), Error);  // submit() is for one choice
 }
 
+// logprobs: every answer token comes with its log-probability in the last
+// step's distribution of its canvas; it is that step's argmax, so it heads
+// its own alternatives. Asking for them changes no token of the answer.
+TEST(CompletionService, LogprobsCoverEveryAnswerTokenAndChangeNothing) {
+  auto model = load_model();
+  SharedModel shared(*model);
+  Metrics metrics;
+  CompletionService service(shared, testing::default_model_tokenizer(), small_options(), metrics);
+  CompletionRequest plain = chat_request(20, 3);  // two canvases of 16, cut at 20
+  const std::string want = collect(*service.submit(plain, Clock::now())).text;
+  wait_idle(service);
+  CompletionRequest with = plain;
+  with.logprobs = true;
+  with.top_logprobs = 3;
+  auto active = service.submit(with, Clock::now());
+  std::string text;
+  std::vector<AnswerToken> tokens;
+  StreamEvent e;
+  int64_t completion_tokens = -1;
+  while (active->next(e, std::chrono::milliseconds(60000))) {
+    ASSERT_NE(e.kind, StreamEvent::Kind::kError) << e.text;
+    if (e.kind == StreamEvent::Kind::kText) {
+      text += e.text;
+      tokens.insert(tokens.end(), e.logprobs.begin(), e.logprobs.end());
+    }
+    if (e.kind == StreamEvent::Kind::kDone) {
+      completion_tokens = e.completion_tokens;
+      break;
+    }
+  }
+  EXPECT_EQ(text, want);
+  ASSERT_EQ(int64_t(tokens.size()), completion_tokens);
+  ASSERT_EQ(completion_tokens, 20);
+  std::string joined;
+  for (const AnswerToken& t : tokens) {
+    EXPECT_LT(t.logprob, 0.0);
+    ASSERT_EQ(t.top.size(), 3u);
+    EXPECT_EQ(t.top[0].first.text, t.token.text);
+    EXPECT_DOUBLE_EQ(t.top[0].second, t.logprob);
+    EXPECT_GE(t.top[0].second, t.top[1].second);
+    EXPECT_GE(t.top[1].second, t.top[2].second);
+    joined += t.token.text;
+  }
+  EXPECT_EQ(joined, want);  // the tokens spell the answer (no special tokens in it here)
+}
+
 // A prompt text longer than max_prompt_tokens times the longest token text
 // cannot fit whatever it holds: it is refused by its size, untokenized; one
 // byte less is tokenized and then refused by its token count.

@@ -79,6 +79,23 @@ await step('n choices, streamed', async () => {
   check(finish[0] === 'length' && finish[1] === 'length', 'stream n=2: each choice finishes', JSON.stringify(finish));
 });
 
+await step('logprobs, streamed', async () => {
+  const stream = await client.chat.completions.create({ model, messages: hello, max_tokens: 5, seed: 7, stream: true,
+                                                        logprobs: true, top_logprobs: 1 });
+  let content = '';
+  const tokens = [];
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    if (c.delta && c.delta.content) content += c.delta.content;
+    if (c.logprobs && c.logprobs.content) tokens.push(...c.logprobs.content);
+  }
+  check(content === curlContent && tokens.length === 5, 'stream logprobs: one entry per answer token, same answer',
+        `${tokens.length} entries for ${JSON.stringify(content)}`);
+  check(tokens.every((t) => t.logprob < 0 && t.top_logprobs.length === 1 && t.top_logprobs[0].token === t.token),
+        'stream logprobs: each token heads its alternatives', JSON.stringify(tokens[0]));
+});
+
 await step('max_tokens across canvases', async () => {
   for (const n of [1, 17, 40]) {
     const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: n, seed: 3 });

@@ -73,7 +73,7 @@ const cases = [
   ['POST', '/v1/completions', '{"prompt": [999999999]}', 'application/json'],
   ['POST', '/v1/completions', '{"prompt": "x", "max_tokens": 1e400}', 'application/json'],
   ['POST', '/v1/completions', '{"prompt": "x", "seed": 1.5}', 'application/json'],
-  ['POST', '/v1/completions', '{"prompt": "x", "logprobs": 3}', 'application/json'],
+  ['POST', '/v1/completions', '{"prompt": "x", "logprobs": 9}', 'application/json'],
   ['GET', '/v1/chat/completions', '', 'text/plain'],
   ['GET', '/v1/nothing/here', '', 'text/plain'],
   ['POST', '/v1/models/x', '{}', 'application/json'],
