@@ -30,11 +30,9 @@ Value finish_value(FinishReason reason) {
 }
 
 Value usage(const StreamEvent& done) {
-  Object u;
-  u.emplace_back("prompt_tokens", Value(done.prompt_tokens));
-  u.emplace_back("completion_tokens", Value(done.completion_tokens));
-  u.emplace_back("total_tokens", Value(done.prompt_tokens + done.completion_tokens));
-  return Value(std::move(u));
+  return Value(Object{{"prompt_tokens", Value(done.prompt_tokens)},
+                      {"completion_tokens", Value(done.completion_tokens)},
+                      {"total_tokens", Value(done.prompt_tokens + done.completion_tokens)}});
 }
 
 double ms(double seconds) { return std::round(seconds * 1e6) / 1e3; }
