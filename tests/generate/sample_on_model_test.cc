@@ -151,31 +151,14 @@ std::string generate_error(bool on_model) {
 
 // The model that samples next to its logits, counting the copies of z that
 // observers cost (DiffusionModel::processed_logits).
-class CountingZ final : public DiffusionModel {
+class CountingZ final : public testing::ForwardingModel {
  public:
-  explicit CountingZ(DiffusionModel& inner) : inner_(inner) {}
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  int64_t canvas_length() const override { return inner_.canvas_length(); }
-  int64_t cache_length() const override { return inner_.cache_length(); }
-  void encode(const std::vector<int32_t>& ids) override { inner_.encode(ids); }
-  void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override {
-    inner_.decode(canvas, self_conditioning, logits);
-  }
-  void truncate_cache(int64_t length) override { inner_.truncate_cache(length); }
-  bool samples_rows() const override { return inner_.samples_rows(); }
-  void decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature, const double* uniforms,
-                     RowSamples& out) override {
-    inner_.decode_sample(canvas, use_self_conditioning, temperature, uniforms, out);
-  }
+  using ForwardingModel::ForwardingModel;
   void processed_logits(float* out) override {
     ++copies;
-    inner_.processed_logits(out);
+    ForwardingModel::processed_logits(out);
   }
-  ThreadPool* thread_pool() override { return inner_.thread_pool(); }
   int64_t copies = 0;
-
- private:
-  DiffusionModel& inner_;
 };
 
 // Asks for z on the last step of each canvas only (what a log-probability

@@ -16,10 +16,10 @@
 
 namespace dgemma::testing {
 
-// Forwards everything but decode_sample(): generate() then runs its host path.
-class DecodeOnly final : public DiffusionModel {
+// Forwards every call to `inner`; tests derive from it to hide or count calls.
+class ForwardingModel : public DiffusionModel {
  public:
-  explicit DecodeOnly(DiffusionModel& inner) : inner_(inner) {}
+  explicit ForwardingModel(DiffusionModel& inner) : inner_(inner) {}
   int64_t vocab_size() const override { return inner_.vocab_size(); }
   int64_t canvas_length() const override { return inner_.canvas_length(); }
   int64_t cache_length() const override { return inner_.cache_length(); }
@@ -28,10 +28,23 @@ class DecodeOnly final : public DiffusionModel {
     inner_.decode(canvas, self_conditioning, logits);
   }
   void truncate_cache(int64_t length) override { inner_.truncate_cache(length); }
+  bool samples_rows() const override { return inner_.samples_rows(); }
+  void decode_sample(const int32_t* canvas, bool use_self_conditioning, float temperature, const double* uniforms,
+                     RowSamples& out) override {
+    inner_.decode_sample(canvas, use_self_conditioning, temperature, uniforms, out);
+  }
+  void processed_logits(float* out) override { inner_.processed_logits(out); }
   ThreadPool* thread_pool() override { return inner_.thread_pool(); }
 
  private:
   DiffusionModel& inner_;
+};
+
+// Says it does not sample rows: generate() then runs its host path.
+class DecodeOnly final : public ForwardingModel {
+ public:
+  using ForwardingModel::ForwardingModel;
+  bool samples_rows() const override { return false; }
 };
 
 // Every field of every event, processed logits included.
