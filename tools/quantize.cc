@@ -68,9 +68,10 @@ int run_quantize(const Args& args) {
   p.add_bool("--no-double-quant", &no_double_quant, "nf4: keep absmax in fp32");
   p.add_bool("-q,--quiet", &quiet, "no progress output");
   if (!p.parse(args)) return 0;
-  if (p.positional().size() != 2) throw Error("quantize: expected IN and OUT folders (see --help)");
+  if (p.positional().size() != 2) throw UsageError("quantize: expected IN and OUT folders (see --help)");
+  if (format.empty()) throw UsageError("quantize: give --format " + export_format_names());
   std::optional<ExportFormat> f = parse_export_format(format);
-  if (!f) throw Error("--format: expected " + export_format_names() + ", got '" + format + "'");
+  if (!f) throw UsageError("option --format: expected " + export_format_names() + ", got '" + format + "'");
   ExportOptions o;
   o.format = *f;
   o.quantize_embeddings = embeddings;

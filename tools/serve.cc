@@ -85,15 +85,17 @@ int run_serve(const Args& args) {
   p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn) in chat prompts");
   gf.add_to(p);
   p.add_string("--host", &host, "address to listen on", "HOST");
-  p.add_int("--port", &port, "port to listen on (0: any free port; see --port-file)");
+  p.add_int("--port", &port, "port to listen on (0: any free port; see --port-file)", 0, 65535);
   p.add_string("--port-file", &port_file, "write the bound port to this file once listening", "FILE");
   p.add_string("-a,--alias", &alias, "model id served (default: the -m folder name, or dgemma-default)", "NAME");
-  p.add_int("-np,--parallel", &parallel, "sequences generated at a time (each holds a KV cache and logits buffers)");
-  p.add_int("--max-queue", &max_queue, "requests that may wait for a sequence slot; more get 429");
-  p.add_int("--max-body-size", &max_body, "largest request body in bytes; larger get 413");
+  p.add_int("-np,--parallel", &parallel, "sequences generated at a time (each holds a KV cache and logits buffers)", 1,
+            256);
+  p.add_int("--max-queue", &max_queue, "requests that may wait for a sequence slot; more get 429", 0, 100000);
+  p.add_int("--max-body-size", &max_body, "largest request body in bytes; larger get 413", 1024);
   p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400");
-  p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400");
-  p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)");
+  p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400", 1);
+  p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)", 0,
+            4096);
   p.add_string("--api-key", &api_key,
                "require \"Authorization: Bearer KEY\" (else 401) on every route but /health and /metrics "
                "(default: $DGEMMA_API_KEY)",
@@ -102,22 +104,15 @@ int run_serve(const Args& args) {
              "encode control-token text in chat message content (\"<turn|>\") as control tokens, as the "
              "reference template does (lets a user forge turns)");
   p.add_int("--drain-timeout", &drain_timeout,
-            "seconds SIGINT/SIGTERM wait for running requests before cutting them (0: no wait)");
+            "seconds SIGINT/SIGTERM wait for running requests before cutting them (0: no wait)", 0);
   p.add_bool("-q,--quiet", &quiet, "no notes or request log on stderr");
   if (!p.parse(args)) return 0;
-  if (!p.positional().empty()) throw Error("serve: unexpected argument '" + p.positional()[0] + "'");
-  if (p.given("--seed")) throw Error("serve: --seed is not a server flag; requests give \"seed\"");
-  if (!mf.plan.empty()) throw Error("serve: --plan is not supported (one model process serves every request)");
-  if (port < 0 || port > 65535) throw Error("--port must be in [0, 65535], got " + std::to_string(port));
-  if (parallel < 1 || parallel > 256) throw Error("--parallel must be in [1, 256], got " + std::to_string(parallel));
-  if (max_queue < 0 || max_queue > 100000) throw Error("--max-queue must be in [0, 100000]");
-  if (max_body < 1024) throw Error("--max-body-size must be at least 1024 bytes");
-  if (max_tokens_limit < 1) throw Error("--max-tokens-limit must be at least 1");
-  if (http_threads < 0 || http_threads > 4096) throw Error("--threads-http must be in [0, 4096]");
-  if (drain_timeout < 0) throw Error("--drain-timeout must be >= 0, got " + std::to_string(drain_timeout));
+  if (!p.positional().empty()) throw UsageError("serve: unexpected argument '" + p.positional()[0] + "'");
+  if (p.given("--seed")) throw UsageError("serve: --seed is not a server flag; requests give \"seed\"");
+  if (!mf.plan.empty()) throw UsageError("serve: --plan is not supported (one model process serves every request)");
   if (!p.given("--api-key"))
     if (const char* env = std::getenv("DGEMMA_API_KEY")) api_key = env;
-  if (p.given("--api-key") && api_key.empty()) throw Error("--api-key: the key must not be empty");
+  if (p.given("--api-key") && api_key.empty()) throw UsageError("option --api-key: the key must not be empty");
 
   // Signals go to one thread that stops the server; every other thread
   // (model thread pool, HTTP workers) inherits the blocked mask.

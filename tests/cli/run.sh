@@ -134,7 +134,7 @@ else
 fi
 expect_error "no prompt" "-p" "$BIN" run
 expect_error "missing -m folder" "$TMP/nope" "$BIN" run -m "$TMP/nope" -p hi
-expect_error "-n 0" "max_new_tokens" "$BIN" run -p hi -n 0
+expect_error "-n 0" "option -n/--max-new-tokens: expected an integer >= 1" "$BIN" run -p hi -n 0
 expect_error "-n malformed" "integer" "$BIN" run -p hi -n x
 expect_error "--visualize with --json" "exclude" "$BIN" run -p hi --visualize --json
 expect_error "--debug-device on the CPU" "no device buffers" "$BIN" run -p hi --debug-device
