@@ -61,7 +61,8 @@ int run_serve(const Args& args) {
       std::string(
           "OpenAI-compatible HTTP server. Endpoints:\n"
           "  POST /v1/chat/completions, POST /v1/completions   (\"stream\": true for server-sent events)\n"
-          "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)\n"
+          "  GET  /v1/models, /v1/models/{id} (with max_model_len), /health, /metrics (Prometheus text)\n"
+          "  POST /tokenize, POST /detokenize, GET /props   (as llama.cpp's server)\n"
           "Request fields: model, messages | prompt, max_tokens (or max_completion_tokens; honoured exactly),\n"
           "temperature (scales the model's t_max..t_min schedule so the first step runs at it) or t_min/t_max,\n"
           "seed, stop (up to 4 strings), n = 1, stream, stream_options {include_usage, include_drafts};\n"
@@ -141,6 +142,7 @@ int run_serve(const Args& args) {
   so.special_tokens_in_content = special_tokens_in_content;
   so.slots = int(parallel);
   so.max_queue = max_queue;
+  so.trained_context_length = model->config().max_position_embeddings;
   server::Metrics metrics;
   server::SharedModel shared(*model);
   server::CompletionService service(shared, tokenizer, so, metrics);

@@ -19,6 +19,7 @@
 #include "server/api_error.h"
 #include "server/openai_format.h"
 #include "server/request.h"
+#include "server/utility_routes.h"
 
 namespace dgemma::server {
 namespace {
@@ -86,7 +87,8 @@ int64_t unix_now() { return int64_t(std::time(nullptr)); }
 // Metrics label of a path: known routes only, so that random paths do not
 // create one time series each.
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+                            "/detokenize", "/props"})
     if (path == known) return known;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
@@ -231,6 +233,9 @@ struct HttpServer::Impl {
       }
       set_error(res, ApiError(500, what, "server_error", "", "internal_error"));
     });
+    add_utility_routes(svr, service,
+                       {options.max_body_bytes, created,
+                        [this](const httplib::Request& req, httplib::Response& res) { return authorized(req, res); }});
 
     svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const bool down = stopping || draining;
