@@ -98,7 +98,7 @@ void GenerationFlags::add_to(FlagParser& p) {
   const std::string from = " (default: from generation_config.json)";
   p.add_string("--generation-config", &generation_config,
                "generation_config.json to use (default: DIR/generation_config.json)", "FILE");
-  p.add_string("-n,--max-new-tokens", &max_new_tokens,
+  p.add_string("-n,--max-new-tokens,--n-predict", &max_new_tokens,
                "tokens to generate; whole canvases are generated and the output is trimmed" + from, "N");
   p.add_string("--max-denoising-steps", &max_denoising_steps, "denoising steps per canvas" + from, "N");
   p.add_string("--stability-threshold", &stability_threshold,
@@ -109,7 +109,7 @@ void GenerationFlags::add_to(FlagParser& p) {
   p.add_string("--t-max", &t_max, "temperature at the first step" + from, "X");
   p.add_string("--eos-token-id", &eos_token_id, "comma-separated EOS ids" + from, "IDS");
   p.add_string("--pad-token-id", &pad_token_id, "id written after the first EOS of a canvas" + from, "ID");
-  p.add_string("--temp", &temperature,
+  p.add_string("--temp,--temperature", &temperature,
                "sampling temperature of the first denoising step (the schedule keeps its t_min/t_max shape); "
                "0 = greedy (argmax; seed 0 unless --seed)" +
                    from,
