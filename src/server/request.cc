@@ -59,14 +59,15 @@ std::vector<ChatMessage> parse_messages(const Value& body) {
       throw invalid_request("'" + pm + ".role' is required", pm + ".role", "missing_required_parameter");
     if (!role->is_string()) throw wrong_type(pm + ".role", "a string", *role);
     const std::string& r = role->as_string();
-    if (r != "system" && r != "developer" && r != "user" && r != "assistant")
-      throw invalid_request("'" + pm + ".role' must be one of system, developer, user, assistant; got '" + r + "'",
+    const std::optional<std::string> rendered = chat_template_role(r);
+    if (!rendered)
+      throw invalid_request("'" + pm + ".role' must be one of " + std::string(kChatRoleNames) + "; got '" + r + "'",
                             pm + ".role", "invalid_value");
     const Value* content = m.find("content");
     if (content == nullptr)
       throw invalid_request("'" + pm + ".content' is required", pm + ".content", "missing_required_parameter");
     ChatMessage msg;
-    msg.role = r == "developer" ? "system" : r;
+    msg.role = *rendered;
     msg.content = text_of_content(*content, pm + ".content", r == "assistant");
     reject_unsupported_message_fields(m, pm);
     out.push_back(std::move(msg));
