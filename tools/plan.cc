@@ -81,7 +81,8 @@ int run_plan(const Args& args) {
     if (!as_json) throw Error("with --quantize " + quantize + ": " + e.what());
     json::Value o = json::Object{};
     o.set("error", std::string(e.what()));
-    o.set("min_bytes_per_device", e.min_bytes_per_device);
+    o.set("min_bytes_per_device", e.min_bytes_per_device);  // includes the margin below
+    o.set("margin_bytes", r.margin_bytes);
     std::printf("%s\n", json::dump(o, 2).c_str());
     return 1;
   }
