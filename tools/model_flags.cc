@@ -48,7 +48,9 @@ void ModelFlags::add_to(FlagParser& p) {
                "MODE");
   p.add_string("--backend", &backend,
                "where the ops run: cpu, cuda (cuda:N for device N), or inject:OP:LAYER:PASS:STEP:KIND (the CPU "
-               "with one injected fault, for testing); the sampler always runs on the CPU",
+               "with one injected fault, for testing). The per-step sampler (temperature, entropy, argmax, draw) "
+               "runs there too, where the logits are; only its per-position results come back to the host, which "
+               "decides what each step accepts",
                "NAME");
   p.add_bool("--debug-device", &debug_device,
              "device fault guards in a normal run (CUDA): synchronize after every launch, canary-padded and "

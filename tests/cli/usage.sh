@@ -94,6 +94,24 @@ else
   bad "empty prompt: $(cat "$TMP/empty.err")"
 fi
 
+# The help says what the code does: the sampler runs on the --backend (the
+# sample op, docs/cuda.md §1.1), and serve batches the decoder passes of
+# concurrent requests (README "Concurrency and limits").
+if "$BIN" run --help | tr -s ' \n' ' ' | grep -q "sampler (temperature, entropy, argmax, draw) runs there too" &&
+    ! "$BIN" run --help | grep -q "always runs on the CPU"; then
+  ok "run --help: the sampler runs on the --backend"
+else
+  bad "run --help about the sampler: $("$BIN" run --help | grep -A2 -- --backend)"
+fi
+if ! "$BIN" serve --help >/dev/null 2>&1; then
+  echo "skip serve --help: this build has no server"
+elif "$BIN" serve --help | grep -q "denoising steps" &&
+    "$BIN" serve --help | grep -q "are batched" && ! "$BIN" serve --help | grep -q "pass by pass"; then
+  ok "serve --help: denoising steps of concurrent requests are batched"
+else
+  bad "serve --help about concurrency: $("$BIN" serve --help | grep -B1 -A3 -- --parallel | head -8)"
+fi
+
 # doctor: cuda is a listed backend; without a GPU the error says so plainly.
 if "$BIN" doctor --help | grep -q "cuda"; then ok "doctor --help lists cuda"; else bad "doctor --help lacks cuda"; fi
 # (A DGEMMA_CUDA=EMULATE build, the sanitizer build, has a CUDA device without
