@@ -1,6 +1,9 @@
 // dgemma chat [-m DIR] — multi-turn REPL on stdin lines, reusing the KV cache
 // of earlier turns (docs/model.md §3.6 "Multi-turn with cache reuse").
+#include <unistd.h>
+
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "cli.h"
@@ -13,6 +16,7 @@
 #include "model_flags.h"
 #include "model_source.h"
 #include "prompt_file.h"
+#include "quiet_input.h"
 #include "stream_printer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -176,9 +180,14 @@ int run_chat(const Args& args) {
     so.eos_token_ids = config.eos_token_ids;
     so.max_denoising_steps = config.max_denoising_steps;
     StreamPrinter printer(tokenizer, stdout, so);
+    // Keys typed during the reply are not echoed into it; they wait for the
+    // next prompt (quiet_input.h). Its modes are back before the next read.
+    std::optional<QuietInput> quiet_keys;
+    quiet_keys.emplace(STDIN_FILENO);
     printer.start();
     const GenerationResult result = generate(*model, in.new_ids, config, draws, &printer);
     GenerationStats stats = printer.finish(result, model->canvas_length());
+    quiet_keys.reset();
     session.end_turn(result, printer.tokens());  // a cancelled reply is kept as far as it was shown
     if (result.cancelled) {
       take_interrupt();

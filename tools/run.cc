@@ -1,6 +1,8 @@
 // dgemma run [-m DIR] -p "text" [--raw] [-n N] [--seed N] [--visualize | --json] ...
 // Text in, text out: chat template (docs/model.md §3.6), block-diffusion generation
 // (docs/model.md §3.2), text streamed as canvases commit, summary on stderr.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include "model_flags.h"
 #include "model_source.h"
 #include "prompt_file.h"
+#include "quiet_input.h"
 #include "stream_printer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -109,6 +112,7 @@ int run_run(const Args& args) {
   so.max_denoising_steps = config.max_denoising_steps;
   StreamPrinter printer(tokenizer, stdout, so);
   const InterruptHandler interrupts;
+  const QuietInput quiet_keys(STDIN_FILENO);  // keys typed meanwhile: not echoed into the reply (quiet_input.h)
   printer.start();
   const GenerationResult result = generate(*model, ids, config, draws, &printer);
   json::Object extra;
