@@ -96,7 +96,7 @@ int run_serve(const Args& args) {
             256);
   p.add_int("--max-queue", &max_queue, "requests that may wait for a sequence slot; more get 429", 0, 100000);
   p.add_int("--max-body-size", &max_body, "largest request body in bytes; larger get 413", 1024);
-  p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400");
+  p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400", 1);
   p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400", 1);
   p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)", 0,
             4096);
