@@ -126,14 +126,16 @@ doctor_table() {
   python3 - "$1" <<'EOF' || cat "$1"
 import json, sys
 r = json.load(open(sys.argv[1]))
+nan = float("nan")  # the report writes a NaN (or infinite) measure as null
+num = lambda x: nan if x is None else x
 print(f"ops compared {r['ops_compared']}, child {r['child_status']}")
 print(f"{'op':16} {'count':>6} {'max_abs':>11} {'max_rel':>11} {'min_cosine':>12}")
 for op, s in sorted(r["ops"].items()):
-    print(f"{op:16} {s['count']:>6} {s['max_abs']:>11.3g} {s['max_rel']:>11.3g} {s['min_cosine']:>12.9f}")
+    print(f"{op:16} {s['count']:>6} {num(s['max_abs']):>11.3g} {num(s['max_rel']):>11.3g} {num(s['min_cosine']):>12.9f}")
 f = r.get("first_failure")
 if f:
     print(f"FIRST FAILURE: {f['op']} ({f['site']}) layer {f['layer']} {f['pass']} step {f['step']}: {f['kind']}")
-    print(f"  inputs {f['inputs']} -> {f['outputs']}; max_abs {f['max_abs']:.4g} max_rel {f['max_rel']:.4g}")
+    print(f"  inputs {f['inputs']} -> {f['outputs']}; max_abs {num(f['max_abs']):.4g} max_rel {num(f['max_rel']):.4g}")
     print("  " + f["message"][:3000])
 EOF
 }

@@ -22,6 +22,7 @@
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "flags.h"
+#include "suggest.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/blas_baseline.h"
 #include "backend/cpu/cpu_bench.h"
@@ -85,11 +86,11 @@ bool parse_kernel_flags(const Args& args, KernelFlags& f) {
                "and the peak FLOP rate of the machine. --json: one object per line (name, gflops,\n"
                "baseline, baseline_gflops, peak_gflops, threads; GEMM lines also m, n, k, weight_dtype, mode).");
   p.add_bool("--json", &f.as_json, "one JSON object per line");
-  p.add_int("-t,--threads", &f.threads, "threads (0 = all cores)");
-  p.add_int("--repeats", &f.repeats, "timed runs per kernel (best kept)");
+  p.add_int("-t,--threads", &f.threads, "threads (0 = all cores)", 0);
+  p.add_int("--repeats", &f.repeats, "timed runs per kernel (best kept)", 1);
   p.add_bool("--no-blas", &f.no_blas, "compare with the scalar reference kernel even if OpenBLAS is installed");
   if (!p.parse(args)) return false;
-  if (!p.positional().empty()) throw Error("bench kernels: unexpected argument '" + p.positional()[0] + "'");
+  if (!p.positional().empty()) throw UsageError("bench kernels: unexpected argument '" + p.positional()[0] + "'");
   return true;
 }
 
@@ -224,10 +225,9 @@ int run_slice(const Args& args) {
                "Writes a synthetic checkpoint with the real 26B-A4B dimensions (docs/model.md §1.1) cut to N layers\n"
                "(sliding ..., last one full) and random bf16 weights, for `dgemma bench step` (2 layers: 4.7 GB).");
   p.add_string("-o,--out", &out, "output folder", "DIR");
-  p.add_int("--layers", &layers, "number of layers");
+  p.add_int("--layers", &layers, "number of layers", 1, 30);
   if (!p.parse(args)) return 0;
-  if (out.empty()) throw Error("bench slice: give -o DIR");
-  if (layers < 1 || layers > 30) throw Error("bench slice: --layers must be in [1, 30], got " + std::to_string(layers));
+  if (out.empty()) throw UsageError("bench slice: give -o DIR");
   const double t0 = now_s();
   ensure_model_slice(out, int(layers));
   std::fprintf(stderr, "slice with %lld layers in %s (%.1f s)\n", (long long)layers, out.c_str(), now_s() - t0);
@@ -251,7 +251,8 @@ int run_bench(const Args& args) {
   if (args[0] == "kernels") return run_kernels(rest);
   if (args[0] == "step") return run_bench_step(rest);
   if (args[0] == "slice") return run_slice(rest);
-  throw Error("bench: unknown benchmark '" + args[0] + "' (expected kernels, step or slice)");
+  throw UsageError("bench: unknown benchmark '" + args[0] + "'" + did_you_mean(args[0], {"kernels", "step", "slice"}) +
+                   ": expected kernels, step or slice");
 }
 
 const Subcommand kBench("bench", "speed: CPU kernels vs reference and peak, denoising steps (any backend), slices",

@@ -52,24 +52,22 @@ bool parse_step_flags(const Args& args, StepFlags& f) {
       "The JSON names the backend in \"backend\".");
   f.mf.add_to(p);
   p.add_bool("--json", &f.as_json, "one JSON object");
-  p.add_int("--context", &f.context, "prompt tokens encoded before the steps");
-  p.add_int("--steps", &f.steps, "timed self-conditioned steps (best kept)");
-  p.add_int("--batch", &f.batch, "also time batched steps over this many canvases (1: none)");
+  p.add_int("--context", &f.context, "prompt tokens encoded before the steps", 1);
+  p.add_int("--steps", &f.steps, "timed self-conditioned steps (best kept)", 1);
+  p.add_int("--batch", &f.batch, "also time batched steps over this many canvases (1: none)", 1);
   p.add_bool("--bf16-dot", &f.dot, "bf16 weights use vdpbf16ps (activations rounded to bf16); CPU backend only");
   p.add_string("--isa", &f.isa_text, "cap the dispatch level: scalar, avx2, avx512, avx512bf16, amx; CPU backend only",
                "LEVEL");
   p.add_int("--estimate-layers", &f.estimate_layers, "layer count for the full-model estimate");
   if (!p.parse(args)) return false;
-  if (!p.positional().empty()) throw Error("bench step: unexpected argument '" + p.positional()[0] + "'");
-  if (f.context < 1 || f.steps < 1) throw Error("bench step: --context and --steps must be >= 1");
-  if (f.batch < 1) throw Error("bench step: --batch must be >= 1");
+  if (!p.positional().empty()) throw UsageError("bench step: unexpected argument '" + p.positional()[0] + "'");
   const bool on_cpu = f.mf.backend == "cpu";
   if (!on_cpu && f.dot)
-    throw Error("bench step: --bf16-dot is a mode of the CPU backend; it cannot be combined with --backend " +
-                f.mf.backend);
+    throw UsageError("bench step: --bf16-dot is a mode of the CPU backend; it cannot be combined with --backend " +
+                     f.mf.backend);
   if (!on_cpu && !f.isa_text.empty())
-    throw Error("bench step: --isa caps the CPU backend's dispatch level; it cannot be combined with --backend " +
-                f.mf.backend);
+    throw UsageError("bench step: --isa caps the CPU backend's dispatch level; it cannot be combined with --backend " +
+                     f.mf.backend);
   return true;
 }
 

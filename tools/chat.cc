@@ -1,6 +1,9 @@
 // dgemma chat [-m DIR] — multi-turn REPL on stdin lines, reusing the KV cache
 // of earlier turns (docs/model.md §3.6 "Multi-turn with cache reuse").
+#include <unistd.h>
+
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "cli.h"
@@ -12,12 +15,35 @@
 #include "line_reader.h"
 #include "model_flags.h"
 #include "model_source.h"
+#include "prompt_file.h"
+#include "quiet_input.h"
 #include "stream_printer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dgemma::cli {
 namespace {
+
+// The slash commands of a chat session, for /help and the help text.
+struct ChatCommand {
+  const char* name;
+  const char* help;
+};
+constexpr ChatCommand kChatCommands[] = {
+    {"/help", "list these commands"},
+    {"/reset", "start a new conversation (drops the KV cache)"},
+    {"/quit", "exit (also /exit or end of input)"},
+};
+
+std::string command_list(const char* indent) {
+  std::string out;
+  for (const ChatCommand& c : kChatCommands) {
+    char line[128];
+    std::snprintf(line, sizeof line, "%s%-8s %s\n", indent, c.name, c.help);
+    out += line;
+  }
+  return out;
+}
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
@@ -29,30 +55,32 @@ std::string trim(const std::string& s) {
 int run_chat(const Args& args) {
   ModelFlags mf;
   GenerationFlags gf;
-  std::string system, tokenizer_flag, template_name = "auto";
+  std::string system, tokenizer_flag, template_name = "auto", first_file;
   bool thinking = false, special = false, verbose = false, quiet = false;
-  FlagParser p("dgemma chat [-m DIR] [--system TEXT] [-n N] [--seed N] [--verbose]",
-               std::string("Multi-turn chat: each line read from stdin is a user turn; the reply is printed as\n"
-                           "its canvases commit. Works with a pipe as well as a terminal. Commands:\n"
-                           "  /reset   start a new conversation (drops the KV cache)\n"
-                           "  /quit    exit (also /exit or end of input)\n"
-                           "The KV cache of earlier turns is reused: each turn encodes only the tokens the cache\n"
-                           "does not hold yet (the previous reply's last canvas, which generation never encodes,\n"
-                           "plus the new user turn). The conversation keeps each reply as generated (up to its\n"
-                           "EOS, at most -n tokens), closed with the template's end-of-turn. Turn t uses seed\n"
-                           "--seed + t. --verbose prints the cache reuse and a summary per turn on stderr.\n"
-                           "Context: when the conversation plus the next reply (whole canvases for -n) would exceed\n"
-                           "the context size (-c, default the model's max_position_embeddings), the oldest turns are\n"
-                           "dropped (the system prompt stays) and a note on stderr says so.\n"
-                           "Ctrl-C during a reply stops it: the part already shown stays in the conversation (closed\n"
-                           "as a finished reply) and the session goes on. Ctrl-C at the prompt abandons the line; a\n"
-                           "second one there (or two in quick succession during a reply) exits with status 130.\n"
-                           "On a terminal the input line can be edited (arrows, Home/End, Ctrl-A/E/K/U/W, Up/Down\n"
-                           "for this session's history); from a pipe, lines are read as they are.\n\n") +
-                   kDefaultModelHelp);
+  FlagParser p(
+      "dgemma chat [-m DIR] [--system TEXT] [-f FILE] [-n N] [--seed N] [--verbose]",
+      std::string("Multi-turn chat: each line read from stdin is a user turn; the reply is printed as\n"
+                  "its canvases commit. Works with a pipe as well as a terminal. -f FILE makes the file's\n"
+                  "text (all its lines) the first user turn. Commands:\n") +
+          command_list("  ") +
+          std::string("The KV cache of earlier turns is reused: each turn encodes only the tokens the cache\n"
+                      "does not hold yet (the previous reply's last canvas, which generation never encodes,\n"
+                      "plus the new user turn). The conversation keeps each reply as generated (up to its\n"
+                      "EOS, at most -n tokens), closed with the template's end-of-turn. Turn t uses seed\n"
+                      "--seed + t. --verbose prints the cache reuse and a summary per turn on stderr.\n"
+                      "Context: when the conversation plus the next reply (whole canvases for -n) would exceed\n"
+                      "the context size (-c, default the model's max_position_embeddings), the oldest turns are\n"
+                      "dropped (the system prompt stays) and a note on stderr says so.\n"
+                      "Ctrl-C during a reply stops it: the part already shown stays in the conversation (closed\n"
+                      "as a finished reply) and the session goes on. Ctrl-C at the prompt abandons the line; a\n"
+                      "second one there (or two in quick succession during a reply) exits with status 130.\n"
+                      "On a terminal the input line can be edited (arrows, Home/End, Ctrl-A/E/K/U/W, Up/Down\n"
+                      "for this session's history); from a pipe, lines are read as they are.\n\n") +
+          kDefaultModelHelp);
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
   p.add_string("--system", &system, "system message of every conversation", "TEXT");
+  p.add_string("-f,--file", &first_file, "the first user turn: the text of FILE (all its lines)", "FILE");
   p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn)");
   p.add_string("--chat-template", &template_name, "auto, gemma4 or gemma3", "NAME");
   gf.add_to(p);
@@ -61,6 +89,11 @@ int run_chat(const Args& args) {
   p.add_bool("-q,--quiet", &quiet, "no notes on stderr");
   if (!p.parse(args)) return 0;
   if (!p.positional().empty()) throw UsageError("chat: unexpected argument '" + p.positional()[0] + "'");
+  if (p.given("-f") && first_file == "-")
+    throw UsageError("chat: -f - would read all of stdin, where chat reads its turns; give a file");
+  // Read before the model loads, so that a missing file fails at once.
+  std::string first_message = p.given("-f") ? trim(read_prompt_file(first_file)) : std::string();
+  if (p.given("-f") && first_message.empty()) throw Error("-f/--file " + first_file + ": the file holds no text");
 
   mf.model_dir = resolve_model_dir(mf, quiet);
   const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
@@ -77,7 +110,8 @@ int run_chat(const Args& args) {
 
   const bool interactive = is_tty(stdin);
   const TerminalCaps out_caps = terminal_caps(stdout);
-  if (interactive && !quiet) std::fprintf(stderr, "dgemma chat: type a message; /reset starts over, /quit exits.\n");
+  if (interactive && !quiet)
+    std::fprintf(stderr, "dgemma chat: type a message; /help lists the commands, /reset starts over, /quit exits.\n");
   const InterruptHandler interrupts;
   LineReader reader(interactive && out_caps.cursor && is_tty(stdin));
   std::string line;
@@ -85,30 +119,41 @@ int run_chat(const Args& args) {
   int status = 0;
   bool interrupted_at_prompt = false;
   while (true) {
-    const LineReader::Status got = reader.read(interactive ? "> " : "", line);
-    if (got == LineReader::Status::kInterrupted) {
-      take_interrupt();
-      if (interrupted_at_prompt) {
-        std::fprintf(stderr, "dgemma: interrupted twice at the prompt: exiting\n");
-        return kInterruptedExitCode;
+    std::string text;
+    if (!first_message.empty()) {  // -f FILE: the first turn, before any line from stdin (never a command)
+      text = std::move(first_message);
+      first_message.clear();
+      if (!quiet) std::fprintf(stderr, "dgemma: first message from %s\n", first_file.c_str());
+    } else {
+      const LineReader::Status got = reader.read(interactive ? "> " : "", line);
+      if (got == LineReader::Status::kInterrupted) {
+        take_interrupt();
+        if (interrupted_at_prompt) {
+          std::fprintf(stderr, "dgemma: interrupted twice at the prompt: exiting\n");
+          return kInterruptedExitCode;
+        }
+        interrupted_at_prompt = true;
+        std::fprintf(stderr, "\ndgemma: (Ctrl-C again to exit, or /quit)\n");
+        continue;
       }
-      interrupted_at_prompt = true;
-      std::fprintf(stderr, "\ndgemma: (Ctrl-C again to exit, or /quit)\n");
-      continue;
-    }
-    interrupted_at_prompt = false;
-    if (got == LineReader::Status::kEof) break;
-    const std::string text = trim(line);
-    if (text.empty()) continue;
-    if (text == "/quit" || text == "/exit") break;
-    if (text == "/reset") {
-      session.reset();
-      if (!quiet) std::fprintf(stderr, "dgemma: conversation reset\n");
-      continue;
-    }
-    if (text[0] == '/') {
-      std::fprintf(stderr, "dgemma: unknown command %s (known: /reset, /quit)\n", text.c_str());
-      continue;
+      interrupted_at_prompt = false;
+      if (got == LineReader::Status::kEof) break;
+      text = trim(line);
+      if (text.empty()) continue;
+      if (text == "/quit" || text == "/exit") break;
+      if (text == "/reset") {
+        session.reset();
+        if (!quiet) std::fprintf(stderr, "dgemma: conversation reset\n");
+        continue;
+      }
+      if (text == "/help") {
+        std::fprintf(stderr, "%s", command_list("").c_str());
+        continue;
+      }
+      if (text[0] == '/') {
+        std::fprintf(stderr, "dgemma: unknown command %s (/help lists the commands)\n", text.c_str());
+        continue;
+      }
     }
 
     ChatSession::TurnInput in;
@@ -135,9 +180,14 @@ int run_chat(const Args& args) {
     so.eos_token_ids = config.eos_token_ids;
     so.max_denoising_steps = config.max_denoising_steps;
     StreamPrinter printer(tokenizer, stdout, so);
+    // Keys typed during the reply are not echoed into it; they wait for the
+    // next prompt (quiet_input.h). Its modes are back before the next read.
+    std::optional<QuietInput> quiet_keys;
+    quiet_keys.emplace(STDIN_FILENO);
     printer.start();
     const GenerationResult result = generate(*model, in.new_ids, config, draws, &printer);
     GenerationStats stats = printer.finish(result, model->canvas_length());
+    quiet_keys.reset();
     session.end_turn(result, printer.tokens());  // a cancelled reply is kept as far as it was shown
     if (result.cancelled) {
       take_interrupt();

@@ -24,8 +24,8 @@ int run_compare(const Args& args) {
   p.add_bool("--json", &as_json, "one JSON object per tensor, then a summary object");
   p.add_bool("--allow-missing", &allow_missing, "do not fail on tensors absent from ACTUAL");
   if (!p.parse(args)) return 0;
-  if (p.positional().size() != 2) throw Error("compare: expected two safetensors files (see --help)");
-  if (atol < 0 || rtol < 0) throw Error("compare: tolerances must be >= 0");
+  if (p.positional().size() != 2) throw UsageError("compare: expected two safetensors files (see --help)");
+  if (atol < 0 || rtol < 0) throw UsageError("compare: tolerances must be >= 0");
   TensorStore a = TensorStore::open_file(p.positional()[0]);
   TensorStore b = TensorStore::open_file(p.positional()[1]);
   int failures = 0, compared = 0, missing = 0;

@@ -31,17 +31,17 @@ int run_doctor_cmd(const Args& args) {
   p.add_string("-m,--model", &o.model_dir, "checkpoint folder", "DIR");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
   p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, cpu or inject:...", "NAME");
-  p.add_int("--steps", &steps, "denoising steps after the prefill");
+  p.add_int("--steps", &steps, "denoising steps after the prefill", 1, 1000);
   p.add_string("--prompt-ids", &prompt_ids, "prompt token ids (default: a fixed 12-token prompt)", "IDS");
-  p.add_string("--precision", &precision,
+  p.add_choice("--precision", &precision,
                "fp32 or bf16 weights; bf16-dot: bf16 weights with GEMM activations rounded to bf16 (the CPU "
                "reference in its dot mode, a CUDA target on the tensor cores); int8-dot: bf16-dot, and GEMMs "
                "over quantized weights on int8 activation blocks (a CUDA target on the integer tensor cores)",
-               "MODE");
+               {"fp32", "bf16", "bf16-dot", "int8-dot"}, "MODE");
   p.add_string("--quantize", &quantize,
                std::string("quantize weights at load in both runs: ") + load_quantization_names() + " (as for run)",
                "MODE");
-  p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
+  p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)", 0);
   p.add_double("--atol", &o.tolerance.atol, "absolute tolerance per output");
   p.add_double("--rtol", &o.tolerance.rtol, "tolerance relative to the output's largest |reference| value");
   p.add_double("--min-cosine", &o.tolerance.min_cosine, "minimum cosine similarity per output");
@@ -61,21 +61,20 @@ int run_doctor_cmd(const Args& args) {
   }
   if (o.model_dir.empty()) throw UsageError("doctor: give -m DIR");
   if (!p.positional().empty()) throw UsageError("doctor: unexpected argument '" + p.positional()[0] + "'");
-  if (steps < 1 || steps > 1000) throw Error("--steps must be in [1, 1000], got " + std::to_string(steps));
   o.steps = int(steps);
   o.threads = int(threads);
   o.config_path = config;
-  if (precision != "fp32" && precision != "bf16" && precision != "bf16-dot" && precision != "int8-dot")
-    throw Error("--precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
   o.precision_bf16 = precision != "fp32";
   o.int8_dot = precision == "int8-dot";
   o.bf16_dot = o.int8_dot || precision == "bf16-dot";
   const std::optional<LoadQuantization> q = parse_load_quantization(quantize);
-  if (!q) throw Error(std::string("--quantize: expected ") + load_quantization_names() + ", got '" + quantize + "'");
+  if (!q)
+    throw UsageError(std::string("option --quantize: expected ") + load_quantization_names() + ", got '" + quantize +
+                     "'");
   o.quantize = *q;
   if (!prompt_ids.empty())
     for (int64_t v : parse_int_list(prompt_ids, "--prompt-ids")) {
-      if (v < 0 || v > INT32_MAX) throw Error("--prompt-ids: id " + std::to_string(v) + " is out of range");
+      if (v < 0 || v > INT32_MAX) throw UsageError("--prompt-ids: id " + std::to_string(v) + " is out of range");
       o.prompt.push_back(int32_t(v));
     }
   // The checked run makes its backend in a child process; making it here

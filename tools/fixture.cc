@@ -16,12 +16,11 @@ int run_fixture(const Args& args) {
                "Writes a sparse fake checkpoint for CONFIG: the real tensor names, shapes and dtypes\n"
                "(BF16) with the data left as holes in the files (no disk blocks, reads as zeros). For\n"
                "testing loaders, `inspect` and placement on the full-size tensor list without the weights.");
-  p.add_int("--shards", &shards, "number of safetensors shards (1 = single model.safetensors)");
+  p.add_int("--shards", &shards, "number of safetensors shards (1 = single model.safetensors)", 1, 9999);
   p.add_bool("--encoder-aliases", &aliases, "also store the encoder copies of tied tensors");
   if (!p.parse(args)) return 0;
   if (p.positional().size() != 3 || p.positional()[0] != "sparse")
-    throw Error("fixture: usage: dgemma fixture sparse CONFIG.json OUTDIR");
-  if (shards < 1 || shards > 9999) throw Error("--shards must be in [1, 9999], got " + std::to_string(shards));
+    throw UsageError("fixture: usage: dgemma fixture sparse CONFIG.json OUTDIR");
   FakeCheckpointOptions o;
   o.shards = int(shards);
   o.include_encoder_aliases = aliases;

@@ -31,19 +31,53 @@ double to_double(const std::string& s, const std::string& flag) {
     throw UsageError("option " + flag + ": expected a number, got '" + s + "'");
   return v;
 }
+int64_t to_int_in(const std::string& s, const std::string& flag, int64_t min, int64_t max) {
+  const int64_t v = to_int(s, flag);
+  if (v >= min && v <= max) return v;
+  std::string range;
+  if (max == INT64_MAX)
+    range = "an integer >= " + std::to_string(min);
+  else if (min == INT64_MIN)
+    range = "an integer <= " + std::to_string(max);
+  else
+    range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  throw UsageError("option " + flag + ": expected " + range + ", got " + s);
+}
 std::string fmt_double(double d) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%g", d);
   return buf;
 }
+
+void check_choice(const std::vector<std::string>& choices, const std::string& flag, const std::string& value) {
+  if (choices.empty()) return;
+  for (const auto& c : choices)
+    if (c == value) return;
+  throw UsageError("option " + flag + ": expected " + choice_list(choices) + ", got '" + value + "'" +
+                   did_you_mean(value, choices));
+}
 }  // namespace
+
+std::string choice_list(const std::vector<std::string>& choices) {
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  return out;
+}
 
 FlagParser::FlagParser(std::string usage, std::string description)
     : usage_(std::move(usage)), description_(std::move(description)) {}
 
 void FlagParser::add(const std::string& names, Kind kind, void* target, const std::string& help,
                      const std::string& value_name, std::string default_text) {
-  flags_.push_back({split_names(names), kind, target, help, value_name, std::move(default_text)});
+  Flag f;
+  f.names = split_names(names);
+  f.kind = kind;
+  f.target = target;
+  f.help = help;
+  f.value_name = value_name;
+  f.default_text = std::move(default_text);
+  flags_.push_back(std::move(f));
 }
 void FlagParser::add_string(const std::string& names, std::string* target, const std::string& help,
                             const std::string& value_name) {
@@ -55,6 +89,16 @@ void FlagParser::add_strings(const std::string& names, std::vector<std::string>*
 }
 void FlagParser::add_int(const std::string& names, int64_t* target, const std::string& help) {
   add(names, Kind::kInt, target, help, "N", std::to_string(*target));
+}
+void FlagParser::add_int(const std::string& names, int64_t* target, const std::string& help, int64_t min, int64_t max) {
+  add(names, Kind::kInt, target, help, "N", std::to_string(*target));
+  flags_.back().min = min;
+  flags_.back().max = max;
+}
+void FlagParser::add_choice(const std::string& names, std::string* target, const std::string& help,
+                            std::vector<std::string> choices, const std::string& value_name) {
+  add(names, Kind::kString, target, help, value_name, *target);
+  flags_.back().choices = std::move(choices);
 }
 void FlagParser::add_double(const std::string& names, double* target, const std::string& help) {
   add(names, Kind::kDouble, target, help, "X", fmt_double(*target));
@@ -147,9 +191,12 @@ bool FlagParser::parse(const Args& args) {
       value = args[++i];
     }
     switch (f->kind) {
-      case Kind::kString: *static_cast<std::string*>(f->target) = value; break;
+      case Kind::kString:
+        check_choice(f->choices, name, value);
+        *static_cast<std::string*>(f->target) = value;
+        break;
       case Kind::kStrings: static_cast<std::vector<std::string>*>(f->target)->push_back(value); break;
-      case Kind::kInt: *static_cast<int64_t*>(f->target) = to_int(value, name); break;
+      case Kind::kInt: *static_cast<int64_t*>(f->target) = to_int_in(value, name, f->min, f->max); break;
       case Kind::kDouble: *static_cast<double*>(f->target) = to_double(value, name); break;
       case Kind::kBool: break;
     }

@@ -27,9 +27,9 @@ int run_forward(const Args& args) {
   p.add_strings("--inputs", &inputs, "input tensors (repeatable; processed in order)", "FILE");
   p.add_string("--out", &out, "output safetensors file", "FILE");
   if (!p.parse(args)) return 0;
-  if (!p.positional().empty()) throw Error("forward: unexpected argument '" + p.positional()[0] + "'");
-  if (inputs.empty()) throw Error("forward: give at least one --inputs FILE");
-  if (out.empty()) throw Error("forward: give --out FILE");
+  if (!p.positional().empty()) throw UsageError("forward: unexpected argument '" + p.positional()[0] + "'");
+  if (inputs.empty()) throw UsageError("forward: give at least one --inputs FILE");
+  if (out.empty()) throw UsageError("forward: give --out FILE");
   auto model = mf.load();
   NamedTensors t = run_parity_inputs(*model, inputs);
   write_named_tensors(out, t);

@@ -12,9 +12,10 @@
 namespace dgemma::cli {
 namespace {
 
-int64_t to_int(const std::string& s, const std::string& flag) {
+int64_t to_int(const std::string& s, const std::string& flag, int64_t min) {
   const std::vector<int64_t> v = parse_int_list(s, flag);
   if (v.size() != 1) throw UsageError("option " + flag + ": expected one integer, got '" + s + "'");
+  if (v[0] < min) throw UsageError("option " + flag + ": expected an integer >= " + std::to_string(min) + ", got " + s);
   return v[0];
 }
 
@@ -97,7 +98,7 @@ void GenerationFlags::add_to(FlagParser& p) {
   const std::string from = " (default: from generation_config.json)";
   p.add_string("--generation-config", &generation_config,
                "generation_config.json to use (default: DIR/generation_config.json)", "FILE");
-  p.add_string("-n,--max-new-tokens", &max_new_tokens,
+  p.add_string("-n,--max-new-tokens,--n-predict", &max_new_tokens,
                "tokens to generate; whole canvases are generated and the output is trimmed" + from, "N");
   p.add_string("--max-denoising-steps", &max_denoising_steps, "denoising steps per canvas" + from, "N");
   p.add_string("--stability-threshold", &stability_threshold,
@@ -108,7 +109,7 @@ void GenerationFlags::add_to(FlagParser& p) {
   p.add_string("--t-max", &t_max, "temperature at the first step" + from, "X");
   p.add_string("--eos-token-id", &eos_token_id, "comma-separated EOS ids" + from, "IDS");
   p.add_string("--pad-token-id", &pad_token_id, "id written after the first EOS of a canvas" + from, "ID");
-  p.add_string("--temp", &temperature,
+  p.add_string("--temp,--temperature", &temperature,
                "sampling temperature of the first denoising step (the schedule keeps its t_min/t_max shape); "
                "0 = greedy (argmax; seed 0 unless --seed)" +
                    from,
@@ -147,7 +148,7 @@ void GenerationFlags::apply_sampling_flags(GenerationConfig& c) const {
     return v;
   };
   if (!top_k.empty()) {
-    const int64_t k = to_int(top_k, "--top-k");
+    const int64_t k = to_int(top_k, "--top-k", INT64_MIN);
     if (const std::string rule = sampling_control_rule("top_k", double(k)); !rule.empty())
       throw UsageError("option --top-k: " + rule + ", got '" + top_k + "'");
     c.top_k = k;
@@ -172,9 +173,9 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
                  "warning: no generation_config.json in %s; using the published defaults (docs/model.md §3.1)\n",
                  model_dir.c_str());
   GenerationConfig c = loaded.config;
-  if (!max_new_tokens.empty()) c.max_new_tokens = to_int(max_new_tokens, "--max-new-tokens");
-  if (!max_denoising_steps.empty()) c.max_denoising_steps = to_int(max_denoising_steps, "--max-denoising-steps");
-  if (!stability_threshold.empty()) c.stability_threshold = to_int(stability_threshold, "--stability-threshold");
+  if (!max_new_tokens.empty()) c.max_new_tokens = to_int(max_new_tokens, "-n/--max-new-tokens", 1);
+  if (!max_denoising_steps.empty()) c.max_denoising_steps = to_int(max_denoising_steps, "--max-denoising-steps", 1);
+  if (!stability_threshold.empty()) c.stability_threshold = to_int(stability_threshold, "--stability-threshold", 0);
   if (!confidence_threshold.empty()) c.confidence_threshold = to_double(confidence_threshold, "--confidence-threshold");
   if (!entropy_bound.empty()) c.entropy_bound = to_double(entropy_bound, "--entropy-bound");
   if (!t_min.empty()) c.t_min = to_double(t_min, "--t-min");
@@ -182,13 +183,15 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
   if (!eos_token_id.empty()) c.eos_token_ids = parse_token_ids(eos_token_id, "--eos-token-id");
   if (!pad_token_id.empty()) {
     const std::vector<int32_t> pad = parse_token_ids(pad_token_id, "--pad-token-id");
-    if (pad.size() != 1) throw Error("--pad-token-id: expected one id, got '" + pad_token_id + "'");
+    if (pad.size() != 1) throw UsageError("option --pad-token-id: expected one id, got '" + pad_token_id + "'");
     c.pad_token_id = pad[0];
   }
   // max_length in a file only applies while max_new_tokens is the default
   // (docs/model.md §3.4); an explicit -n must win.
   if (!max_new_tokens.empty()) c.max_length = 0;
-  validate_generation_config(c, "generation parameters (" + loaded.path + " + flags)");
+  // The file's values were checked as it was read, so what fails now is a
+  // flag's value (or how it combines with the file): a usage error.
+  parse_flag_value("", [&] { validate_generation_config(c, "generation parameters (" + loaded.path + " + flags)"); });
   if (!temperature.empty()) {
     const double t = to_double(temperature, "--temp");
     if (!(t >= 0.0) || t > 1e6)
@@ -197,7 +200,7 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
   }
   apply_sampling_flags(c);
   if (!ctx_size.empty()) {
-    c.context_size = to_int(ctx_size, "--ctx-size");
+    c.context_size = to_int(ctx_size, "--ctx-size", INT64_MIN);
     if (c.context_size < 0) throw UsageError("option --ctx-size: expected a size >= 0 (0 = no limit), got " + ctx_size);
   } else if (const std::string cfg = config_path(model_dir, model_config); std::filesystem::exists(cfg)) {
     c.context_size = load_model_config(cfg).max_position_embeddings;

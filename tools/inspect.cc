@@ -16,11 +16,10 @@ int run_inspect(const Args& args) {
                "Reads a DiffusionGemma checkpoint folder (config.json + safetensors, sharded or not) without\n"
                "copying weights and prints its architecture, parameter counts and bytes by component and dtype,\n"
                "tie groups, skipped vision/audio tensors and a memory estimate at the given context length.");
-  p.add_int("--context", &context, "committed context length for the KV-cache estimate");
+  p.add_int("--context", &context, "committed context length for the KV-cache estimate", 0);
   p.add_bool("--json", &as_json, "print one JSON object instead of the table");
   if (!p.parse(args)) return 0;
-  if (p.positional().size() != 1) throw Error("inspect: expected exactly one checkpoint folder (see --help)");
-  if (context < 0) throw Error("--context must be >= 0, got " + std::to_string(context));
+  if (p.positional().size() != 1) throw UsageError("inspect: expected exactly one checkpoint folder (see --help)");
   CheckpointReport r = inspect_checkpoint(p.positional()[0], context);
   if (as_json)
     std::printf("%s\n", json::dump(report_to_json(r), 2).c_str());

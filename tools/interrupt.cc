@@ -5,6 +5,8 @@
 #include <atomic>
 #include <csignal>
 
+#include "quiet_input.h"
+
 namespace dgemma::cli {
 namespace {
 
@@ -15,6 +17,7 @@ extern "C" void on_sigint(int) {
   if (g_pending.exchange(1) != 0) {
     constexpr char kMsg[] = "\ndgemma: interrupted twice: exiting\n";
     [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    restore_input_echo_for_exit();  // a reply may have the terminal quiet (quiet_input.h)
     _exit(kInterruptedExitCode);
   }
 }

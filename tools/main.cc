@@ -31,8 +31,8 @@ static void usage(FILE* out) {
                "dgemma %s — native inference engine for DiffusionGemma\n\n"
                "usage: dgemma <command> [options]   (dgemma <command> --help for details)\n"
                "       dgemma --version | -V\n\n"
-               "Exit status: 0 success, 1 error, 2 usage error (unknown option or command, missing or\n"
-               "malformed value), 130 interrupted (Ctrl-C). A failed write to stdout is an error.\n\n"
+               "Exit status: 0 success, 1 error, 2 usage error (unknown option or command, missing, malformed or\n"
+               "out-of-range value), 130 interrupted (Ctrl-C). A failed write to stdout is an error.\n\n"
                "commands:\n",
                dgemma::cli::version_string());
   std::map<std::string, std::string> sorted;

@@ -29,7 +29,7 @@ std::unique_ptr<Backend> make_cli_backend(const std::string& spec, int threads) 
 void ModelFlags::add_to(FlagParser& p) {
   p.add_string("-m,--model", &model_dir, "checkpoint folder (config.json + *.safetensors)", "DIR");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
-  p.add_string("--precision", &precision,
+  p.add_choice("--precision", &precision,
                "fp32: Transformers in float32 - weights as stored and widened exactly, fp32 activations, "
                "embedding scale and self-conditioning (parity, also on bf16 checkpoints); bf16: Transformers in "
                "bf16 where dgemma rounds - weights converted to bf16, the embedding scale and self-conditioning "
@@ -37,18 +37,20 @@ void ModelFlags::add_to(FlagParser& p) {
                "rounded to bf16, vdpbf16ps (fastest on AVX512_BF16 CPUs); int8-dot: bf16-dot plus GEMMs over quantized "
                "weights (--quantize or a quantized checkpoint) on activations quantized to int8 blocks of 32, integer "
                "dot products; the weights stay the stored codes (CPU backend; CUDA: the integer tensor cores)",
-               "MODE");
+               {"fp32", "bf16", "bf16-dot", "int8-dot"}, "MODE");
   p.add_string("--decoder-window", &decoder_window,
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
                "VARIANT");
-  p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)");
+  p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)", 0);
   p.add_string("--quantize", &quantize,
                "quantize plain weights at load, nothing written: " + load_quantization_help() +
                    ". Embeddings, norms and router stay as stored",
                "MODE");
   p.add_string("--backend", &backend,
                "where the ops run: cpu, cuda (cuda:N for device N), or inject:OP:LAYER:PASS:STEP:KIND (the CPU "
-               "with one injected fault, for testing); the sampler always runs on the CPU",
+               "with one injected fault, for testing). The per-step sampler (temperature, entropy, argmax, draw) "
+               "runs there too, where the logits are; only its per-position results come back to the host, which "
+               "decides what each step accepts",
                "NAME");
   p.add_bool("--debug-device", &debug_device,
              "device fault guards in a normal run (CUDA): synchronize after every launch, canary-padded and "
@@ -73,12 +75,14 @@ ModelOptions ModelFlags::options() const {
   else if (precision == "bf16" || precision == "bf16-dot" || precision == "int8-dot")
     o.precision = WeightPrecision::kBF16;
   else
-    throw Error("--precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
-  if (threads < 0) throw Error("--threads must be >= 0, got " + std::to_string(threads));
+    throw UsageError("option --precision: expected fp32, bf16, bf16-dot or int8-dot, got '" + precision + "'");
+  if (threads < 0) throw UsageError("option --threads: expected an integer >= 0, got " + std::to_string(threads));
   o.load_threads = int(threads);
-  o.decoder_window = parse_decoder_window(decoder_window);
+  o.decoder_window = parse_flag_value("--decoder-window", [&] { return parse_decoder_window(decoder_window); });
   std::optional<LoadQuantization> q = parse_load_quantization(quantize);
-  if (!q) throw Error(std::string("--quantize: expected ") + load_quantization_names() + ", got '" + quantize + "'");
+  if (!q)
+    throw UsageError(std::string("option --quantize: expected ") + load_quantization_names() + ", got '" + quantize +
+                     "'");
   o.quantize = *q;
   return o;
 }
@@ -90,7 +94,7 @@ bool is_cuda_device(const std::string& name) { return name == "cuda" || name.rfi
 }  // namespace
 
 std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
-  if (model_dir.empty()) throw Error("no model given: use -m DIR");
+  if (model_dir.empty()) throw UsageError("no model given: use -m DIR");
   ModelOptions o = options();
   ProgressBarOptions po;
   po.label = "loading";
@@ -106,9 +110,9 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
       config.empty() ? DiffusionGemma::load(model_dir, cpu(), o) : DiffusionGemma::load(model_dir, config, cpu(), o);
   bar.finish();  // erased before anything else is printed (also when the load throws: the destructor)
   if (!plan.empty() && backend != "cpu")
-    throw Error("--backend: not combinable with --plan (a plan names its devices)");
+    throw UsageError("--backend: not combinable with --plan (a plan names its devices)");
   if (int8_dot() && backend != "cpu" && !is_cuda_device(backend))
-    throw Error(
+    throw UsageError(
         "--precision int8-dot: a mode of the CPU and CUDA backends; use --backend cpu, cuda or another "
         "precision for '" +
         backend + "'");
@@ -127,7 +131,8 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
     if (backend != "cpu" || debug_device) {
       const std::string spec = device_spec(backend);
       if (debug_device && spec == backend)
-        throw Error("--debug-device: backend '" + backend + "' has no device buffers to guard (use --backend cuda)");
+        throw UsageError("--debug-device: backend '" + backend +
+                         "' has no device buffers to guard (use --backend cuda)");
       backend_ = make_cli_backend(precision_spec(spec), int(threads));
       model->set_backend(*backend_);
     }

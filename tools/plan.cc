@@ -31,9 +31,9 @@ int run_plan(const Args& args) {
   p.add_string("-m,--model", &dir, "checkpoint folder", "DIR");
   p.add_string("--devices", &devices, "devices and capacities, e.g. cuda:0=80GiB,cuda:1=80GiB", "LIST");
   p.add_string("--strategy", &strategy, "single, sequential or balanced", "S");
-  p.add_int("--max-batch", &max_batch, "sequences in flight (KV cache and workspace are sized for it)");
-  p.add_int("--context", &context, "maximum committed context per sequence");
-  p.add_string("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", "T");
+  p.add_int("--max-batch", &max_batch, "sequences in flight (KV cache and workspace are sized for it)", 1);
+  p.add_int("--context", &context, "maximum committed context per sequence", 1);
+  p.add_choice("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", {"bf16", "fp32"}, "T");
   p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
   p.add_string("--margin", &margin, "reserved bytes per device", "SIZE");
   p.add_string("--quantize", &quantize, std::string("plan for weights quantized at load: ") + load_quantization_names(),
@@ -42,24 +42,21 @@ int run_plan(const Args& args) {
   p.add_bool("--json", &as_json, "print the plan (or the error) as JSON");
   if (!p.parse(args)) return 0;
   if (dir.empty()) throw UsageError("plan: give -m DIR");
+  if (!(utilization > 0 && utilization <= 1))
+    throw UsageError("option --utilization: expected a fraction in (0, 1], got " + std::to_string(utilization));
   const std::optional<LoadQuantization> mode = parse_load_quantization(quantize);
   if (!mode)
     throw UsageError(std::string("option --quantize: expected ") + load_quantization_names() + ", got '" + quantize +
                      "'");
   PlanRequest r;
-  r.devices = parse_device_list(devices);
-  r.strategy = parse_strategy(strategy);
+  r.devices = parse_flag_value("--devices", [&] { return parse_device_list(devices); });
+  r.strategy = parse_flag_value("--strategy", [&] { return parse_strategy(strategy); });
   r.max_batch = max_batch;
   r.max_context = context;
   r.utilization = utilization;
-  r.margin_bytes = parse_bytes(margin);
+  r.margin_bytes = parse_flag_value("--margin", [&] { return parse_bytes(margin); });
   r.replicate_embedding = replicate;
-  if (kv_dtype == "bf16")
-    r.kv_bytes_per_element = 2;
-  else if (kv_dtype == "fp32")
-    r.kv_bytes_per_element = 4;
-  else
-    throw Error("--kv-dtype: expected bf16 or fp32, got '" + kv_dtype + "'");
+  r.kv_bytes_per_element = kv_dtype == "fp32" ? 4 : 2;
   ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
   TensorStore store = TensorStore::open_dir(dir);
   BindOptions bo;
@@ -84,7 +81,8 @@ int run_plan(const Args& args) {
     if (!as_json) throw Error("with --quantize " + quantize + ": " + e.what());
     json::Value o = json::Object{};
     o.set("error", std::string(e.what()));
-    o.set("min_bytes_per_device", e.min_bytes_per_device);
+    o.set("min_bytes_per_device", e.min_bytes_per_device);  // includes the margin below
+    o.set("margin_bytes", r.margin_bytes);
     std::printf("%s\n", json::dump(o, 2).c_str());
     return 1;
   }

@@ -1,6 +1,7 @@
 // dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4 [--quantize-embeddings] [--quantize-router]
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli.h"
 #include "dgemma/error.h"
@@ -51,9 +52,21 @@ class Progress {
   int last_decile_ = -1;
 };
 
+// Refuses (usage error, exit 2) an OUT that already holds something: the
+// export would overwrite its files without a word. An empty folder is fine.
+void check_output_is_free(const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(out, ec))) return;
+  if (fs::is_directory(out, ec) && fs::is_empty(out, ec) && !ec) return;
+  throw UsageError("quantize: the output " + out + " already exists" +
+                   (fs::is_directory(out, ec) ? " and is not empty" : " (as a file)") +
+                   ": give --force to write into it, or another folder");
+}
+
 int run_quantize(const Args& args) {
   std::string format;
-  bool embeddings = false, router = false, no_double_quant = false, quiet = false;
+  bool embeddings = false, router = false, no_double_quant = false, quiet = false, force = false;
   FlagParser p("dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4",
                "Post-training quantization (round to nearest, no calibration) of a BF16/F16/F32 checkpoint\n"
                "folder IN into OUT, in the chosen format's own on-disk layout and config entries:\n"
@@ -67,10 +80,14 @@ int run_quantize(const Args& args) {
   p.add_bool("--quantize-router", &router, "also quantize router.proj (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--no-double-quant", &no_double_quant, "nf4: keep absmax in fp32");
   p.add_bool("-q,--quiet", &quiet, "no progress output");
+  p.add_bool("--force", &force,
+             "write into an OUT that already holds files, replacing those the export writes (the others stay)");
   if (!p.parse(args)) return 0;
-  if (p.positional().size() != 2) throw Error("quantize: expected IN and OUT folders (see --help)");
+  if (p.positional().size() != 2) throw UsageError("quantize: expected IN and OUT folders (see --help)");
+  if (format.empty()) throw UsageError("quantize: give --format " + export_format_names());
   std::optional<ExportFormat> f = parse_export_format(format);
-  if (!f) throw Error("--format: expected " + export_format_names() + ", got '" + format + "'");
+  if (!f) throw UsageError("option --format: expected " + export_format_names() + ", got '" + format + "'");
+  if (!force) check_output_is_free(p.positional()[1]);
   ExportOptions o;
   o.format = *f;
   o.quantize_embeddings = embeddings;

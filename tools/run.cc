@@ -1,6 +1,8 @@
 // dgemma run [-m DIR] -p "text" [--raw] [-n N] [--seed N] [--visualize | --json] ...
 // Text in, text out: chat template (docs/model.md §3.6), block-diffusion generation
 // (docs/model.md §3.2), text streamed as canvases commit, summary on stderr.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -14,6 +16,8 @@
 #include "interrupt.h"
 #include "model_flags.h"
 #include "model_source.h"
+#include "prompt_file.h"
+#include "quiet_input.h"
 #include "stream_printer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -24,7 +28,7 @@ namespace {
 int run_run(const Args& args) {
   ModelFlags mf;
   GenerationFlags gf;
-  std::string prompt, system, tokenizer_flag, template_name = "auto";
+  std::string prompt, prompt_file, system, tokenizer_flag, template_name = "auto";
   bool raw = false, thinking = false, visualize = false, as_json = false, special = false, quiet = false;
   FlagParser p("dgemma run [-m DIR] -p \"text\" [-n N] [--seed N] [--visualize | --json]",
                std::string("Generates a reply to one prompt. The prompt goes through the model's chat template\n"
@@ -51,6 +55,8 @@ int run_run(const Args& args) {
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
   p.add_string("-p,--prompt", &prompt, "the prompt ('-' reads it from stdin)", "TEXT");
+  p.add_string("-f,--file", &prompt_file,
+               "read the prompt from FILE ('-': stdin), without its final line breaks; instead of -p", "FILE");
   p.add_string("--system", &system, "system message", "TEXT");
   p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn)");
   p.add_bool("--raw", &raw, "no chat template: encode the prompt as is (BOS per the tokenizer)");
@@ -62,10 +68,14 @@ int run_run(const Args& args) {
   p.add_bool("-q,--quiet", &quiet, "no notes or summary on stderr");
   if (!p.parse(args)) return 0;
   if (!p.positional().empty()) throw UsageError("run: unexpected argument '" + p.positional()[0] + "'");
-  if (!p.given("-p")) throw UsageError("run: give a prompt with -p TEXT");
+  if (p.given("-p") && p.given("-f")) throw UsageError("run: give the prompt with -p or -f, not both");
+  if (!p.given("-p") && !p.given("-f")) throw UsageError("run: give a prompt with -p TEXT or -f FILE");
   if (visualize && as_json) throw UsageError("run: --visualize and --json exclude each other");
   if (raw && (!system.empty() || thinking)) throw UsageError("run: --raw excludes --system and --thinking");
-  if (prompt == "-") prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  if (p.given("-f"))
+    prompt = read_prompt_file(prompt_file);
+  else if (prompt == "-")
+    prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   if (prompt.find_first_not_of(" \t\r\n") == std::string::npos && !quiet)
     std::fprintf(stderr, "warning: the prompt is empty%s\n",
                  raw ? "" : ": the model gets only the chat template's turn markers");
@@ -102,6 +112,7 @@ int run_run(const Args& args) {
   so.max_denoising_steps = config.max_denoising_steps;
   StreamPrinter printer(tokenizer, stdout, so);
   const InterruptHandler interrupts;
+  const QuietInput quiet_keys(STDIN_FILENO);  // keys typed meanwhile: not echoed into the reply (quiet_input.h)
   printer.start();
   const GenerationResult result = generate(*model, ids, config, draws, &printer);
   json::Object extra;

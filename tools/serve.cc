@@ -65,7 +65,8 @@ int run_serve(const Args& args) {
       std::string(
           "OpenAI-compatible HTTP server. Endpoints:\n"
           "  POST /v1/chat/completions, POST /v1/completions   (\"stream\": true for server-sent events)\n"
-          "  GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)\n"
+          "  GET  /v1/models, /v1/models/{id} (with max_model_len), /health, /metrics (Prometheus text)\n"
+          "  POST /tokenize, POST /detokenize, GET /props   (as llama.cpp's server)\n"
           "Request fields: model, messages | prompt, max_tokens (or max_completion_tokens; honoured exactly),\n"
           "temperature (scales the model's t_max..t_min schedule so the first step runs at it) or t_min/t_max,\n"
           "seed, stop (up to 4 strings), n = 1, stream, stream_options {include_usage, include_drafts};\n"
@@ -75,9 +76,12 @@ int run_serve(const Args& args) {
           "Other OpenAI fields are accepted only with values that change nothing (top_p 1, n 1, user, ...);\n"
           "anything else gets 400 unsupported_parameter naming it. Chat message content is plain text:\n"
           "control-token text such as \"<turn|>\" in it is not a control token (--special-tokens-in-content).\n"
-          "Requests run --parallel sequences at a time, each with its own KV cache, interleaved on the one\n"
-          "model pass by pass; up to --max-queue more wait (then 429 with Retry-After). A client that\n"
-          "disconnects cancels its request. prompt + max_tokens (whole canvases) must fit -c/--ctx-size.\n"
+          "Requests run --parallel sequences at a time, each with its own KV cache. Their denoising steps\n"
+          "are batched: the decoder passes the running sequences ask for run as one pass over all their\n"
+          "canvases (at most 8 per pass, each sequence getting the logits it would get alone), while encoder\n"
+          "passes (prompts, committed canvases) take the model one at a time. Up to --max-queue more wait\n"
+          "(then 429 with Retry-After). A client that disconnects cancels its request. prompt + max_tokens\n"
+          "(whole canvases) must fit -c/--ctx-size.\n"
           "SIGINT/SIGTERM drain: new and queued requests get 503, running ones finish (streams end with\n"
           "[DONE]), then the server exits 0; a second signal or --drain-timeout stops at once. Each request\n"
           "is logged on stderr (-q: not). Flags -n, --max-denoising-steps, --t-min, ... set the defaults of\n"
@@ -89,20 +93,24 @@ int run_serve(const Args& args) {
   p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn) in chat prompts");
   gf.add_to(p);
   p.add_string("--host", &host, "address to listen on", "HOST");
-  p.add_int("--port", &port, "port to listen on (0: any free port; see --port-file)");
+  p.add_int("--port", &port, "port to listen on (0: any free port; see --port-file)", 0, 65535);
   p.add_string("--port-file", &port_file, "write the bound port to this file once listening", "FILE");
   p.add_string("-a,--alias", &alias, "model id served (default: the -m folder name, or dgemma-default)", "NAME");
-  p.add_int("-np,--parallel", &parallel, "sequences generated at a time (each holds a KV cache and logits buffers)");
-  p.add_int("--max-queue", &max_queue, "requests that may wait for a sequence slot; more get 429");
-  p.add_int("--max-body-size", &max_body, "largest request body in bytes; larger get 413");
-  p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400");
-  p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400");
-  p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)");
+  p.add_int("-np,--parallel", &parallel, "sequences generated at a time (each holds a KV cache and logits buffers)", 1,
+            256);
+  p.add_int("--max-queue", &max_queue, "requests that may wait for a sequence slot; more get 429", 0, 100000);
+  p.add_int("--max-body-size", &max_body, "largest request body in bytes; larger get 413", 1024);
+  p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400", 1);
+  p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400", 1);
+  p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)", 0,
+            4096);
   p.add_int("--request-timeout", &request_timeout,
-            "seconds a request may take to arrive whole (request line to last body byte); slower get 408");
-  p.add_int("--max-connections", &max_connections, "open connections in total; more get 503 (at most 900)");
+            "seconds a request may take to arrive whole (request line to last body byte); slower get 408", 1, 3600);
+  // The HTTP library refuses descriptors of 1024 and above (FD_SETSIZE); refused
+  // connections (up to 64 more) and the model's files hold descriptors too.
+  p.add_int("--max-connections", &max_connections, "open connections in total; more get 503", 1, 900);
   p.add_int("--max-connections-per-client", &max_connections_per_client,
-            "open connections from one client address; more get 429");
+            "open connections from one client address; more get 429 (at most --max-connections)", 1, 900);
   p.add_string("--api-key", &api_key,
                "require \"Authorization: Bearer KEY\" (else 401) on every route but /health and /metrics "
                "(default: $DGEMMA_API_KEY)",
@@ -111,31 +119,18 @@ int run_serve(const Args& args) {
              "encode control-token text in chat message content (\"<turn|>\") as control tokens, as the "
              "reference template does (lets a user forge turns)");
   p.add_int("--drain-timeout", &drain_timeout,
-            "seconds SIGINT/SIGTERM wait for running requests before cutting them (0: no wait)");
+            "seconds SIGINT/SIGTERM wait for running requests before cutting them (0: no wait)", 0);
   p.add_bool("-q,--quiet", &quiet, "no notes or request log on stderr");
   if (!p.parse(args)) return 0;
-  if (!p.positional().empty()) throw Error("serve: unexpected argument '" + p.positional()[0] + "'");
-  if (p.given("--seed")) throw Error("serve: --seed is not a server flag; requests give \"seed\"");
-  if (!mf.plan.empty()) throw Error("serve: --plan is not supported (one model process serves every request)");
-  if (port < 0 || port > 65535) throw Error("--port must be in [0, 65535], got " + std::to_string(port));
-  if (parallel < 1 || parallel > 256) throw Error("--parallel must be in [1, 256], got " + std::to_string(parallel));
-  if (max_queue < 0 || max_queue > 100000) throw Error("--max-queue must be in [0, 100000]");
-  if (max_body < 1024) throw Error("--max-body-size must be at least 1024 bytes");
-  if (max_tokens_limit < 1) throw Error("--max-tokens-limit must be at least 1");
-  if (http_threads < 0 || http_threads > 4096) throw Error("--threads-http must be in [0, 4096]");
-  if (request_timeout < 1 || request_timeout > 3600)
-    throw Error("--request-timeout must be in [1, 3600] seconds, got " + std::to_string(request_timeout));
-  // The HTTP library refuses descriptors of 1024 and above (FD_SETSIZE); refused
-  // connections (up to 64 more) and the model's files hold descriptors too.
-  if (max_connections < 1 || max_connections > 900)
-    throw Error("--max-connections must be in [1, 900], got " + std::to_string(max_connections));
-  if (max_connections_per_client < 1 || max_connections_per_client > max_connections)
-    throw Error("--max-connections-per-client must be in [1, --max-connections], got " +
-                std::to_string(max_connections_per_client));
-  if (drain_timeout < 0) throw Error("--drain-timeout must be >= 0, got " + std::to_string(drain_timeout));
+  if (!p.positional().empty()) throw UsageError("serve: unexpected argument '" + p.positional()[0] + "'");
+  if (p.given("--seed")) throw UsageError("serve: --seed is not a server flag; requests give \"seed\"");
+  if (!mf.plan.empty()) throw UsageError("serve: --plan is not supported (one model process serves every request)");
+  if (max_connections_per_client > max_connections)
+    throw UsageError("option --max-connections-per-client: " + std::to_string(max_connections_per_client) +
+                     " is more than --max-connections (" + std::to_string(max_connections) + ")");
   if (!p.given("--api-key"))
     if (const char* env = std::getenv("DGEMMA_API_KEY")) api_key = env;
-  if (p.given("--api-key") && api_key.empty()) throw Error("--api-key: the key must not be empty");
+  if (p.given("--api-key") && api_key.empty()) throw UsageError("option --api-key: the key must not be empty");
 
   // Signals go to one thread that stops the server; every other thread
   // (model thread pool, HTTP workers) inherits the blocked mask.
@@ -169,6 +164,7 @@ int run_serve(const Args& args) {
   so.special_tokens_in_content = special_tokens_in_content;
   so.slots = int(parallel);
   so.max_queue = max_queue;
+  so.trained_context_length = model->config().max_position_embeddings;
   server::Metrics metrics;
   server::SharedModel shared(*model);
   server::CompletionService service(shared, tokenizer, so, metrics);

@@ -20,16 +20,27 @@ OpComparison compare_output(const Tensor& ref, const Tensor& got, const Toleranc
     }
     return r;
   }
+  // A NaN on either side fails the comparison: there is no meaningful
+  // distance or cosine then, and they are reported as NaN (never as a clean
+  // 1.0 from the elements that remain).
   double max_ref = 0, dot = 0, nr = 0, ng = 0;
+  int64_t nan_ref = 0, nan_got = 0, first_nan = -1;
+  bool inf_mismatch = false, inf_in_target = false;
   for (size_t k = 0; k < n; ++k) {
     const double a = ref.f[k], b = got.f[k];
-    if (std::isnan(a) != std::isnan(b) || (std::isinf(a) || std::isinf(b) ? a != b : false)) {
-      r.ok = false;
-      r.failure = std::isnan(b) || std::isinf(b) ? "nan" : "value";
-      r.max_abs = INFINITY;
+    if (std::isnan(a) || std::isnan(b)) {
+      nan_ref += std::isnan(a) ? 1 : 0;
+      nan_got += std::isnan(b) ? 1 : 0;
+      if (first_nan < 0) first_nan = int64_t(k);
       continue;
     }
-    if (std::isnan(a)) continue;
+    if (std::isinf(a) || std::isinf(b)) {
+      if (a != b) {
+        inf_mismatch = true;
+        inf_in_target = inf_in_target || std::isinf(b);
+      }
+      continue;
+    }
     max_ref = std::max(max_ref, std::fabs(a));
     const double d = std::fabs(a - b);
     r.max_abs = std::max(r.max_abs, d);
@@ -38,7 +49,21 @@ OpComparison compare_output(const Tensor& ref, const Tensor& got, const Toleranc
     nr += a * a;
     ng += b * b;
   }
-  if (!r.ok) return r;
+  if (nan_ref > 0 || nan_got > 0) {
+    r.ok = false;
+    r.failure = "nan";
+    r.max_abs = r.max_rel = r.cosine = std::nan("");
+    r.message = std::to_string(nan_got) + " NaN in the target's output, " + std::to_string(nan_ref) +
+                " in the reference's (first at element " + std::to_string(first_nan) + " of " + std::to_string(n) + ")";
+    return r;
+  }
+  if (inf_mismatch) {
+    r.ok = false;
+    r.failure = inf_in_target ? "nan" : "value";
+    r.max_abs = INFINITY;
+    r.cosine = std::nan("");
+    return r;
+  }
   r.cosine = (nr > 0 && ng > 0) ? dot / std::sqrt(nr * ng) : (nr == ng ? 1.0 : 0.0);
   const bool abs_ok = r.max_abs <= tol.atol + tol.rtol * max_ref;
   const bool cos_ok = r.cosine >= tol.min_cosine || (nr == 0 && ng == 0);

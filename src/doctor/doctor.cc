@@ -25,6 +25,27 @@ std::string shapes_of(const std::vector<const Tensor*>& ts) {
   return s;
 }
 
+// A measure across the pipe to the parent: JSON has no NaN or infinity, so
+// those travel as the strings "nan", "inf" and "-inf".
+json::Value wire_number(double x) {
+  if (std::isnan(x)) return json::Value("nan");
+  if (std::isinf(x)) return json::Value(x > 0 ? "inf" : "-inf");
+  return json::Value(x);
+}
+double from_wire(const json::Value& v) {
+  if (!v.is_string()) return v.as_double();
+  if (v.as_string() == "nan") return std::nan("");
+  return v.as_string() == "inf" ? INFINITY : -INFINITY;
+}
+
+// In the report: null where the measure is NaN or infinite.
+json::Value report_number(double x) { return std::isfinite(x) ? json::Value(x) : json::Value(); }
+
+// Worst-of for the per-op table; a NaN sticks (a comparison with NaN would
+// otherwise keep the earlier, clean value).
+double worst_max(double acc, double x) { return std::isnan(acc) || std::isnan(x) ? std::nan("") : std::max(acc, x); }
+double worst_min(double acc, double x) { return std::isnan(acc) || std::isnan(x) ? std::nan("") : std::min(acc, x); }
+
 // Streams one JSON object per line to the parent.
 class PipeListener : public DifferentialListener {
  public:
@@ -48,9 +69,9 @@ class PipeListener : public DifferentialListener {
     o.set("ok", r.ok);
     o.set("kind", r.failure);
     o.set("message", r.message);
-    o.set("max_abs", std::isfinite(r.max_abs) ? r.max_abs : 1e300);
-    o.set("max_rel", std::isfinite(r.max_rel) ? r.max_rel : 1e300);
-    o.set("cosine", std::isfinite(r.cosine) ? r.cosine : -2.0);
+    o.set("max_abs", wire_number(r.max_abs));
+    o.set("max_rel", wire_number(r.max_rel));
+    o.set("cosine", wire_number(r.cosine));
     send(o);
   }
   void send(const json::Value& v) {
@@ -182,9 +203,9 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
       ++rep.ops_compared;
       OpStats& st = rep.per_op[b.find("op")->as_string()];
       ++st.count;
-      st.max_abs = std::max(st.max_abs, v.find("max_abs")->as_double());
-      st.max_rel = std::max(st.max_rel, v.find("max_rel")->as_double());
-      st.min_cosine = std::min(st.min_cosine, v.find("cosine")->as_double());
+      st.max_abs = worst_max(st.max_abs, from_wire(*v.find("max_abs")));
+      st.max_rel = worst_max(st.max_rel, from_wire(*v.find("max_rel")));
+      st.min_cosine = worst_min(st.min_cosine, from_wire(*v.find("cosine")));
       if (!v.find("ok")->as_bool() && !rep.first_failure) {
         OpFailure f;
         f.index = idx;
@@ -197,9 +218,9 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
         f.outputs = b.find("outputs")->as_string();
         f.kind = v.find("kind")->as_string();
         f.message = v.find("message")->as_string();
-        f.max_abs = v.find("max_abs")->as_double();
-        f.max_rel = v.find("max_rel")->as_double();
-        f.cosine = v.find("cosine")->as_double();
+        f.max_abs = from_wire(*v.find("max_abs"));
+        f.max_rel = from_wire(*v.find("max_rel"));
+        f.cosine = from_wire(*v.find("cosine"));
         rep.first_failure = f;
       }
     } else if (v.find("done")) {
@@ -273,9 +294,9 @@ json::Value doctor_report_json(const DoctorReport& r) {
     ff.set("step", f.step);
     ff.set("kind", f.kind);
     ff.set("index", f.index);
-    ff.set("max_abs", f.max_abs);
-    ff.set("max_rel", f.max_rel);
-    ff.set("cosine", f.cosine);
+    ff.set("max_abs", report_number(f.max_abs));
+    ff.set("max_rel", report_number(f.max_rel));
+    ff.set("cosine", report_number(f.cosine));
     ff.set("inputs", f.inputs);
     ff.set("outputs", f.outputs);
     ff.set("message", f.message);
@@ -287,9 +308,9 @@ json::Value doctor_report_json(const DoctorReport& r) {
   for (const auto& [name, st] : r.per_op) {
     json::Value s = json::Object{};
     s.set("count", st.count);
-    s.set("max_abs", st.max_abs);
-    s.set("max_rel", st.max_rel);
-    s.set("min_cosine", st.min_cosine);
+    s.set("max_abs", report_number(st.max_abs));
+    s.set("max_rel", report_number(st.max_rel));
+    s.set("min_cosine", report_number(st.min_cosine));
     ops.set(name, std::move(s));
   }
   o.set("ops", std::move(ops));

@@ -48,13 +48,15 @@ struct OpFailure {
   std::string op, site, pass, kind, message;
   int layer = -1;
   int step = 0;
+  // NaN when either output holds a NaN (always a failure of kind "nan"); the
+  // JSON report writes a NaN or infinite measure as null, the text as nan/inf.
   double max_abs = 0, max_rel = 0, cosine = 1;
   std::string inputs, outputs;  // shapes
 };
 
 struct OpStats {
   int64_t count = 0;
-  double max_abs = 0, max_rel = 0, min_cosine = 1;
+  double max_abs = 0, max_rel = 0, min_cosine = 1;  // NaN once any output of the op held a NaN
 };
 
 struct DoctorReport {

@@ -255,9 +255,9 @@ Plan make_plan(const ModelConfig& c, const std::map<std::string, uint64_t>& byte
   }
   if (!a.ok && r.strategy == PlanStrategy::kSingle) {
     const uint64_t need = min_capacity(s, 1, r);
-    throw PlanError("the model needs " + gib(need) + " on one device (weights, KV cache, workspace and margin at " +
-                        std::to_string(int(r.utilization * 100)) + "% utilization); " + r.devices[0].name + " has " +
-                        gib(r.devices[0].capacity_bytes),
+    throw PlanError("the model needs " + gib(need) + " on one device (weights, KV cache, workspace and the " +
+                        gib(r.margin_bytes) + " margin, at " + std::to_string(int(r.utilization * 100)) +
+                        "% utilization); " + r.devices[0].name + " has " + gib(r.devices[0].capacity_bytes),
                     need);
   }
   if (!a.ok && r.strategy == PlanStrategy::kSequential) a = fill(s, limit, r);
@@ -287,7 +287,7 @@ Plan make_plan(const ModelConfig& c, const std::map<std::string, uint64_t>& byte
     throw PlanError("the model does not fit on " + std::to_string(D) +
                         " device(s) with this strategy: it needs at least " + gib(need) +
                         " per device (weights, KV cache for batch " + std::to_string(r.max_batch) + " x context " +
-                        std::to_string(r.max_context) + ", workspace and margin, at " +
+                        std::to_string(r.max_context) + ", workspace and the " + gib(r.margin_bytes) + " margin, at " +
                         std::to_string(int(r.utilization * 100)) + "% utilization); nothing is offloaded silently",
                     need);
   }
@@ -368,6 +368,7 @@ json::Value plan_to_json(const Plan& p) {
     v.set("kv_bytes", d.kv_bytes);
     v.set("workspace_bytes", d.workspace_bytes);
     v.set("margin_bytes", d.margin_bytes);
+    v.set("total_bytes", d.total());  // the four above: what the device must hold
     json::Array layers;
     layers.emplace_back(d.first_layer);
     layers.emplace_back(d.last_layer);
@@ -403,19 +404,21 @@ json::Value plan_to_json(const Plan& p) {
 std::string plan_to_text(const Plan& p) {
   std::string s;
   char line[512];
-  std::snprintf(line, sizeof line, "%-10s %8s %12s %12s %12s %12s %12s  %s\n", "device", "layers", "weights",
-                "kv_cache", "workspace", "total", "capacity", "notes");
+  std::snprintf(line, sizeof line, "%-10s %8s %12s %12s %12s %12s %12s %12s  %s\n", "device", "layers", "weights",
+                "kv_cache", "workspace", "margin", "total", "capacity", "notes");
   s += line;
   for (const auto& d : p.devices) {
     std::string layers = d.first_layer < 0 ? "-" : std::to_string(d.first_layer) + "-" + std::to_string(d.last_layer);
     std::string notes;
     if (d.holds_embedding) notes += "embedding+lm_head+self-conditioning+sampler ";
     if (d.holds_replica) notes += "read-only embedding replica (lm_head, sampler)";
-    std::snprintf(line, sizeof line, "%-10s %8s %12s %12s %12s %12s %12s  %s\n", d.name.c_str(), layers.c_str(),
+    std::snprintf(line, sizeof line, "%-10s %8s %12s %12s %12s %12s %12s %12s  %s\n", d.name.c_str(), layers.c_str(),
                   gib(d.weights_bytes).c_str(), gib(d.kv_bytes).c_str(), gib(d.workspace_bytes).c_str(),
-                  gib(d.total()).c_str(), gib(d.capacity_bytes).c_str(), notes.c_str());
+                  gib(d.margin_bytes).c_str(), gib(d.total()).c_str(), gib(d.capacity_bytes).c_str(), notes.c_str());
     s += line;
   }
+  s += "total = weights + kv_cache + workspace + margin (memory kept free on each device for what the estimate "
+       "leaves out)\n";
   std::snprintf(line, sizeof line,
                 "\n%zu tie groups, each on one device (layer pair i = encoder layer i + decoder layer i)\n",
                 p.tie_groups.size());

@@ -20,6 +20,7 @@
 #include "server/http_listener.h"
 #include "server/openai_format.h"
 #include "server/request.h"
+#include "server/utility_routes.h"
 
 namespace dgemma::server {
 namespace {
@@ -52,7 +53,8 @@ int64_t unix_now() { return int64_t(std::time(nullptr)); }
 // Metrics label of a path: known routes only, so that random paths do not
 // create one time series each.
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+                            "/detokenize", "/props"})
     if (path == known) return known;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
@@ -251,6 +253,10 @@ struct HttpServer::Impl {
       }
       set_error(res, ApiError(500, what, "server_error", "", "internal_error"));
     });
+    // /v1/models, /v1/models/{id}, /tokenize, /detokenize and /props.
+    add_utility_routes(svr, service,
+                       {options.max_body_bytes, created,
+                        [this](const httplib::Request& req, httplib::Response& res) { return authorized(req, res); }});
 
     svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const bool down = stopping || draining;
@@ -263,20 +269,6 @@ struct HttpServer::Impl {
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-    });
-    svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
-      res.set_content(models_body(service.options().model_name, created), "application/json");
-    });
-    svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!authorized(req, res)) return;
-      const std::string id = req.matches[1];
-      if (id != service.options().model_name) {
-        set_error(res, ApiError(404, "the model '" + id + "' does not exist", "invalid_request_error", "model",
-                                "model_not_found"));
-        return;
-      }
-      res.set_content(model_body(id, created), "application/json");
     });
     for (const auto& [path, endpoint] :
          {std::pair{"/v1/chat/completions", Endpoint::kChat}, std::pair{"/v1/completions", Endpoint::kCompletion}}) {

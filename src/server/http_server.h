@@ -5,6 +5,7 @@
 // cpp-httplib (Debian's libcpp-httplib-dev) on a worker thread. Routes:
 //   POST /v1/chat/completions, POST /v1/completions  (JSON or SSE stream)
 //   GET  /v1/models, GET /v1/models/{id}, GET /health, GET /metrics
+//   POST /tokenize, POST /detokenize, GET /props (llama.cpp's; utility_routes.h)
 // Every failure is a JSON error body {"error": {...}} with a 4xx/5xx status,
 // including those the HTTP library produces itself (404 unknown route, 413
 // body over the limit, 400 malformed HTTP). A client that disconnects while

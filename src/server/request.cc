@@ -1,6 +1,5 @@
 #include "server/request.h"
 
-#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -9,49 +8,12 @@
 #include "generate/generation_config.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
+#include "server/request_json.h"
 
 namespace dgemma::server {
 namespace {
 
 using json::Value;
-
-// A field that is absent or JSON null counts as not given (OpenAI clients
-// send null for unset optional fields).
-const Value* field(const Value& obj, std::string_view key) {
-  const Value* v = obj.find(key);
-  return v != nullptr && !v->is_null() ? v : nullptr;
-}
-
-ApiError wrong_type(const std::string& param, const char* expected, const Value& got) {
-  return invalid_request("'" + param + "' must be " + expected + ", got " + json::kind_name(got.kind()), param,
-                         "invalid_type");
-}
-
-std::optional<int64_t> get_int(const Value& obj, const std::string& key) {
-  const Value* v = field(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_integer()) {
-    if (v->is_number()) throw invalid_request("'" + key + "' must be an integer", key, "invalid_type");
-    throw wrong_type(key, "an integer", *v);
-  }
-  return v->as_int();
-}
-
-std::optional<double> get_number(const Value& obj, const std::string& key) {
-  const Value* v = field(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) throw wrong_type(key, "a number", *v);
-  const double d = v->as_double();
-  if (!std::isfinite(d)) throw invalid_request("'" + key + "' must be finite", key, "invalid_value");
-  return d;
-}
-
-std::optional<bool> get_bool(const Value& obj, const std::string& key, const std::string& param) {
-  const Value* v = field(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_bool()) throw wrong_type(param, "a boolean", *v);
-  return v->as_bool();
-}
 
 std::string text_of_content(const Value& content, const std::string& param, bool allow_null) {
   if (content.is_null()) {
@@ -99,14 +61,15 @@ std::vector<ChatMessage> parse_messages(const Value& body) {
       throw invalid_request("'" + pm + ".role' is required", pm + ".role", "missing_required_parameter");
     if (!role->is_string()) throw wrong_type(pm + ".role", "a string", *role);
     const std::string& r = role->as_string();
-    if (r != "system" && r != "developer" && r != "user" && r != "assistant")
-      throw invalid_request("'" + pm + ".role' must be one of system, developer, user, assistant; got '" + r + "'",
+    const std::optional<std::string> rendered = chat_template_role(r);
+    if (!rendered)
+      throw invalid_request("'" + pm + ".role' must be one of " + std::string(kChatRoleNames) + "; got '" + r + "'",
                             pm + ".role", "invalid_value");
     const Value* content = m.find("content");
     if (content == nullptr)
       throw invalid_request("'" + pm + ".content' is required", pm + ".content", "missing_required_parameter");
     ChatMessage msg;
-    msg.role = r == "developer" ? "system" : r;
+    msg.role = *rendered;
     msg.content = text_of_content(*content, pm + ".content", r == "assistant");
     reject_unsupported_message_fields(m, pm);
     out.push_back(std::move(msg));
@@ -203,20 +166,7 @@ void parse_sampling_controls(const Value& body, CompletionRequest& req) {
 }  // namespace
 
 CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, const RequestLimits& limits) {
-  // json::parse rejects invalid UTF-8, lone surrogates, trailing garbage and
-  // deep nesting; its message names the line and column.
-  Value body;
-  try {
-    json::ParseOptions opt;
-    opt.source = "request body";
-    opt.max_depth = 64;
-    body = json::parse(body_text, opt);
-  } catch (const Error& e) {
-    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what(), {}, "invalid_json");
-  }
-  if (!body.is_object())
-    throw invalid_request(std::string("the request body must be a JSON object, got ") + json::kind_name(body.kind()),
-                          {}, "invalid_json");
+  const Value body = parse_json_body(body_text);
   CompletionRequest req;
   req.endpoint = endpoint;
 

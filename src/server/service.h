@@ -45,6 +45,9 @@ struct ServiceOptions {
   bool special_tokens_in_content = false;
   int slots = 1;           // in-flight sequences
   int64_t max_queue = 64;  // waiting requests beyond the slots; more get 429
+  // The model's max_position_embeddings (0: unknown), which /v1/models and
+  // /props report beside the context size in force (defaults.context_size).
+  int64_t trained_context_length = 0;
 };
 
 struct StreamEvent {
@@ -139,6 +142,9 @@ class CompletionService {
   void shutdown();
 
   const ServiceOptions& options() const { return options_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  int64_t canvas_length() const { return canvas_length_; }
   RequestLimits request_limits() const;
   Scheduler& scheduler() { return scheduler_; }
   // A fresh "chatcmpl-..."/"cmpl-..." id.

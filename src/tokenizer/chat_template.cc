@@ -228,6 +228,12 @@ std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<C
   return tokenizer.encode_pieces(pieces, false);
 }
 
+std::optional<std::string> chat_template_role(std::string_view role) {
+  if (role == "system" || role == "developer") return std::string("system");
+  if (role == "user" || role == "assistant") return std::string(role);
+  return std::nullopt;
+}
+
 std::vector<ChatMessage> chat_messages_from_json(const json::Value& list, const std::string& source) {
   std::vector<ChatMessage> out;
   const auto& arr = list.as_array(source + ": message list");
@@ -238,7 +244,11 @@ std::vector<ChatMessage> chat_messages_from_json(const json::Value& list, const 
     ChatMessage msg;
     const json::Value* role = m.find("role");
     if (!role) throw Error(what + ": missing \"role\"");
-    msg.role = role->as_string(what + ".role");
+    const std::string& given = role->as_string(what + ".role");
+    const std::optional<std::string> rendered = chat_template_role(given);
+    if (!rendered)
+      throw Error(what + ".role: expected one of " + std::string(kChatRoleNames) + ", got \"" + given + "\"");
+    msg.role = *rendered;
     const json::Value* content = m.find("content");
     if (!content) throw Error(what + ": missing \"content\"");
     if (content->is_string()) {

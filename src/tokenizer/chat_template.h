@@ -86,7 +86,17 @@ std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<C
                                  ChatTemplateKind kind = ChatTemplateKind::kAuto,
                                  ChatContent content = ChatContent::kSpecialTokens);
 
-// Parses an OpenAI-style JSON message list:
+// The roles a chat message may have, for every reader of messages (the
+// server's requests, `dgemma tokenize --chat`): system, developer (OpenAI's
+// newer name of system), user, assistant. Returns the role the templates
+// render ("developer" -> "system"), or nullopt for any other role (a tool
+// turn, a made-up name): refused rather than rendered as a turn the model
+// was never trained on.
+std::optional<std::string> chat_template_role(std::string_view role);
+// "system, developer, user, assistant", for messages.
+inline constexpr const char* kChatRoleNames = "system, developer, user, assistant";
+
+// Parses an OpenAI-style JSON message list (roles: chat_template_role):
 // [{"role": "user", "content": "text" | [{"type": "text", "text": "..."}, {"type": "image"}]}, ...]
 // `source` names the input in errors.
 std::vector<ChatMessage> parse_chat_messages(std::string_view json_text, const std::string& source = "messages");

@@ -2,6 +2,7 @@
 // injected fault, for every op kind of the vocabulary and every fault kind.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "backend/backend_factory.h"
@@ -67,6 +68,9 @@ TEST_P(DoctorFault, NamesTheInjectedOp) {
       EXPECT_EQ(f.kind, "oob") << o.backend;
     } else if (k == "nan" && s.op != OpKind::kRouterTopk) {
       EXPECT_EQ(f.kind, "nan") << o.backend;  // integer outputs cannot hold NaN: -1 is reported as a value error
+      EXPECT_TRUE(std::isnan(f.cosine)) << o.backend << " cosine " << f.cosine;
+      EXPECT_TRUE(std::isnan(r.per_op.at(f.op).min_cosine)) << o.backend;
+      EXPECT_TRUE(doctor_report_json(r).find("first_failure")->find("cosine")->is_null()) << o.backend;
     } else {
       EXPECT_TRUE(f.kind == "value" || f.kind == "nan") << o.backend << " " << f.kind;
     }

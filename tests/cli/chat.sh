@@ -71,4 +71,31 @@ else
   bad "--help incomplete"
 fi
 
+# /help lists the commands (on stderr; stdout holds only replies).
+printf '/help\n' | "$BIN" chat -n 16 $FAST >"$TMP/help.out" 2>"$TMP/help.err"
+if grep -q "^/help" "$TMP/help.err" && grep -q "^/reset" "$TMP/help.err" && grep -q "^/quit" "$TMP/help.err" &&
+    [ ! -s "$TMP/help.out" ]; then
+  ok "/help lists /help, /reset and /quit"
+else
+  bad "/help: $(cat "$TMP/help.out" "$TMP/help.err")"
+fi
+
+# -f FILE: the file's text (all its lines) is the first turn, then stdin's lines follow.
+printf 'Hello\nthere\n' >"$TMP/first.txt"
+printf 'How are you?\n' | "$BIN" chat -f "$TMP/first.txt" -n 16 --seed 5 $FAST --verbose >"$TMP/f.out" 2>"$TMP/f.err"
+rc=$?
+printf 'Hello there\nHow are you?\n' | "$BIN" chat -n 16 --seed 5 $FAST --verbose >"$TMP/nof.out" 2>"$TMP/nof.err"
+turns=$(grep -c 'turn [0-9]*: encoded' "$TMP/f.err")
+first_f=$(sed -n 's/.*turn 0: encoded \([0-9]*\) new tokens.*/\1/p' "$TMP/f.err")
+first_line=$(sed -n 's/.*turn 0: encoded \([0-9]*\) new tokens.*/\1/p' "$TMP/nof.err")
+if [ $rc -eq 0 ] && [ "$turns" = 2 ] && grep -q "first message from $TMP/first.txt" "$TMP/f.err" &&
+    [ -n "$first_f" ] && [ -n "$first_line" ] && [ "$first_f" -gt 0 ]; then
+  ok "chat -f FILE: the file is turn 0 ($first_f tokens; the one-line 'Hello there': $first_line), stdin's line turn 1"
+else
+  bad "chat -f: rc $rc, turns $turns: $(cat "$TMP/f.err")"
+fi
+printf 'hi\n' | "$BIN" chat -f - -n 16 $FAST >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 2 ]; then ok "chat -f -: exit 2 (stdin holds the turns)"; else bad "chat -f -: rc $rc $(cat "$TMP/err")"; fi
+
 finish

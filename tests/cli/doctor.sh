@@ -30,6 +30,17 @@ check inject:softcap:model:decoder:0:value softcap -1 decoder 0 value
 check inject:gelu_glu:0:decoder:1:oob gelu_glu 0 decoder 1 oob
 check inject:sample:model:decoder:1:value sample -1 decoder 1 value
 
+# An injected NaN: the comparison fails and every measure of it reads nan
+# (text) or null (JSON), never the cosine 1 of the elements that remain.
+if text=$("$bin" doctor -m "$data" --backend inject:rope:1:decoder:1:nan); then echo "doctor exited 0 on a NaN"; exit 1; fi
+grep -q "cosine nan" <<<"$text" || { echo "$text"; exit 1; }
+grep -qE "^rope +[0-9]+ +nan +nan +nan$" <<<"$text" || { echo "$text"; exit 1; }
+grep -q "NaN in the target's output" <<<"$text" || { echo "$text"; exit 1; }
+out=$("$bin" doctor -m "$data" --backend inject:rope:1:decoder:1:nan --json) && exit 1
+python3 -c 'import json,sys; f=json.loads(sys.argv[1])["first_failure"]; sys.exit(0 if f["kind"] == "nan" and f["cosine"] is None else 1)' "$out" ||
+  { echo "$out"; exit 1; }
+ok "injected NaN: cosine nan in the text, null in the JSON"
+
 if "$bin" doctor -m "$data" --backend inject:nope:0:encoder:0:value 2>/tmp/doctor_err_$$; then exit 1; fi
 grep -q "unknown op 'nope'" /tmp/doctor_err_$$ && rm -f /tmp/doctor_err_$$
 ok "bad injection spec"

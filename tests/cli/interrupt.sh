@@ -184,4 +184,55 @@ sys.exit(0 if os.waitstatus_to_exitcode(status) == 130 else 1)
 EOF
 then ok "chat on a pty: Ctrl-C twice at the prompt exits 130"; else bad "chat pty Ctrl-C twice"; fi
 
+# chat on a terminal: keys typed while a reply streams are not echoed into
+# the reply; they wait, and the next prompt shows them as the line being
+# typed (Enter then sends them as the next turn).
+if python3 - "$BIN" "$TMP/typeahead.log" <<'EOF'
+import os, pty, sys, time, select, signal
+signal.alarm(120)
+binary, log = sys.argv[1], sys.argv[2]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(binary, [binary, "chat", "-n", "128", "--max-denoising-steps", "4", "--seed", "1", "--verbose"])
+out = b""
+def read_until(token, timeout=60, since=0):
+    global out
+    end = time.time() + timeout
+    while time.time() < end:
+        if token in out[since:]:
+            return True
+        r, _, _ = select.select([fd], [], [], 0.05)
+        if r:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:
+                return False
+    return token in out[since:]
+ok = read_until(b"> ")
+os.write(fd, b"Hello\r")
+PROMPT = b"\r> \x1b[K"  # the line editor's prompt (reply text holds no ESC)
+ok = ok and read_until(b"turn 0: encoded") and read_until(b"\n", since=out.index(b"turn 0: encoded"))
+reply_start = out.index(b"\n", out.index(b"turn 0: encoded")) + 1 if ok else len(out)
+end = time.time() + 60
+while ok and len(out) == reply_start and time.time() < end:  # the first committed canvas: the reply streams
+    read_until(b"\x00", timeout=0.1)
+ok = ok and len(out) > reply_start
+os.write(fd, b"QQtypedQQ")
+ok = ok and read_until(PROMPT, since=reply_start)  # the reply ended: the next prompt
+prompt_at = out.index(PROMPT, reply_start) if ok else len(out)
+during = out[reply_start:prompt_at]
+ok = ok and read_until(b"QQtypedQQ", timeout=10, since=prompt_at)
+os.write(fd, b"\r")
+ok = ok and read_until(b"turn 1: encoded", since=prompt_at)
+os.write(fd, b"/quit\r")
+_, status = os.waitpid(pid, 0)
+open(log, "wb").write(out)
+sys.exit(0 if ok and b"QQtypedQQ" not in during and os.waitstatus_to_exitcode(status) == 0 else 1)
+EOF
+then
+  ok "chat on a pty: keys typed during a reply are not echoed into it; the next prompt holds them"
+else
+  bad "chat type-ahead: $(tr -d '\033' <"$TMP/typeahead.log" | tail -c 800)"
+fi
+
 finish

@@ -53,6 +53,34 @@ PY
   fi
 done
 
+# An OUT that already holds files is refused (exit 2, naming it) unless --force; an empty folder is fine.
+before=$(md5sum <"$TMP/nf4/model.safetensors")
+"$BIN" quantize "$GOLDEN" "$TMP/nf4" --format mlx4 -q >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "$TMP/nf4 already exists" "$TMP/err" && grep -q -- "--force" "$TMP/err" &&
+    [ "$(md5sum <"$TMP/nf4/model.safetensors")" = "$before" ]; then
+  ok "existing OUT refused, untouched: $(cat "$TMP/err")"
+else
+  bad "existing OUT: rc $rc $(cat "$TMP/err")"
+fi
+touch "$TMP/a-file"
+"$BIN" quantize "$GOLDEN" "$TMP/a-file" --format nf4 -q >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "$TMP/a-file already exists (as a file)" "$TMP/err"; then ok "OUT that is a file refused"; else bad "OUT file: rc $rc $(cat "$TMP/err")"; fi
+mkdir "$TMP/empty-out"
+if "$BIN" quantize "$GOLDEN" "$TMP/empty-out" --format nf4 -q 2>"$TMP/err" && [ -f "$TMP/empty-out/model.safetensors" ]; then
+  ok "an empty OUT folder is written into"
+else
+  bad "empty OUT: $(cat "$TMP/err")"
+fi
+if "$BIN" quantize "$GOLDEN" "$TMP/nf4" --format mlx4 -q --force 2>"$TMP/err" &&
+    [ "$(md5sum <"$TMP/nf4/model.safetensors")" != "$before" ] &&
+    "$BIN" inspect "$TMP/nf4" --json 2>/dev/null | grep -q affine4; then
+  ok "--force overwrites: OUT now holds the mlx4 export"
+else
+  bad "--force: $(cat "$TMP/err")"
+fi
+"$BIN" quantize "$GOLDEN" "$TMP/nf4" --format nf4 -q --force 2>/dev/null  # back to nf4 for the checks below
 expect_error "unknown format" "q3" "$BIN" quantize "$GOLDEN" "$TMP/x" --format q3
 expect_error "missing input" "$TMP/nope" "$BIN" quantize "$TMP/nope" "$TMP/y" --format nf4
 expect_error "quantized input" "quantized" "$BIN" quantize "$TMP/nf4" "$TMP/z" --format nf4

@@ -134,7 +134,7 @@ else
 fi
 expect_error "no prompt" "-p" "$BIN" run
 expect_error "missing -m folder" "$TMP/nope" "$BIN" run -m "$TMP/nope" -p hi
-expect_error "-n 0" "max_new_tokens" "$BIN" run -p hi -n 0
+expect_error "-n 0" "option -n/--max-new-tokens: expected an integer >= 1" "$BIN" run -p hi -n 0
 expect_error "-n malformed" "integer" "$BIN" run -p hi -n x
 expect_error "--visualize with --json" "exclude" "$BIN" run -p hi --visualize --json
 expect_error "--debug-device on the CPU" "no device buffers" "$BIN" run -p hi --debug-device
@@ -148,6 +148,36 @@ if "$BIN" run -p hi -n 8 --seed 4 --backend cpu >"$TMP/cpu.out" 2>/dev/null &&
   ok "--backend cpu gives the default run's text"
 else
   bad "--backend cpu differs from the default run"
+fi
+
+# -f/--file FILE (and '-': stdin) gives the prompt of -p "$(cat FILE)"; llama.cpp's --n-predict and
+# --temperature are -n and --temp.
+printf 'Write a haiku\nabout Lisbon.\n\n' >"$TMP/prompt.txt"
+R=(-n 8 --max-denoising-steps 2 --seed 11 -q)
+want=$("$BIN" run -p "$(cat "$TMP/prompt.txt")" "${R[@]}" 2>&1)
+from_file=$("$BIN" run -f "$TMP/prompt.txt" "${R[@]}" 2>&1)
+from_stdin=$("$BIN" run --file - "${R[@]}" <"$TMP/prompt.txt" 2>&1)
+if [ -n "$want" ] && [ "$from_file" = "$want" ] && [ "$from_stdin" = "$want" ]; then
+  ok "-f FILE and -f - give the reply of -p \"\$(cat FILE)\""
+else
+  bad "-f: '$from_file' / '$from_stdin' vs '$want'"
+fi
+"$BIN" run -f "$TMP/prompt.txt" -p hi "${R[@]}" >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "not both" "$TMP/err"; then ok "-p and -f together: exit 2"; else bad "-p with -f: rc $rc $(cat "$TMP/err")"; fi
+"$BIN" run -f "$TMP/no-such-prompt" "${R[@]}" >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "$TMP/no-such-prompt" "$TMP/err"; then
+  ok "-f with a missing file: exit 1 naming it"
+else
+  bad "-f missing file: rc $rc $(cat "$TMP/err")"
+fi
+greedy=$("$BIN" run -p Hello -n 8 --max-denoising-steps 2 --temp 0 -q 2>&1)
+aliases=$("$BIN" run -p Hello --n-predict 8 --max-denoising-steps 2 --temperature 0 -q 2>&1)
+if [ -n "$greedy" ] && [ "$aliases" = "$greedy" ]; then
+  ok "--n-predict and --temperature are -n and --temp"
+else
+  bad "aliases: '$aliases' vs '$greedy'"
 fi
 
 finish

@@ -185,6 +185,48 @@ STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "$BASE/v1/chat/completions")
 expect_api_error "GET on a POST route" 405 null
 if curl -s "$BASE/health" | grep -q '"status":"ok"'; then ok "still healthy after the bad requests"; else bad "unhealthy after bad requests"; fi
 
+# ---- utility routes (llama.cpp's /tokenize, /detokenize, /props; the context length in /v1/models)
+post /tokenize '{"content": "Hello world", "add_special": true}'
+IDS=$(json_get 'tokens.join(" ")')
+if [ "$STATUS" = 200 ] && [ "$IDS" = "$("$BIN" tokenize --add-special "Hello world")" ]; then
+  ok "/tokenize: the ids of dgemma tokenize: $IDS"
+else
+  bad "/tokenize: $STATUS $(cat "$TMP/body")"
+fi
+post /tokenize '{"content": "Hi \u0f8c", "with_pieces": true}'
+if [ "$STATUS" = 200 ] && [ "$(json_get 'tokens[0].piece')" = Hi ] && [ "$(json_get 'tokens.slice(-3).map(t => t.piece[0]).join(" ")')" = "224 190 140" ]; then
+  ok "/tokenize with_pieces: text pieces, and the bytes of byte-fallback tokens (U+0F8C = E0 BE 8C)"
+else
+  bad "/tokenize with_pieces: $STATUS $(cat "$TMP/body")"
+fi
+post /detokenize "{\"tokens\": [${IDS// /, }]}"
+if [ "$STATUS" = 200 ] && [ "$(json_get content)" = "<bos>Hello world" ]; then ok "/detokenize: the text again"; else bad "/detokenize: $STATUS $(cat "$TMP/body")"; fi
+post /detokenize '{"tokens": [2, 99999999]}'
+expect_api_error "/detokenize: an id outside the vocabulary" 400 tokens
+if grep -q "99999999" "$TMP/body"; then ok "/detokenize: the error names the id"; else bad "/detokenize error: $(cat "$TMP/body")"; fi
+post /tokenize '{"content": 5}'
+expect_api_error "/tokenize: wrong type" 400 content
+post /tokenize '{"content": "x"'
+expect_api_error "/tokenize: malformed JSON" 400 null
+STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' --data-binary @"$TMP/big" "$BASE/tokenize")
+expect_api_error "/tokenize: body over --max-body-size" 413 null
+STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "$BASE/props")
+if [ "$STATUS" = 200 ] && [ "$(json_get model)" = "$MODEL" ] && [ "$(json_get total_slots)" = 2 ] &&
+    [ "$(json_get default_generation_settings.params.max_denoising_steps)" = 2 ] &&
+    [ "$(json_get default_generation_settings.params.max_tokens)" = 16 ] && [ "$(json_get n_ctx)" -gt 0 ]; then
+  ok "/props: model, slots, n_ctx $(json_get n_ctx) and the defaults of the flags (-n 16, 2 steps)"
+else
+  bad "/props: $STATUS $(cat "$TMP/body")"
+fi
+STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "$BASE/v1/models/$MODEL")
+CTX=$(json_get max_model_len)
+if [ "$STATUS" = 200 ] && [ "$CTX" = "$(json_get meta.n_ctx_train)" ] && [ "$CTX" -gt 0 ] &&
+    curl -s "$BASE/v1/models" | grep -q "\"max_model_len\": $CTX"; then
+  ok "/v1/models: max_model_len $CTX (no -c: the model's max_position_embeddings, meta.n_ctx_train)"
+else
+  bad "/v1/models context length: $STATUS $(cat "$TMP/body")"
+fi
+
 # ---- a client that disconnects during a non-streamed request cancels it
 cancelled() { curl -s "$BASE/metrics" | sed -n 's/^dgemma_generations_total{outcome="cancelled"} //p'; }
 in_flight() { curl -s "$BASE/metrics" | sed -n 's/^dgemma_sequences_in_flight //p'; }

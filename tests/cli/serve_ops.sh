@@ -195,6 +195,11 @@ STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' -H 'Authorization: Bearer wron
 if [ "$STATUS" = 401 ]; then ok "wrong key: 401"; else bad "wrong key: $STATUS"; fi
 post /v1/chat/completions "{$HELLO,\"max_tokens\":1}"
 if [ "$STATUS" = 401 ]; then ok "completion without key: 401"; else bad "completion without key: $STATUS"; fi
+post /tokenize '{"content": "x"}'
+if [ "$STATUS" = 401 ]; then ok "/tokenize without key: 401"; else bad "/tokenize without key: $STATUS"; fi
+STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "${AUTH[@]}" -H 'Content-Type: application/json' -d '{"content": "x"}' \
+  "$BASE/tokenize")
+if [ "$STATUS" = 200 ]; then ok "/tokenize with the key: 200"; else bad "/tokenize with the key: $STATUS $(cat "$TMP/body")"; fi
 STATUS=$(curl -s -o "$TMP/body" -w '%{http_code}' "${AUTH[@]}" "$BASE/v1/models")
 if [ "$STATUS" = 200 ]; then ok "right key: 200"; else bad "right key: $STATUS $(cat "$TMP/body")"; fi
 if [ "$(curl -s -o /dev/null -w '%{http_code}' "$BASE/health")" = 200 ]; then ok "/health needs no key"; else bad "/health behind the key"; fi

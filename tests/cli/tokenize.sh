@@ -68,6 +68,16 @@ expect_error() {  # <needle> <args...>
   grep -qF -- "$needle" "$WORK/err" || fail "error for '$*' lacks '$needle': $(cat "$WORK/err")"
 }
 expect_error '"<|turn>"' --tokenizer "$TOK" --chat --template gemma4 "$MSG"
+# The roles of the server (one rule): a role it refuses is refused here too,
+# in a message list and in --jsonl lines; developer is the system role.
+expect_error 'messages[0].role: expected one of system, developer, user, assistant, got "tool"' \
+  --tokenizer "$TOK" --chat '[{"role":"tool","content":"x"}]'
+if printf '%s\n' '{"messages":[{"role":"narrator","content":"x"}]}' |
+    "$BIN" tokenize --tokenizer "$TOK" --jsonl --chat > /dev/null 2> "$WORK/err"; then fail "--jsonl --chat took role narrator"; fi
+grep -qF '"narrator"' "$WORK/err" || fail "--jsonl role message: $(cat "$WORK/err")"
+expect_eq "$("$BIN" tokenize --tokenizer "$TOK" --chat '[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]')" \
+  "$("$BIN" tokenize --tokenizer "$TOK" --chat '[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]')" \
+  "developer = system"
 expect_error 'out of range' --tokenizer "$TOK" --decode "5 999999"
 expect_error 'not a token id' --tokenizer "$TOK" --decode "5 x"
 # No --tokenizer or -m: the built-in default model's tokenizer (created on

@@ -51,6 +51,28 @@ expect_exit "repeat penalty 0" 2 "option --repeat-penalty: must be a finite numb
 expect_exit "unknown command" 2 "did you mean chat?" "$BIN" chta
 expect_exit "unknown top-level option" 2 "did you mean --version?" "$BIN" --verison
 expect_exit "no command" 2 "usage:" "$BIN"
+# A value out of range or not among a flag's choices is a usage error too,
+# whether the flag parser, the generation config or a lower layer's parser
+# (placement strategies, sizes) finds it; it is reported before any model loads.
+expect_exit "-n 0" 2 "option -n/--max-new-tokens: expected an integer >= 1, got 0" "$BIN" run -p hi -n 0
+expect_exit "--max-denoising-steps 0" 2 "option --max-denoising-steps: expected an integer >= 1, got 0" \
+  "$BIN" run -p hi --max-denoising-steps 0
+expect_exit "--threads -1" 2 "option --threads: expected an integer >= 0, got -1" "$BIN" run -p hi --threads -1
+expect_exit "t_max below t_min" 2 "must be greater than t_min" "$BIN" run -p hi --t-min 0.5 --t-max 0.1
+expect_exit "--precision typo" 2 "got 'bf17' (did you mean bf16?)" "$BIN" run -p hi --precision bf17
+expect_exit "plan --strategy nope" 2 "option --strategy: unknown placement strategy 'nope'" \
+  "$BIN" plan -m "$SRC/tests/data/golden_a" --devices cpu0=1GiB --strategy nope
+expect_exit "plan --margin" 2 "option --margin" "$BIN" plan -m "$SRC/tests/data/golden_a" --devices cpu0=1GiB --margin lots
+expect_exit "plan --kv-dtype" 2 "option --kv-dtype: expected bf16 or fp32, got 'fp16'" \
+  "$BIN" plan -m "$SRC/tests/data/golden_a" --devices cpu0=1GiB --kv-dtype fp16
+expect_exit "bench foo" 2 "unknown benchmark 'foo'" "$BIN" bench foo
+expect_exit "bench typo" 2 "(did you mean step?)" "$BIN" bench stpe
+expect_exit "quantize without --format" 2 "quantize: give --format" "$BIN" quantize "$TMP/in" "$TMP/out"
+expect_exit "quantize --format typo" 2 "option --format: expected" "$BIN" quantize "$TMP/in" "$TMP/out" --format nf5
+expect_exit "doctor --steps 0" 2 "option --steps: expected an integer in [1, 1000], got 0" \
+  "$BIN" doctor -m "$SRC/tests/data/golden_a" --steps 0
+expect_exit "inspect --context -1" 2 "option --context: expected an integer >= 0" \
+  "$BIN" inspect "$SRC/tests/data/golden_a" --context -1
 expect_exit "runtime error: missing model folder" 1 "no such checkpoint folder" "$BIN" run -m "$TMP/nope" -p hi
 expect_exit "malformed --prompt-ids" 2 "'x' is not a token id" \
   "$BIN" generate -m "$TMP/nope" --prompt-ids "2 x"
@@ -81,6 +103,24 @@ if "$BIN" run -p "" -n 2 --max-denoising-steps 1 --seed 1 >/dev/null 2>"$TMP/emp
   ok "run -p '': warning on stderr"
 else
   bad "empty prompt: $(cat "$TMP/empty.err")"
+fi
+
+# The help says what the code does: the sampler runs on the --backend (the
+# sample op, docs/cuda.md §1.1), and serve batches the decoder passes of
+# concurrent requests (README "Concurrency and limits").
+if "$BIN" run --help | tr -s ' \n' ' ' | grep -q "sampler (temperature, entropy, argmax, draw) runs there too" &&
+    ! "$BIN" run --help | grep -q "always runs on the CPU"; then
+  ok "run --help: the sampler runs on the --backend"
+else
+  bad "run --help about the sampler: $("$BIN" run --help | grep -A2 -- --backend)"
+fi
+if ! "$BIN" serve --help >/dev/null 2>&1; then
+  echo "skip serve --help: this build has no server"
+elif "$BIN" serve --help | grep -q "denoising steps" &&
+    "$BIN" serve --help | grep -q "are batched" && ! "$BIN" serve --help | grep -q "pass by pass"; then
+  ok "serve --help: denoising steps of concurrent requests are batched"
+else
+  bad "serve --help about concurrency: $("$BIN" serve --help | grep -B1 -A3 -- --parallel | head -8)"
 fi
 
 # doctor: cuda is a listed backend; without a GPU the error says so plainly.

@@ -112,6 +112,41 @@ TEST(Planner, OneDeviceWhenTheModelFits) {
   }
 }
 
+// The margin is memory kept free, shown apart from what the model needs: a
+// column of its own in the text, a field in the JSON, and the total is the
+// sum of the parts in both.
+TEST(Planner, MarginIsShownApartAndTotalsAddUp) {
+  const auto& m = real_model();
+  PlanRequest r = request({40, 40}, PlanStrategy::kBalanced);
+  r.margin_bytes = 3 * (uint64_t(1) << 29);  // 1.5 GiB, a value no other column has
+  const Plan p = make_plan(m.config, m.bytes, r);
+  ASSERT_EQ(p.devices.size(), 2u);
+  const std::string text = plan_to_text(p);
+  EXPECT_NE(text.find(" margin "), std::string::npos) << text;
+  EXPECT_NE(text.find("total = weights + kv_cache + workspace + margin"), std::string::npos) << text;
+  const json::Value v = plan_to_json(p);
+  for (const json::Value& d : v.find("devices")->as_array()) {
+    EXPECT_EQ(d.find("margin_bytes")->as_int(), int64_t(r.margin_bytes));
+    EXPECT_EQ(d.find("total_bytes")->as_int(), d.find("weights_bytes")->as_int() + d.find("kv_bytes")->as_int() +
+                                                   d.find("workspace_bytes")->as_int() + r.margin_bytes);
+    // Each text row shows the margin in its own column, before the total.
+    const std::string name = d.find("name")->as_string();
+    const size_t row = text.find("\n" + name + " ");
+    ASSERT_NE(row, std::string::npos) << text;
+    const std::string line = text.substr(row + 1, text.find('\n', row + 1) - row - 1);
+    EXPECT_NE(line.find("1.50 GiB"), std::string::npos) << line;
+  }
+  // A model that does not fit: the error names the margin it counted.
+  r = request({8}, PlanStrategy::kSingle);
+  r.margin_bytes = 3 * (uint64_t(1) << 29);
+  try {
+    make_plan(m.config, m.bytes, r);
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("the 1.50 GiB margin"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Planner, TwoFourAndEightDevices) {
   const auto& m = real_model();
   for (size_t n : {2u, 4u, 8u}) {

@@ -260,5 +260,24 @@ TEST(ChatMessages, ParseJson) {
   EXPECT_THROW(parse_chat_messages(R"({"role":"user"})"), Error);
 }
 
+// One rule for roles, shared by the server's requests and `tokenize --chat`.
+TEST(ChatMessages, RolesTheServerAccepts) {
+  EXPECT_EQ(chat_template_role("system"), "system");
+  EXPECT_EQ(chat_template_role("developer"), "system");  // OpenAI's newer name
+  EXPECT_EQ(chat_template_role("user"), "user");
+  EXPECT_EQ(chat_template_role("assistant"), "assistant");
+  for (const char* r : {"tool", "model", "function", "System", ""}) EXPECT_FALSE(chat_template_role(r)) << r;
+  EXPECT_EQ(parse_chat_messages(R"([{"role":"developer","content":"d"}])")[0].role, "system");
+  try {
+    parse_chat_messages(R"([{"role":"user","content":"a"},{"role":"tool","content":"b"}])");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("messages[1].role: expected one of system, developer, user, assistant, got "
+                                         "\"tool\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace dgemma

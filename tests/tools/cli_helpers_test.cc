@@ -39,6 +39,73 @@ TEST(FlagParser, UnknownOptionIsAUsageErrorWithASuggestion) {
   EXPECT_THROW(p.parse({"--seed", "x"}), UsageError);  // bad value
 }
 
+// Values out of a flag's range or outside its choices are usage errors
+// (exit 2) naming the flag, whether the parser or a lower layer checks them.
+TEST(FlagParser, RangesAndChoicesAreUsageErrors) {
+  int64_t threads = 0, steps = 8;
+  std::string precision = "fp32";
+  FlagParser p("t", "t");
+  p.add_int("-t,--threads", &threads, "threads", 0);
+  p.add_int("--steps", &steps, "steps", 1, 1000);
+  p.add_choice("--precision", &precision, "fp32 or bf16", {"fp32", "bf16"});
+  auto message = [&](const Args& args) -> std::string {
+    try {
+      p.parse(args);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "(no usage error)";
+  };
+  EXPECT_EQ(message({"--threads", "-1"}), "option --threads: expected an integer >= 0, got -1");
+  EXPECT_EQ(message({"--steps", "0"}), "option --steps: expected an integer in [1, 1000], got 0");
+  EXPECT_EQ(message({"--steps=1001"}), "option --steps: expected an integer in [1, 1000], got 1001");
+  EXPECT_EQ(message({"--precision", "bf17"}),
+            "option --precision: expected fp32 or bf16, got 'bf17' (did you mean bf16?)");
+  ASSERT_TRUE(p.parse({"-t", "0", "--steps", "1000", "--precision", "bf16"}));  // the bounds are inside
+  EXPECT_EQ(threads, 0);
+  EXPECT_EQ(steps, 1000);
+  EXPECT_EQ(precision, "bf16");
+  EXPECT_EQ(choice_list({"a", "b", "c"}), "a, b or c");
+}
+
+TEST(FlagParser, ALowerLayersErrorAboutAValueBecomesAUsageError) {
+  try {
+    parse_flag_value("--strategy", []() -> int { throw Error("unknown placement strategy 'nope'"); });
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "option --strategy: unknown placement strategy 'nope'");
+  }
+  EXPECT_EQ(parse_flag_value("--x", [] { return 3; }), 3);
+}
+
+// -n and --max-denoising-steps come from generation_config.json unless given;
+// a given value that the file would not allow is the user's mistake.
+TEST(GenerationFlags, BadValuesAreUsageErrors) {
+  const std::string no_model = ::testing::TempDir() + "/no-generation-config";
+  using Field = std::string GenerationFlags::*;
+  const std::vector<std::vector<std::pair<Field, std::string>>> cases = {
+      {{&GenerationFlags::max_new_tokens, "0"}},
+      {{&GenerationFlags::max_denoising_steps, "0"}},
+      {{&GenerationFlags::stability_threshold, "-1"}},
+      {{&GenerationFlags::entropy_bound, "0"}},
+      {{&GenerationFlags::t_min, "0.5"}, {&GenerationFlags::t_max, "0.1"}},  // t_max must exceed t_min
+  };
+  for (const auto& flags : cases) {
+    GenerationFlags f;
+    for (const auto& [field, value] : flags) f.*field = value;
+    EXPECT_THROW(f.resolve(no_model, /*quiet=*/true), UsageError) << flags[0].second;
+  }
+  GenerationFlags f;
+  f.max_new_tokens = "0";
+  try {
+    f.resolve(no_model, true);
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "option -n/--max-new-tokens: expected an integer >= 1, got 0");
+  }
+  f.max_new_tokens = "1";
+  EXPECT_EQ(f.resolve(no_model, true).max_new_tokens, 1);
+}
+
 TEST(ParseTokenIds, AcceptsWhatTokenizePrints) {
   const std::vector<int32_t> want = {2, 427, 5};
   EXPECT_EQ(parse_token_ids("2,427,5", "--prompt-ids"), want);
