@@ -24,7 +24,7 @@ class CompletionText {
   // max_tokens >= 1. Special tokens (<|channel>, <pad>, ...) are left out of
   // the text, as OpenAI-compatible servers do, except those in `kept_special`:
   // the tool-format markers, which the tool-call parser has to see
-  // (docs/server.md "Tool calling").
+  // (docs/server.md §4).
   CompletionText(const Tokenizer& tokenizer, std::vector<int32_t> eos_token_ids, int64_t max_tokens,
                  std::vector<std::string> stop, std::vector<int32_t> kept_special = {});
 

@@ -144,7 +144,7 @@ std::string chunk_draft(const ResponseContext& ctx, const StreamEvent& d) {
 std::string chunk_finish(const ResponseContext& ctx, const StreamEvent& done) {
   Object o = envelope(ctx, true);
   // The calls arrive whole, in the finishing chunk: the answer is read for
-  // them only once it is complete (docs/server.md "Tool calling").
+  // them only once it is complete (docs/server.md §4).
   Object delta;
   if (is_chat(ctx) && !done.tool_calls.empty())
     delta.emplace_back("tool_calls", tool_calls_value(done.tool_calls, true));

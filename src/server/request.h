@@ -17,7 +17,7 @@ namespace dgemma::server {
 
 enum class Endpoint { kChat, kCompletion };
 
-// OpenAI tool_choice (docs/server.md "Tool calling" says what each does here).
+// OpenAI tool_choice (docs/server.md §4.3 says what each does here).
 enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
 
 // What the server accepts; the rest of the validation needs no model.

@@ -1,6 +1,6 @@
 #pragma once
 // Parsing and validation of the tool-calling parts of a chat request
-// (docs/server.md "Tool calling"): `tools`, `tool_choice`,
+// (docs/server.md §4): `tools`, `tool_choice`,
 // `parallel_tool_calls`, the `tool_calls` of assistant messages and the
 // `role: "tool"` messages that answer them. Every mistake is an ApiError 400
 // naming the field.

@@ -40,7 +40,7 @@ uint64_t prompt_text_bytes(const CompletionRequest& req) {
 }
 
 // Whether the prompt offers the request's tools and the answer is read for
-// calls (docs/server.md "Tool calling": tool_choice "none" offers none).
+// calls (docs/server.md §4.3: tool_choice "none" offers none).
 bool offers_tools(const CompletionRequest& req) {
   return req.endpoint == Endpoint::kChat && !req.tools.empty() && req.tool_choice != ToolChoice::kNone;
 }
@@ -105,7 +105,7 @@ void ActiveRequest::run(DiffusionModel& sequence) {
   metrics_.observe_queue_wait(queue_seconds);
 
   // With tools the tool-format markers stay in the text, for the tool-call
-  // reader (docs/server.md "Tool calling").
+  // reader (docs/server.md §4).
   std::vector<int32_t> kept;
   if (setup_.tools)
     for (const std::string_view marker : {kToolCallBegin, kToolCallEnd, kToolQuote})

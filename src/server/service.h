@@ -75,7 +75,7 @@ class ActiveRequest final : public Job {
     uint64_t seed = 0;
     bool drafts = false;
     Clock::time_point arrived;
-    // Tool calling (docs/server.md "Tool calling"): the answer is read for
+    // Tool calling (docs/server.md §4): the answer is read for
     // tool calls; `tool_prefill` is the call text the prompt ends with
     // ("required" or a named tool_choice); max_tool_calls 1 when
     // parallel_tool_calls is false.

@@ -1,5 +1,5 @@
 #pragma once
-// Tool calls in a streamed answer (docs/server.md "Tool calling"). The
+// Tool calls in a streamed answer (docs/server.md §4). The
 // answer's text arrives canvas by canvas with the tool-format markers kept
 // (CompletionText's kept_special); ToolCallText passes the text before the
 // first `<|tool_call>` on as content and holds everything from there on. When

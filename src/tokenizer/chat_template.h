@@ -9,7 +9,7 @@
 //   upstream chat_template.jinja; previous model turns have their thought
 //   channels stripped as upstream does. Tools (declarations in the system
 //   turn, earlier calls and their results inside the model turn) follow the
-//   reference's tool format, docs/server.md "Tool calling".
+//   reference's tool format, docs/server.md §4.
 // * Gemma 3 (the jinja template of tokenizer_config.json, rendered exactly):
 //   no system turn (system text + "\n\n" prefixes the first user turn), roles
 //   must alternate user/assistant, `<start_of_turn>{user|model}\n...`

@@ -1,6 +1,6 @@
 #pragma once
 // Reading the model's tool calls out of generated text (the Gemma 4 tool
-// format, docs/server.md "Tool calling"): `<|tool_call>call:NAME{key:value,
+// format, docs/server.md §4.2): `<|tool_call>call:NAME{key:value,
 // ...}<tool_call|>`, values as tokenizer/tool_markup.h writes them. The text
 // must have been decoded with the tool-format control tokens kept
 // (<|tool_call>, <tool_call|>, <|"|>), not skipped as special tokens.

@@ -1,5 +1,5 @@
 #pragma once
-// Writing the Gemma 4 tool format (docs/server.md "Tool calling" describes
+// Writing the Gemma 4 tool format (docs/server.md §4.1 describes
 // it): function declarations for the system turn, the model's earlier calls
 // and the tools' results, as the reference chat template renders them.
 // Structure (control tokens, keys of the declaration syntax, braces) is

@@ -1,4 +1,4 @@
-// Tool calls in answers (docs/server.md "Tool calling"): the tool-format
+// Tool calls in answers (docs/server.md §4): the tool-format
 // markers reach the text only when kept (CompletionText), ToolCallText holds
 // a call back from the streamed content and parses it at the end, and the
 // OpenAI formats carry the calls (message.tool_calls, delta.tool_calls in the

@@ -1,4 +1,4 @@
-// The Gemma 4 tool format in chat prompts (docs/server.md "Tool calling"):
+// The Gemma 4 tool format in chat prompts (docs/server.md §4):
 // declarations in the system turn, earlier calls and their results inside
 // the model turn. The expected texts follow the reference chat template of
 // google/gemma-4-* (chat_template.jinja: its format_function_declaration,
