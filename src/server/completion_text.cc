@@ -8,19 +8,23 @@ const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
+    case FinishReason::kToolCalls: return "tool_calls";
     case FinishReason::kNone: break;
   }
   return "";
 }
 
 CompletionText::CompletionText(const Tokenizer& tokenizer, std::vector<int32_t> eos_token_ids, int64_t max_tokens,
-                               std::vector<std::string> stop)
+                               std::vector<std::string> stop, std::vector<int32_t> kept_special)
     : tokenizer_(tokenizer),
       eos_(eos_token_ids),
       max_tokens_(max_tokens),
       stop_(std::move(stop)),
+      kept_special_(std::move(kept_special)),
       tokens_(std::move(eos_token_ids), max_tokens),
-      text_(tokenizer, /*skip_special=*/true) {
+      // Special tokens are dropped before they reach the text stream (push),
+      // so that the kept ones decode.
+      text_(tokenizer, /*skip_special=*/false) {
   for (const std::string& s : stop_) max_stop_ = std::max(max_stop_, s.size());
 }
 
@@ -43,12 +47,12 @@ bool CompletionText::apply_stop() {
   size_t lo = 1, hi = ids.size();
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (tokenizer_.decode(std::span<const int32_t>(ids.data(), mid), true).size() >= best_end)
+    if (tokenizer_.decode(std::span<const int32_t>(ids.data(), mid), false).size() >= best_end)
       hi = mid;
     else
       lo = mid + 1;
   }
-  stop_tokens_ = int64_t(std::min(lo, ids.size()));
+  stop_tokens_ = ids.empty() ? 0 : source_count_[std::min(lo, ids.size()) - 1];
   full_.resize(best);
   searched_ = full_.size();
   reason_ = FinishReason::kStop;
@@ -78,7 +82,18 @@ std::string CompletionText::emit(size_t upto) {
 
 std::string CompletionText::push(std::span<const int32_t> canvas) {
   if (finished()) return {};
-  full_ += text_.push(tokens_.push(canvas));
+  const std::span<const int32_t> visible = tokens_.push(canvas);
+  std::vector<int32_t> shown;
+  shown.reserve(visible.size());
+  int64_t count = int64_t(tokens_.tokens().size() - visible.size());
+  for (const int32_t t : visible) {
+    ++count;
+    if (tokenizer_.is_special(t) && std::find(kept_special_.begin(), kept_special_.end(), t) == kept_special_.end())
+      continue;
+    shown.push_back(t);
+    source_count_.push_back(count);
+  }
+  full_ += text_.push(shown);
   if (apply_stop()) return emit(full_.size());
   if (tokens_.finished()) return finish();
   return emit(full_.size() - held_back());

@@ -15,16 +15,18 @@
 
 namespace dgemma::server {
 
-enum class FinishReason { kNone, kStop, kLength };
-// "stop", "length" (kNone: "null" is the caller's business; returns "").
+enum class FinishReason { kNone, kStop, kLength, kToolCalls };
+// "stop", "length", "tool_calls" (kNone: "null" is the caller's business; returns "").
 const char* finish_reason_name(FinishReason reason);
 
 class CompletionText {
  public:
   // max_tokens >= 1. Special tokens (<|channel>, <pad>, ...) are left out of
-  // the text, as OpenAI-compatible servers do.
+  // the text, as OpenAI-compatible servers do, except those in `kept_special`:
+  // the tool-format markers, which the tool-call parser has to see
+  // (docs/server.md §7).
   CompletionText(const Tokenizer& tokenizer, std::vector<int32_t> eos_token_ids, int64_t max_tokens,
-                 std::vector<std::string> stop);
+                 std::vector<std::string> stop, std::vector<int32_t> kept_special = {});
 
   // One committed canvas (CanvasEvent::committed); returns the newly visible text.
   std::string push(std::span<const int32_t> canvas);
@@ -56,7 +58,11 @@ class CompletionText {
   std::vector<int32_t> eos_;
   int64_t max_tokens_;
   std::vector<std::string> stop_;
+  std::vector<int32_t> kept_special_;
   size_t max_stop_ = 0;
+  // The visible tokens that reach the text (specials not kept are dropped),
+  // and for each of them how many visible tokens it stands at the end of.
+  std::vector<int64_t> source_count_;
   TokenStream tokens_;
   TextStream text_;
   std::string full_;     // settled text so far (cut at a stop string once found)

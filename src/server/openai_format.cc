@@ -35,6 +35,24 @@ Value usage(const StreamEvent& done) {
                       {"total_tokens", Value(done.prompt_tokens + done.completion_tokens)}});
 }
 
+// OpenAI tool_calls: [{id, type: "function", function: {name, arguments}}];
+// stream deltas number them with "index" as well.
+Value tool_calls_value(const std::vector<ToolCall>& calls, bool with_index) {
+  json::Array list;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Object function;
+    function.emplace_back("name", Value(calls[i].name));
+    function.emplace_back("arguments", Value(calls[i].arguments));
+    Object call;
+    if (with_index) call.emplace_back("index", Value(int64_t(i)));
+    call.emplace_back("id", Value(calls[i].id));
+    call.emplace_back("type", Value("function"));
+    call.emplace_back("function", Value(std::move(function)));
+    list.emplace_back(std::move(call));
+  }
+  return Value(std::move(list));
+}
+
 double ms(double seconds) { return std::round(seconds * 1e6) / 1e3; }
 
 Value extension(const ResponseContext& ctx, const StreamEvent& done) {
@@ -137,7 +155,11 @@ Value answer_choice(const ResponseContext& ctx, int64_t index, const ChoiceOutco
   if (is_chat(ctx)) {
     Object message;
     message.emplace_back("role", Value("assistant"));
-    message.emplace_back("content", Value(outcome.text));
+    // With tool calls and no text around them, content is null (OpenAI).
+    const bool only_calls = !outcome.done.tool_calls.empty() && outcome.text.empty();
+    message.emplace_back("content", only_calls ? Value() : Value(outcome.text));
+    if (!outcome.done.tool_calls.empty())
+      message.emplace_back("tool_calls", tool_calls_value(outcome.done.tool_calls, false));
     choice.emplace_back("message", Value(std::move(message)));
   } else {
     choice.emplace_back("text", Value(outcome.text));
@@ -219,7 +241,12 @@ std::string chunk_draft(const ResponseContext& ctx, const StreamEvent& d) {
 
 std::string chunk_finish(const ResponseContext& ctx, const StreamEvent& done) {
   Object o = envelope(ctx, true);
-  o.emplace_back("choices", Value(json::Array{stream_choice(ctx, Object{}, "", done.finish)}));
+  // The calls arrive whole, in the finishing chunk: the answer is read for
+  // them only once it is complete (docs/server.md §7).
+  Object delta;
+  if (is_chat(ctx) && !done.tool_calls.empty())
+    delta.emplace_back("tool_calls", tool_calls_value(done.tool_calls, true));
+  o.emplace_back("choices", Value(json::Array{stream_choice(ctx, std::move(delta), "", done.finish)}));
   o.emplace_back("usage", usage(done));
   o.emplace_back("dgemma", extension(ctx, done));
   return json::dump(Value(std::move(o)));

@@ -9,6 +9,7 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "server/request_json.h"
+#include "server/request_tools.h"
 
 namespace dgemma::server {
 namespace {
@@ -61,19 +62,34 @@ std::vector<ChatMessage> parse_messages(const Value& body) {
       throw invalid_request("'" + pm + ".role' is required", pm + ".role", "missing_required_parameter");
     if (!role->is_string()) throw wrong_type(pm + ".role", "a string", *role);
     const std::string& r = role->as_string();
-    const std::optional<std::string> rendered = chat_template_role(r);
+    // A tool result ("tool", tools.h) is the server's own role on top of the
+    // template's shared ones (chat_template_role).
+    const std::optional<std::string> rendered = r == "tool" ? std::optional<std::string>("tool") : chat_template_role(r);
     if (!rendered)
-      throw invalid_request("'" + pm + ".role' must be one of " + std::string(kChatRoleNames) + "; got '" + r + "'",
+      throw invalid_request("'" + pm + ".role' must be one of " + std::string(kChatRoleNames) + ", tool; got '" + r +
+                                "'",
                             pm + ".role", "invalid_value");
     const Value* content = m.find("content");
-    if (content == nullptr)
+    // An assistant message that only calls tools may leave content out.
+    const Value* calls = r == "assistant" ? field(m, "tool_calls") : nullptr;
+    if (content == nullptr && calls == nullptr)
       throw invalid_request("'" + pm + ".content' is required", pm + ".content", "missing_required_parameter");
     ChatMessage msg;
     msg.role = *rendered;
-    msg.content = text_of_content(*content, pm + ".content", r == "assistant");
+    if (content != nullptr) msg.content = text_of_content(*content, pm + ".content", r == "assistant");
+    if (calls != nullptr) msg.tool_calls = parse_message_tool_calls(*calls, pm + ".tool_calls");
+    if (r == "tool") {
+      const Value* id = field(m, "tool_call_id");
+      if (id == nullptr)
+        throw invalid_request("'" + pm + ".tool_call_id' is required in a tool message", pm + ".tool_call_id",
+                              "missing_required_parameter");
+      if (!id->is_string()) throw wrong_type(pm + ".tool_call_id", "a string", *id);
+      msg.tool_call_id = id->as_string();
+    }
     reject_unsupported_message_fields(m, pm);
     out.push_back(std::move(msg));
   }
+  check_tool_messages(out);
   return out;
 }
 
@@ -181,6 +197,7 @@ CompletionRequest parse_request(Endpoint endpoint, std::string_view body_text, c
 
   if (endpoint == Endpoint::kChat) {
     req.messages = parse_messages(body);
+    parse_tool_fields(body, req);
   } else {
     parse_prompt(body, req);
   }

@@ -17,6 +17,9 @@ namespace dgemma::server {
 
 enum class Endpoint { kChat, kCompletion };
 
+// OpenAI tool_choice (docs/server.md §7.3 says what each does here).
+enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
+
 // What the server accepts; the rest of the validation needs no model.
 struct RequestLimits {
   std::string model_name;           // the one model id served ("" = accept any)
@@ -28,8 +31,15 @@ struct RequestLimits {
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChat;
-  std::string model;                               // as given (empty when absent)
-  std::vector<ChatMessage> messages;               // chat
+  std::string model;                  // as given (empty when absent)
+  std::vector<ChatMessage> messages;  // chat
+  // Chat tool calling: the function objects of `tools` ({name, description?,
+  // parameters?}), tool_choice (kFunction: tool_choice_function names it)
+  // and parallel_tool_calls.
+  std::vector<json::Value> tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_function;
+  bool parallel_tool_calls = true;
   std::string prompt;                              // completion, text form
   std::optional<std::vector<int32_t>> prompt_ids;  // completion, token-id form
   std::optional<int64_t> max_tokens;               // absent: the server default

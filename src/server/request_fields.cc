@@ -43,6 +43,10 @@ constexpr HonouredField kHonoured[] = {
     {"stop", kBoth},
     {"stream", kBoth},
     {"stream_options", kBoth},
+    // Tool calling (request_tools.cc).
+    {"tools", kChatOnly},
+    {"tool_choice", kChatOnly},
+    {"parallel_tool_calls", kChatOnly},
 };
 
 bool is_number_equal(const Value& v, double x) { return v.is_number() && v.as_double() == x; }
@@ -81,19 +85,20 @@ constexpr NoOpField kNoOp[] = {
      "the prompt is not echoed"},
     {"suffix", kCompletionOnly, [](const Value& v) { return v.is_string() && v.as_string().empty(); }, "\"\"",
      "no insertion mode"},
-    {"tools", kBoth, is_empty_array, "[]", "no tool calling"},
-    {"functions", kBoth, is_empty_array, "[]", "no tool calling"},
-    {"tool_choice", kBoth,
+    {"tools", kCompletionOnly, is_empty_array, "[]", "tool calling is for /v1/chat/completions"},
+    {"functions", kBoth, is_empty_array, "[]", "the legacy functions API; send 'tools'"},
+    {"tool_choice", kCompletionOnly,
      [](const Value& v) {
        return is_string_in(v, {"none", "auto"});
      },
-     "\"none\" or \"auto\"", "no tool calling"},
+     "\"none\" or \"auto\"", "tool calling is for /v1/chat/completions"},
     {"function_call", kBoth,
      [](const Value& v) {
        return is_string_in(v, {"none", "auto"});
      },
-     "\"none\" or \"auto\"", "no tool calling"},
-    {"parallel_tool_calls", kBoth, [](const Value& v) { return v.is_bool(); }, "a boolean", "no tool calling"},
+     "\"none\" or \"auto\"", "the legacy functions API; send 'tool_choice'"},
+    {"parallel_tool_calls", kCompletionOnly, [](const Value& v) { return v.is_bool(); }, "a boolean",
+     "tool calling is for /v1/chat/completions"},
     {"logit_bias", kBoth, is_empty_object, "{}", "no logit bias"},
     {"response_format", kBoth, is_text_response_format, "{\"type\": \"text\"}", "no JSON mode or structured output"},
     {"modalities", kBoth, is_text_modalities, "[\"text\"]", "text-only model"},
@@ -146,17 +151,25 @@ void reject_unsupported_fields(const Value& body, Endpoint endpoint) {
 }
 
 void reject_unsupported_message_fields(const Value& message, const std::string& param) {
+  const Value* role = message.find("role");
+  const std::string r = role != nullptr && role->is_string() ? role->as_string() : "";
   for (const auto& [key, value] : message.as_object()) {
     if (key == "role" || key == "content") continue;
+    // Tool calling (request_tools.cc): an assistant's calls, a tool's answer.
+    if ((key == "tool_calls" && r == "assistant") || (key == "tool_call_id" && r == "tool")) continue;
     const std::string p = param + "." + key;
     if (key == "refusal" || key == "audio" || key == "function_call") {
       if (!value.is_null()) unsupported(p, "'" + p + "' is not supported (it must be null)");
     } else if (key == "tool_calls" || key == "annotations") {
-      if (!value.is_null() && !is_empty_array(value)) unsupported(p, "'" + p + "' is not supported (no tool calling)");
+      if (!value.is_null() && !is_empty_array(value))
+        unsupported(p, "'" + p + "' is not supported" +
+                           (key == "tool_calls" ? std::string(" (only assistant messages carry tool calls)") : ""));
     } else if (key == "name") {
       if (!value.is_null()) unsupported(p, "'" + p + "' is not supported: the chat template has no participant names");
     } else {
-      unsupported(p, "'" + p + "' is not a message field this server supports (role, content)");
+      unsupported(p, "'" + p +
+                         "' is not a message field this server supports (role, content; tool_calls on assistant "
+                         "messages, tool_call_id on tool messages)");
     }
   }
 }

@@ -10,6 +10,7 @@
 #include "generate/generate.h"
 #include "generate/rng.h"
 #include "server/api_error.h"
+#include "tokenizer/tool_markup.h"
 
 namespace dgemma::server {
 namespace {
@@ -32,8 +33,26 @@ uint64_t prompt_text_bytes(const CompletionRequest& req) {
     n += m.content.size();
     if (m.parts)
       for (const ChatContentPart& p : *m.parts) n += p.text.size();
+    for (const ChatToolCall& c : m.tool_calls) n += c.name.size() + json::dump(c.arguments).size();
   }
+  for (const json::Value& t : req.tools) n += json::dump(t).size();
   return n;
+}
+
+// Whether the prompt offers the request's tools and the answer is read for
+// calls (docs/server.md §7.3: tool_choice "none" offers none).
+bool offers_tools(const CompletionRequest& req) {
+  return req.endpoint == Endpoint::kChat && !req.tools.empty() && req.tool_choice != ToolChoice::kNone;
+}
+
+// The call text the prompt ends with, so that the answer is a call:
+// tool_choice "required" opens a call, a named function opens its arguments.
+std::string tool_prefill(const CompletionRequest& req) {
+  if (!offers_tools(req)) return {};
+  if (req.tool_choice == ToolChoice::kRequired) return std::string(kToolCallBegin) + "call:";
+  if (req.tool_choice == ToolChoice::kFunction)
+    return std::string(kToolCallBegin) + "call:" + req.tool_choice_function + "{";
+  return {};
 }
 
 }  // namespace
@@ -85,13 +104,21 @@ void ActiveRequest::run(DiffusionModel& sequence) {
   const double queue_seconds = seconds_between(queued_at, started);
   metrics_.observe_queue_wait(queue_seconds);
 
-  CompletionText text(tokenizer_, setup_.config.eos_token_ids, setup_.max_tokens, setup_.stop);
+  // With tools the tool-format markers stay in the text, for the tool-call
+  // reader (docs/server.md §7).
+  std::vector<int32_t> kept;
+  if (setup_.tools)
+    for (const std::string_view marker : {kToolCallBegin, kToolCallEnd, kToolQuote})
+      if (const int32_t id = tokenizer_.token_id(marker); id >= 0) kept.push_back(id);
+  CompletionText text(tokenizer_, setup_.config.eos_token_ids, setup_.max_tokens, setup_.stop, std::move(kept));
+  ToolCallText calls(setup_.tool_prefill, setup_.max_tool_calls);
   std::optional<Clock::time_point> first_text;
   int64_t canvases = 0, steps = 0;
 
   struct Observer final : GenerationObserver {
     ActiveRequest& self;
     CompletionText& text;
+    ToolCallText& calls;
     std::optional<Clock::time_point>& first_text;
     int64_t& canvases;
     int64_t& steps;
@@ -105,8 +132,9 @@ void ActiveRequest::run(DiffusionModel& sequence) {
     size_t sent = 0;
     size_t vocab = 0;  // the model's (a processed-logits row)
 
-    Observer(ActiveRequest& s, CompletionText& t, std::optional<Clock::time_point>& f, int64_t& c, int64_t& st)
-        : self(s), text(t), first_text(f), canvases(c), steps(st), last(Clock::now()) {}
+    Observer(ActiveRequest& s, CompletionText& t, ToolCallText& k, std::optional<Clock::time_point>& f, int64_t& c,
+             int64_t& st)
+        : self(s), text(t), calls(k), first_text(f), canvases(c), steps(st), last(Clock::now()) {}
 
     // A committed canvas is the argmax of its last step (docs/model.md §3.2):
     // that step's z holds the distribution its tokens come from.
@@ -144,6 +172,7 @@ void ActiveRequest::run(DiffusionModel& sequence) {
       ++canvases;
       committed.insert(committed.end(), last_step.begin(), last_step.end());
       std::string delta = text.push(e.committed);
+      if (self.setup_.tools) delta = calls.push(delta);
       if (delta.empty()) return;
       if (!first_text) {
         first_text = Clock::now();
@@ -165,7 +194,7 @@ void ActiveRequest::run(DiffusionModel& sequence) {
     // The client went away, or the answer is complete (EOS, max_tokens, a
     // stop string): no further canvas is needed.
     bool cancelled() override { return self.cancelled() || text.finished(); }
-  } observer(*this, text, first_text, canvases, steps);
+  } observer(*this, text, calls, first_text, canvases, steps);
   observer.vocab = size_t(sequence.vocab_size());
 
   try {
@@ -190,7 +219,11 @@ void ActiveRequest::run(DiffusionModel& sequence) {
   {
     StreamEvent t;
     t.kind = StreamEvent::Kind::kText;
-    if (!text.finished()) t.text = text.finish();
+    t.text = text.finished() ? std::string() : text.finish();
+    if (setup_.tools) {
+      t.text = calls.push(t.text);
+      t.text += calls.finish(setup_.tool_call_id);
+    }
     observer.take_logprobs(t);
     if (!t.text.empty() || !t.logprobs.empty()) push(std::move(t));
   }
@@ -202,6 +235,8 @@ void ActiveRequest::run(DiffusionModel& sequence) {
   StreamEvent done;
   done.kind = StreamEvent::Kind::kDone;
   done.finish = text.reason();
+  done.tool_calls = calls.calls();
+  if (!done.tool_calls.empty()) done.finish = FinishReason::kToolCalls;
   done.prompt_tokens = prompt_tokens();
   done.completion_tokens = text.completion_tokens();
   done.canvases = canvases;
@@ -255,7 +290,7 @@ std::string CompletionService::new_id(const char* prefix) {
   return buf;
 }
 
-std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& req) const {
+std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& req, const std::string& prefill) const {
   const char* param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
   // A token stands for at most max_token_bytes_ bytes of the text (the chat
   // template only adds tokens), so a text this long is over the limit
@@ -271,8 +306,20 @@ std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& re
   std::vector<int32_t> ids;
   try {
     if (req.endpoint == Endpoint::kChat) {
+      const std::span<const json::Value> tools =
+          offers_tools(req) ? std::span<const json::Value>(req.tools) : std::span<const json::Value>();
       ids = encode_chat(tokenizer_, req.messages, true, options_.thinking, options_.template_kind,
-                        options_.special_tokens_in_content ? ChatContent::kSpecialTokens : ChatContent::kPlainText);
+                        options_.special_tokens_in_content ? ChatContent::kSpecialTokens : ChatContent::kPlainText,
+                        tools);
+      if (!prefill.empty()) {
+        // The marker as its control token, the rest (a function name the
+        // request declared) as plain text.
+        const std::vector<Tokenizer::TextPiece> pieces = {
+            {std::string_view(prefill).substr(0, kToolCallBegin.size()), true},
+            {std::string_view(prefill).substr(kToolCallBegin.size()), false}};
+        const std::vector<int32_t> tail = tokenizer_.encode_pieces(pieces, false);
+        ids.insert(ids.end(), tail.begin(), tail.end());
+      }
     } else if (req.prompt_ids) {
       ids = *req.prompt_ids;
       for (size_t i = 0; i < ids.size(); ++i)
@@ -356,7 +403,11 @@ std::shared_ptr<ActiveRequest> CompletionService::submit(const CompletionRequest
 std::vector<std::shared_ptr<ActiveRequest>> CompletionService::submit_choices(const CompletionRequest& req,
                                                                               Clock::time_point arrived) {
   ActiveRequest::Setup s;
-  s.prompt = build_prompt(req);
+  s.tools = offers_tools(req);
+  s.tool_prefill = tool_prefill(req);
+  s.max_tool_calls = req.parallel_tool_calls ? 0 : 1;
+  if (s.tools) s.tool_call_id = new_id("call_");
+  s.prompt = build_prompt(req, s.tool_prefill);
   s.max_tokens = fit_max_tokens(req, int64_t(s.prompt.size()));
   s.config = build_config(req, s.max_tokens);
   s.stop = req.stop;

@@ -21,6 +21,7 @@
 #include "server/request.h"
 #include "server/scheduler.h"
 #include "server/token_logprobs.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,7 +65,8 @@ struct StreamEvent {
   std::string mask;  // per position '1' accepted / '0' noise
 
   // kDone
-  FinishReason finish = FinishReason::kNone;
+  FinishReason finish = FinishReason::kNone;  // kToolCalls when tool_calls is not empty
+  std::vector<ToolCall> tool_calls;
   int64_t prompt_tokens = 0, completion_tokens = 0, canvases = 0, steps = 0;
   double queue_seconds = 0, ttft_seconds = 0, total_seconds = 0;
 };
@@ -82,6 +84,14 @@ class ActiveRequest final : public Job {
     bool logprobs = false;     // per answer token (docs/server.md §5)
     int64_t top_logprobs = 0;  // alternatives per token
     Clock::time_point arrived;
+    // Tool calling (docs/server.md §7): the answer is read for
+    // tool calls; `tool_prefill` is the call text the prompt ends with
+    // ("required" or a named tool_choice); max_tool_calls 1 when
+    // parallel_tool_calls is false.
+    bool tools = false;
+    std::string tool_prefill;
+    int max_tool_calls = 0;
+    std::string tool_call_id;  // "call_...", the id (prefix) of the calls
   };
   ActiveRequest(const Tokenizer& tokenizer, Metrics& metrics, Setup setup);
 
@@ -151,7 +161,8 @@ class CompletionService {
   std::string new_id(const char* prefix);
 
  private:
-  std::vector<int32_t> build_prompt(const CompletionRequest& request) const;
+  // `prefill`: tool-call text appended after the chat prompt (tool_choice).
+  std::vector<int32_t> build_prompt(const CompletionRequest& request, const std::string& prefill) const;
   GenerationConfig build_config(const CompletionRequest& request, int64_t max_tokens) const;
   // max_tokens of `request` checked against the context size (ServiceOptions).
   int64_t fit_max_tokens(const CompletionRequest& request, int64_t prompt_tokens) const;

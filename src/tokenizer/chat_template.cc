@@ -2,6 +2,7 @@
 
 #include "dgemma/error.h"
 #include "core/utf8.h"
+#include "tokenizer/tool_markup.h"
 
 namespace dgemma {
 namespace {
@@ -21,35 +22,15 @@ void require_token(const Tokenizer& tok, std::string_view content, const char* t
                 ") is not an added token in " + tok.source() + ", so encoding the prompt would split it");
 }
 
-// The rendered prompt as it is built: template markup (control tokens and
-// role names) and message content, kept apart so that they can be encoded
-// differently (encode_chat with ChatContent::kPlainText).
-class PromptWriter {
- public:
-  PromptWriter& markup(std::string_view s) { return add(s, false); }
-  PromptWriter& content(std::string_view s) { return add(s, true); }
-  std::vector<ChatPromptPart> take() { return std::move(parts_); }
-
- private:
-  PromptWriter& add(std::string_view s, bool is_content) {
-    if (s.empty()) return *this;
-    if (!parts_.empty() && parts_.back().is_content == is_content)
-      parts_.back().text += s;
-    else
-      parts_.push_back({std::string(s), is_content});
-    return *this;
-  }
-  std::vector<ChatPromptPart> parts_;
-};
-
 std::string_view js_trim(std::string_view s) { return trim_if(s, is_js_whitespace); }
 std::string_view py_trim(std::string_view s) { return trim_if(s, is_python_whitespace); }
 
 // ---- Gemma 3: mirrors the jinja template of tokenizer_config.json ----
 // The goldens were rendered by @huggingface/jinja, whose `trim` is JS trim.
 std::vector<ChatPromptPart> render_gemma3(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt) {
+                                          bool add_generation_prompt, std::span<const json::Value> tools) {
   const char* kName = "gemma3";
+  if (!tools.empty()) throw Error("chat template gemma3: the Gemma 3 template has no tool format (tools need gemma4)");
   require_token(tok, "<bos>", kName);
   require_token(tok, "<start_of_turn>", kName);
   require_token(tok, "<end_of_turn>", kName);
@@ -115,8 +96,18 @@ std::string strip_thinking(std::string_view text) {
   return std::string(py_trim(result));
 }
 
+// The text of a "tool" message: its content, or its text parts joined.
+std::string tool_result_text(const ChatMessage& m) {
+  if (!m.parts) return m.content;
+  std::string text;
+  for (const ChatContentPart& p : *m.parts)
+    if (p.type == "text") text += p.text;
+  return text;
+}
+
 std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt, bool enable_thinking) {
+                                          bool add_generation_prompt, bool enable_thinking,
+                                          std::span<const json::Value> tools) {
   const char* kName = "gemma4";
   require_token(tok, "<bos>", kName);
   require_token(tok, "<|turn>", kName);
@@ -126,19 +117,29 @@ std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vecto
     require_token(tok, "<|channel>", kName);
     require_token(tok, "<channel|>", kName);
   }
+  bool any_tool_markup = !tools.empty();
+  for (const ChatMessage& m : messages) any_tool_markup = any_tool_markup || !m.tool_calls.empty();
+  if (any_tool_markup)
+    for (const char* t :
+         {"<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"})
+      require_token(tok, t, kName);
   PromptWriter out;
-  auto render_content = [&](const ChatMessage& m) {
+  // What the last message rendered ended with: the generation prompt is left
+  // out after a tool call or a tool result (the model goes on in its turn).
+  enum class Last { kOther, kToolCall, kToolResult } last = Last::kOther;
+  auto render_content = [&](PromptWriter& w, const ChatMessage& m, bool is_model) {
     if (!m.parts) {
-      out.content(py_trim(m.content));
+      w.content(is_model ? strip_thinking(m.content) : std::string(py_trim(m.content)));
       return;
     }
     for (const auto& p : *m.parts) {
       if (p.type == "text") {
-        out.content(py_trim(p.text));
+        w.content(py_trim(p.text));
       } else if (p.type == "image") {
         // UNCONFIRMED placement for the official template (docs/model.md §3.6 lists the id).
         require_token(tok, "<|image|>", kName);
-        out.markup("<|image|>");
+        w.markup("<|image|>");
+        last = Last::kOther;
       }
     }
   };
@@ -147,26 +148,63 @@ std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vecto
   out.markup("<bos>");
   size_t first = 0;
   bool has_system = !messages.empty() && (messages[0].role == "system" || messages[0].role == "developer");
-  if (enable_thinking || has_system) {
+  if (enable_thinking || has_system || !tools.empty()) {
     out.markup("<|turn>system\n");
     if (enable_thinking) out.markup("<|think|>\n");
     if (has_system) {
-      render_content(messages[0]);
+      render_content(out, messages[0], false);
       first = 1;
     }
+    for (const json::Value& function : tools) write_tool_declaration(out, function);
     out.markup("<turn|>\n");
   }
+  const ChatMessage* previous = nullptr;  // the last message that was not a tool result
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    std::string role = m.role == "assistant" ? "model" : m.role;
-    out.markup("<|turn>").markup(role).markup("\n");
-    if (role == "model" && !m.parts)
-      out.content(strip_thinking(m.content));
-    else
-      render_content(m);
-    out.markup("<turn|>\n");
+    // Tool results are written by the assistant message they answer.
+    if (m.role == "tool") continue;
+    last = Last::kOther;
+    const bool is_model = m.role == "assistant" || m.role == "model";
+    // A model message right after an assistant message (tool results
+    // between them do not count) continues the same model turn.
+    const bool continues = is_model && previous != nullptr && previous->role == "assistant";
+    previous = &m;
+    if (!continues) out.markup("<|turn>").markup(m.role == "assistant" ? "model" : m.role).markup("\n");
+    for (const ChatToolCall& call : m.tool_calls) {
+      write_tool_call(out, call.name, call.arguments);
+      last = Last::kToolCall;
+    }
+    bool answered = false;
+    if (!m.tool_calls.empty()) {
+      for (size_t k = i + 1; k < messages.size() && messages[k].role == "tool"; ++k) {
+        std::string name = "unknown";
+        for (const ChatToolCall& call : m.tool_calls)
+          if (call.id == messages[k].tool_call_id) name = call.name;
+        write_tool_response(out, name, tool_result_text(messages[k]));
+        answered = true;
+        last = Last::kToolResult;
+      }
+    }
+    // The content follows the calls and their results; with results and no
+    // content the model turn stays open, and a call without a result leaves
+    // the model at an opened result.
+    PromptWriter body;
+    render_content(body, m, is_model);
+    const std::vector<ChatPromptPart> parts = body.take();
+    bool has_content = false;
+    for (const ChatPromptPart& p : parts) {
+      if (!py_trim(p.text).empty()) has_content = true;
+      if (p.is_content)
+        out.content(p.text);
+      else
+        out.markup(p.text);
+    }
+    if (last == Last::kToolCall && !answered)
+      out.markup(kToolResponseBegin);
+    else if (!(answered && !has_content))
+      out.markup("<turn|>\n");
   }
-  if (add_generation_prompt) {
+  if (add_generation_prompt && last != Last::kToolCall && last != Last::kToolResult) {
     out.markup("<|turn>model\n");
     // Thinking off: an empty thought channel, so the model answers directly
     // (golden of docs/model.md §3.6).
@@ -201,26 +239,29 @@ ChatTemplateKind parse_chat_template_kind(std::string_view name) {
 }
 
 std::vector<ChatPromptPart> render_chat_parts(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
-                                              bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
+                                              bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind,
+                                              std::span<const json::Value> tools) {
   if (kind == ChatTemplateKind::kAuto) kind = detect_chat_template(tokenizer);
   if (kind == ChatTemplateKind::kGemma4)
-    return render_gemma4(tokenizer, messages, add_generation_prompt, enable_thinking);
-  return render_gemma3(tokenizer, messages, add_generation_prompt);
+    return render_gemma4(tokenizer, messages, add_generation_prompt, enable_thinking, tools);
+  return render_gemma3(tokenizer, messages, add_generation_prompt, tools);
 }
 
 std::string render_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind) {
+                        bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind,
+                        std::span<const json::Value> tools) {
   std::string out;
-  for (const ChatPromptPart& p : render_chat_parts(tokenizer, messages, add_generation_prompt, enable_thinking, kind))
+  for (const ChatPromptPart& p :
+       render_chat_parts(tokenizer, messages, add_generation_prompt, enable_thinking, kind, tools))
     out += p.text;
   return out;
 }
 
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt, bool enable_thinking, ChatTemplateKind kind,
-                                 ChatContent content) {
+                                 ChatContent content, std::span<const json::Value> tools) {
   const std::vector<ChatPromptPart> parts =
-      render_chat_parts(tokenizer, messages, add_generation_prompt, enable_thinking, kind);
+      render_chat_parts(tokenizer, messages, add_generation_prompt, enable_thinking, kind, tools);
   std::vector<Tokenizer::TextPiece> pieces;
   pieces.reserve(parts.size());
   for (const ChatPromptPart& p : parts)

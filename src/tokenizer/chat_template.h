@@ -6,8 +6,10 @@
 //   `<|turn>{user|model}\n{text}<turn|>\n` per message, and the generation
 //   prompt `<|turn>model\n`, followed by the empty thought channel
 //   `<|channel>thought\n<channel|>` when thinking is off. Distilled from the
-//   upstream chat_template.jinja without tools; previous model turns have
-//   their thought channels stripped as upstream does.
+//   upstream chat_template.jinja; previous model turns have their thought
+//   channels stripped as upstream does. Tools (declarations in the system
+//   turn, earlier calls and their results inside the model turn) follow the
+//   reference's tool format, docs/server.md §7.
 // * Gemma 3 (the jinja template of tokenizer_config.json, rendered exactly):
 //   no system turn (system text + "\n\n" prefixes the first user turn), roles
 //   must alternate user/assistant, `<start_of_turn>{user|model}\n...`
@@ -19,11 +21,14 @@
 // dgemma::Error naming it.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/json.h"
+#include "tokenizer/prompt_writer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dgemma {
@@ -33,11 +38,25 @@ struct ChatContentPart {
   std::string text;  // for "text"
 };
 
+// A call the model made in an earlier assistant turn.
+struct ChatToolCall {
+  std::string id;         // matched by the tool_call_id of the "tool" messages that answer it
+  std::string name;       // the function
+  json::Value arguments;  // a JSON object
+};
+
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant" (written "model"), ...
+  ChatMessage() = default;
+  // {role, content[, parts]}: the common case, without tool calls.
+  ChatMessage(std::string r, std::string c, std::optional<std::vector<ChatContentPart>> p = std::nullopt)
+      : role(std::move(r)), content(std::move(c)), parts(std::move(p)) {}
+
+  std::string role;     // "system", "user", "assistant" (written "model"), "tool", ...
   std::string content;  // plain-text content
   // List content ([{type:text|image}]); when set it is used instead of `content`.
   std::optional<std::vector<ChatContentPart>> parts;
+  std::vector<ChatToolCall> tool_calls;  // assistant: the calls it made
+  std::string tool_call_id;              // tool: the call this message answers
 };
 
 enum class ChatTemplateKind {
@@ -53,20 +72,21 @@ const char* chat_template_name(ChatTemplateKind kind);
 ChatTemplateKind parse_chat_template_kind(std::string_view name);
 
 // Renders the prompt text. `enable_thinking` only exists in Gemma 4.
+// `tools`: the functions the model may call, each an OpenAI function object
+// ({name, description?, parameters?}); Gemma 4 only (gemma3 has no tool
+// format and throws when given any). A "tool" message is rendered inside the
+// model turn of the assistant message whose call it answers (the
+// tool_call_id); one that follows no such message is dropped, as upstream.
 std::string render_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt, bool enable_thinking,
-                        ChatTemplateKind kind = ChatTemplateKind::kAuto);
+                        ChatTemplateKind kind = ChatTemplateKind::kAuto, std::span<const json::Value> tools = {});
 
-// One part of a rendered prompt: template markup (control tokens, role
-// names, newlines) or message content (the caller's text).
-struct ChatPromptPart {
-  std::string text;
-  bool is_content = false;
-};
-// The prompt as parts; their concatenation is render_chat's text.
+// The prompt as parts (tokenizer/prompt_writer.h: template markup or caller
+// text); their concatenation is render_chat's text.
 std::vector<ChatPromptPart> render_chat_parts(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
                                               bool add_generation_prompt, bool enable_thinking,
-                                              ChatTemplateKind kind = ChatTemplateKind::kAuto);
+                                              ChatTemplateKind kind = ChatTemplateKind::kAuto,
+                                              std::span<const json::Value> tools = {});
 
 // How special-token text inside message content is encoded.
 enum class ChatContent {
@@ -84,7 +104,8 @@ enum class ChatContent {
 std::vector<int32_t> encode_chat(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt, bool enable_thinking,
                                  ChatTemplateKind kind = ChatTemplateKind::kAuto,
-                                 ChatContent content = ChatContent::kSpecialTokens);
+                                 ChatContent content = ChatContent::kSpecialTokens,
+                                 std::span<const json::Value> tools = {});
 
 // The roles a chat message may have, for every reader of messages (the
 // server's requests, `dgemma tokenize --chat`): system, developer (OpenAI's

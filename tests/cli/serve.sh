@@ -161,6 +161,49 @@ STREAMED=$(node -e '
   process.stdout.write(text);' "$TMP/sse" 2>&1)
 if [ "$STREAMED" = "$CONTENT" ]; then ok "curl stream: SSE chunks add up to the same text, then [DONE]"; else bad "curl stream: '$STREAMED' vs '$CONTENT': $(head -c 600 "$TMP/sse")"; fi
 
+# ---- tool calling (docs/server.md §7): the tiny model answers noise, so only the shape is checked
+TOOLS='"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}}]'
+# tool_shape: the body in $TMP/body is a chat.completion whose message is text or well-formed tool calls.
+tool_shape() {
+  node -e '
+    const v = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    const c = v.choices[0], m = c.message;
+    if (v.object !== "chat.completion" || m.role !== "assistant") throw new Error("not a chat.completion");
+    if (c.finish_reason === "tool_calls") {
+      if (!m.tool_calls.length) throw new Error("tool_calls finish without calls");
+      for (const t of m.tool_calls) {
+        if (!t.id || t.type !== "function" || t.function.name !== "get_weather") throw new Error("bad call");
+        if (typeof JSON.parse(t.function.arguments) !== "object") throw new Error("arguments not an object");
+      }
+    } else if (!["stop", "length"].includes(c.finish_reason) || typeof m.content !== "string" || m.tool_calls) {
+      throw new Error("bad message");
+    }
+    process.stdout.write(c.finish_reason);' "$TMP/body" 2>&1
+}
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Weather in Paris?"}],'"$TOOLS"',"max_tokens":8,"seed":1}'
+if [ "$STATUS" = 200 ] && SHAPE=$(tool_shape); then ok "curl chat with tools: 200, $SHAPE"; else bad "curl chat with tools: $STATUS $SHAPE $(head -c 400 "$TMP/body")"; fi
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Weather in Paris?"},
+  {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"Paris\"}"}}]},
+  {"role":"tool","tool_call_id":"c1","content":"18C, sunny"}],'"$TOOLS"',"tool_choice":{"type":"function","function":{"name":"get_weather"}},"max_tokens":8}'
+if [ "$STATUS" = 200 ] && SHAPE=$(tool_shape); then ok "curl chat with a call, its result and a named tool_choice: 200, $SHAPE"; else bad "curl tool history: $STATUS $SHAPE $(head -c 400 "$TMP/body")"; fi
+curl -sN -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"Weather?"}],'"$TOOLS"',"tool_choice":"required","max_tokens":8,"stream":true}' \
+  "$BASE/v1/chat/completions" >"$TMP/sse"
+if FINISH=$(node -e '
+  const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter((l) => l.startsWith("data: "));
+  if (lines.pop() !== "data: [DONE]") throw new Error("no [DONE]");
+  const last = JSON.parse(lines.pop().slice(6)).choices[0];
+  if (last.finish_reason === "tool_calls" && !last.delta.tool_calls[0].function.name) throw new Error("no call in the finishing chunk");
+  if (!["stop", "length", "tool_calls"].includes(last.finish_reason)) throw new Error("finish " + last.finish_reason);
+  process.stdout.write(last.finish_reason);' "$TMP/sse" 2>&1); then
+  ok "curl stream with tool_choice required: [DONE] after a $FINISH finish"
+else
+  bad "curl stream with tools: $FINISH $(head -c 600 "$TMP/sse")"
+fi
+post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","strict":true}}]}'
+expect_api_error "tools: strict true" 400 tools[0].function.strict
+post /v1/chat/completions '{"messages":[{"role":"tool","tool_call_id":"c1","content":"x"}]}'
+expect_api_error "a tool message that answers no call" 400 "messages[0].role"
+
 # ---- bad requests with curl
 post /v1/chat/completions '{"messages": [{"role": "user"'
 expect_api_error "malformed JSON" 400 null

@@ -85,7 +85,7 @@ fi
 post /v1/chat/completions "{$HELLO,\"max_tokens\":2,\"seed\":1,\"top_p\":1,\"frequency_penalty\":0,\"presence_penalty\":0,\"response_format\":{\"type\":\"text\"},\"logprobs\":false,\"user\":\"u\",\"n\":1}"
 if [ "$STATUS" = 200 ]; then ok "no-op values of unsupported fields are accepted"; else bad "no-op fields: $STATUS $(cat "$TMP/body")"; fi
 for field in '"response_format":{"type":"json_object"}' \
-    '"logit_bias":{"5":1}' '"tools":[{"type":"function","function":{"name":"f"}}]' '"no_such_field":1'; do
+    '"logit_bias":{"5":1}' '"functions":[{"name":"f"}]' '"no_such_field":1'; do
   post /v1/chat/completions "{$HELLO,$field}"
   name=$(sed 's/^"\([a-z_]*\)".*/\1/' <<<"$field")
   if [ "$STATUS" = 400 ] && [ "$(json_get error.code)" = unsupported_parameter ] && [ "$(json_get error.param)" = "$name" ]; then

@@ -145,7 +145,8 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
       {Endpoint::kChat, R"({"messages": {"role": "user"}})", 400, "messages"},
       {Endpoint::kChat, R"({"messages": [5]})", 400, "messages[0]"},
       {Endpoint::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role"},
-      {Endpoint::kChat, R"({"messages": [{"role": "tool", "content": "x"}]})", 400, "messages[0].role"},
+      {Endpoint::kChat, R"({"messages": [{"role": "tool", "content": "x"}]})", 400, "messages[0].tool_call_id"},
+      {Endpoint::kChat, R"({"messages": [{"role": "robot", "content": "x"}]})", 400, "messages[0].role"},
       {Endpoint::kChat, R"({"messages": [{"role": "user"}]})", 400, "messages[0].content"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": null}]})", 400, "messages[0].content"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": 3}]})", 400, "messages[0].content"},
@@ -181,7 +182,7 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
       {Endpoint::kChat, "{" + msg + R"(, "logprobs": 1})", 400, "logprobs"},
       {Endpoint::kChat, "{" + msg + R"(, "top_logprobs": 2})", 400, "top_logprobs"},  // without logprobs
       {Endpoint::kChat, "{" + msg + R"(, "logprobs": true, "top_logprobs": 21})", 400, "top_logprobs"},
-      {Endpoint::kChat, "{" + msg + R"(, "tools": [{"type": "function"}]})", 400, "tools"},
+      {Endpoint::kChat, "{" + msg + R"(, "tools": [{"type": "function"}]})", 400, "tools[0].function"},
       {Endpoint::kCompletion, "{}", 400, "prompt"},
       {Endpoint::kCompletion, R"({"prompt": 5})", 400, "prompt"},
       {Endpoint::kCompletion, R"({"prompt": ["a", "b"]})", 400, "prompt"},
@@ -277,8 +278,6 @@ TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {R"("response_format": {"type": "json_object"})", "response_format"},
       {R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format"},
-      {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
-      {R"("tool_choice": "required")", "tool_choice"},
       {R"("logit_bias": {"50": 100})", "logit_bias"},
       {R"("user": 5)", "user"},
       {R"("store": true)", "store"},
@@ -303,7 +302,7 @@ TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
   for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
            {R"({"messages": [{"role": "user", "content": "x", "name": "bob"}]})", "messages[0].name"},
            {R"({"messages": [{"role": "user", "content": "x", "tool_call_id": "1"}]})", "messages[0].tool_call_id"},
-           {R"({"messages": [{"role": "assistant", "content": "x", "tool_calls": [{"id": "1"}]}]})",
+           {R"({"messages": [{"role": "user", "content": "x", "tool_calls": [{"id": "1"}]}]})",
             "messages[0].tool_calls"}}) {
     try {
       chat(body);
@@ -311,6 +310,16 @@ TEST(RequestParsing, NoOpValuesAreAcceptedEverythingElseIsRefused) {
     } catch (const ApiError& e) {
       EXPECT_EQ(e.code, "unsupported_parameter") << body;
       EXPECT_EQ(e.param, param) << body;
+    }
+  }
+  // Tool calling is for the chat endpoint (request_tools.h).
+  for (const char* field : {R"("tools": [{"type": "function", "function": {"name": "f"}}])",
+                            R"("tool_choice": "required")", R"("parallel_tool_calls": "yes")"}) {
+    try {
+      completion(std::string(R"({"prompt": "x", )") + field + "}");
+      ADD_FAILURE() << "accepted on /v1/completions: " << field;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.code, "unsupported_parameter") << field;
     }
   }
   try {

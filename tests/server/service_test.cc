@@ -562,5 +562,43 @@ TEST(CompletionService, DrainFinishesRunningRequestsOnly) {
   EXPECT_NE(done.done.finish, FinishReason::kNone);
 }
 
+// Tool calling (docs/server.md §7.3): "none" leaves the functions out of the
+// prompt, "auto" declares them, a named function also ends the prompt with
+// the beginning of its call; the tiny model's answer is noise, so only the
+// prompt and a clean end are checked.
+TEST(CompletionService, ToolChoiceShapesThePrompt) {
+  auto model = load_model();
+  SharedModel shared(*model);
+  Metrics metrics;
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  CompletionService service(shared, tok, small_options(), metrics);
+  const auto now = Clock::now();
+  CompletionRequest r = chat_request(8, 3);
+  r.tools = {json::parse(R"({"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"location": {"type": "string"}}}})")};
+  const auto prompt_of = [&](ToolChoice choice) {
+    r.tool_choice = choice;
+    r.tool_choice_function = choice == ToolChoice::kFunction ? "get_weather" : "";
+    wait_idle(service);
+    const Collected c = collect(*service.submit(r, now));
+    EXPECT_EQ(c.error, "");
+    EXPECT_NE(c.done.finish, FinishReason::kNone);
+    EXPECT_EQ(c.done.finish == FinishReason::kToolCalls, !c.done.tool_calls.empty());
+    return c.done.prompt_tokens;
+  };
+  const auto plain = [&](std::span<const json::Value> tools) {
+    return int64_t(
+        encode_chat(tok, r.messages, true, false, ChatTemplateKind::kAuto, ChatContent::kPlainText, tools).size());
+  };
+  EXPECT_EQ(prompt_of(ToolChoice::kNone), plain({}));
+  const int64_t declared = plain(r.tools);
+  EXPECT_GT(declared, plain({}));
+  EXPECT_EQ(prompt_of(ToolChoice::kAuto), declared);
+  const std::vector<Tokenizer::TextPiece> required = {{"<|tool_call>", true}, {"call:", false}};
+  EXPECT_EQ(prompt_of(ToolChoice::kRequired), declared + int64_t(tok.encode_pieces(required, false).size()));
+  const std::vector<Tokenizer::TextPiece> named = {{"<|tool_call>", true}, {"call:get_weather{", false}};
+  EXPECT_EQ(prompt_of(ToolChoice::kFunction), declared + int64_t(tok.encode_pieces(named, false).size()));
+}
+
 }  // namespace
 }  // namespace dgemma::server

@@ -1,6 +1,6 @@
 // Functional tests of `dgemma serve` with the official openai client,
 // unmodified: models, chat (plain and streamed), completions, stop strings,
-// drafts, concurrent streams, cancellation, errors.
+// drafts, concurrent streams, cancellation, tool calling, errors.
 //
 // usage: node client.mjs BASE_URL MODEL CURL_CONTENT
 //   CURL_CONTENT: the content curl got for the chat request below (seed 7,
@@ -164,6 +164,45 @@ await step('cancellation', async () => {
   const freed = await waitFor(async () => (await metric(base, 'dgemma_sequences_in_flight')) === 0 &&
     (await metric(base, 'dgemma_generations_total{outcome="cancelled"}')) === cancelledBefore + 1, 20000);
   check(freed, 'cancellation: the slot is freed and counted as cancelled (/metrics)');
+});
+
+await step('tools', async () => {
+  // The tiny model answers noise, so the answer is checked for its shape: text
+  // with finish_reason stop/length, or well-formed calls with "tool_calls".
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather', description: 'Current weather',
+      parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
+    },
+  }];
+  const wellFormed = (message, finish) => (finish === 'tool_calls'
+    ? message.tool_calls.length > 0 && message.tool_calls.every((t) => t.type === 'function' &&
+      t.function.name === 'get_weather' && typeof JSON.parse(t.function.arguments) === 'object')
+    : ['stop', 'length'].includes(finish) && typeof message.content === 'string' && !message.tool_calls);
+  const history = [
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: null, tool_calls: [
+      { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '18C, sunny' },
+  ];
+  const r = await client.chat.completions.create({ model, messages: history, tools, max_tokens: 8, seed: 2 });
+  check(wellFormed(r.choices[0].message, r.choices[0].finish_reason),
+    'tools: a call, its result and tools are accepted; the answer is well formed', JSON.stringify(r.choices[0]));
+  // The SDK's stream helper rebuilds the message from the chunks (delta.tool_calls included).
+  const stream = client.chat.completions.stream({
+    model, messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools, tool_choice: 'required', max_tokens: 8,
+  });
+  const final = await stream.finalChatCompletion();
+  check(wellFormed(final.choices[0].message, final.choices[0].finish_reason),
+    'tools: a stream with tool_choice required ends in a well-formed message', JSON.stringify(final.choices[0]));
+  try {
+    await client.chat.completions.create({ model, messages: hello, tools, tool_choice: { type: 'function', function: { name: 'nope' } } });
+    bad('tools: an undeclared tool_choice function was accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.param === 'tool_choice.function.name',
+      'tools: an undeclared tool_choice function is a 400 naming the field', `${e.status} ${e.message}`);
+  }
 });
 
 await step('errors', async () => {
