@@ -64,11 +64,12 @@ std::vector<ChatMessage> parse_messages(const Value& body) {
     const std::string& r = role->as_string();
     // A tool result ("tool", tools.h) is the server's own role on top of the
     // template's shared ones (chat_template_role).
-    const std::optional<std::string> rendered = r == "tool" ? std::optional<std::string>("tool") : chat_template_role(r);
+    const std::optional<std::string> rendered =
+        r == "tool" ? std::optional<std::string>("tool") : chat_template_role(r);
     if (!rendered)
-      throw invalid_request("'" + pm + ".role' must be one of " + std::string(kChatRoleNames) + ", tool; got '" + r +
-                                "'",
-                            pm + ".role", "invalid_value");
+      throw invalid_request(
+          "'" + pm + ".role' must be one of " + std::string(kChatRoleNames) + ", tool; got '" + r + "'", pm + ".role",
+          "invalid_value");
     const Value* content = m.find("content");
     // An assistant message that only calls tools may leave content out.
     const Value* calls = r == "assistant" ? field(m, "tool_calls") : nullptr;
