@@ -21,6 +21,7 @@ CITE = re.compile(r'docs/([A-Za-z0-9_-]+\.md)((?:[ ,]*(?:and |or )?§§?\s?[0-9]
 SECTION = re.compile(r'[0-9]+(?:\.[0-9]+)*')
 FORBIDDEN = [
     (re.compile(r'\bissues? #?[0-9]+', re.I), 'cites an issue number (say the reason instead)'),
+    (re.compile(r'\(issue:'), 'cites an issue by name (say the reason instead)'),
     (re.compile(r'\.\./shared|/work/|\bshared/(spec|golden|anchors|tokenizer)\b'), 'cites a document outside the repository'),
     (re.compile(r'\bspec §|\bspec/[a-z-]+\.md|(//|#).*\bspec$'), 'cites the team notes ("spec"); cite docs/NAME.md §N'),
 ]

@@ -1,6 +1,6 @@
 #pragma once
 // Teacher-forced, op-by-op comparison of a target backend with the CPU
-// reference (issue: differential checker). Every op first runs on the
+// reference. Every op first runs on the
 // reference, whose outputs the model keeps using; the target then runs the
 // same op on the same (reference) inputs into canary-padded outputs, and the
 // outputs are compared. A listener hears each op before the target runs it
