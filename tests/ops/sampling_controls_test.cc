@@ -182,6 +182,7 @@ TEST(RowControls, PenaltiesChangeTheArgmaxFiltersOnlyTheDraw) {
   // either way.
   const double u = 0.75;
   std::vector<float> flat(4, 0.0f);
+  scratch.resize(4);  // V floats
   const RowPass plain = process_row(flat.data(), 4, 1.0f, &u, scratch.data(), "test");
   EXPECT_EQ(plain.sample, 3);
   SamplingFilters filters;
@@ -189,7 +190,6 @@ TEST(RowControls, PenaltiesChangeTheArgmaxFiltersOnlyTheDraw) {
   RowControls filtering;
   filtering.filters = &filters;
   std::vector<float> flat2(4, 0.0f);
-  scratch.resize(4);
   const RowPass top2 = process_row(flat2.data(), 4, 1.0f, &u, scratch.data(), "test", &filtering);
   EXPECT_EQ(top2.sample, 1);
   EXPECT_EQ(top2.argmax, 0);
