@@ -59,18 +59,20 @@ void send_now(int fd, const std::string& bytes) {
 
 // Removes the Expect header from the request's head once the reader has sent
 // "100 Continue" itself, so that the HTTP library does not send a second one.
-void erase_expect_header(std::string& buffer, size_t header_bytes) {
+// Returns the bytes removed.
+size_t erase_expect_header(std::string& buffer, size_t header_bytes) {
   size_t line = buffer.find("\r\n");
   while (line != std::string::npos && line + 2 < header_bytes) {
     const size_t next = buffer.find("\r\n", line + 2);
-    if (next == std::string::npos || next > header_bytes) return;
+    if (next == std::string::npos || next > header_bytes) return 0;
     const std::string_view text = std::string_view(buffer).substr(line + 2, next - line - 2);
     if (text.size() >= 7 && equals_ignoring_case(text.substr(0, 7), "expect:")) {
       buffer.erase(line + 2, next - line);
-      return;
+      return next - line;
     }
     line = next;
   }
+  return 0;
 }
 
 }  // namespace
@@ -82,6 +84,8 @@ struct HttpListener::Impl {
     State state = State::kReading;
     Clock::time_point since;  // request's first byte, last answer (idle), or refusal
     bool continued = false;   // "100 Continue" sent for the request being read
+    size_t scanned = 0;       // bytes searched for the end of the headers, in vain
+    size_t whole_at = 0;      // the request's size once known from its Content-Length
   };
 
   ListenerOptions options;
@@ -189,6 +193,8 @@ struct HttpListener::Impl {
   void dispatch(Slot& slot, size_t request_bytes) {
     slot.state = State::kWorking;
     slot.continued = false;
+    slot.scanned = 0;
+    slot.whole_at = 0;
     slot.conn->request_bytes = request_bytes;
     watch(slot.conn->fd, false);
     {
@@ -200,16 +206,32 @@ struct HttpListener::Impl {
 
   // Frames what `slot` has buffered: dispatches a whole request, refuses a
   // bad one, or sends "100 Continue" to a client that waits for it.
+  //
+  // Framing the whole buffer after every read would cost its size per read,
+  // so a client trickling a byte at a time could make the reader rescan its
+  // headers or body again and again. So the end of the headers is searched
+  // for only in the new bytes, and once a Content-Length says how long the
+  // request is, only the size is compared.
   void frame(Slot& slot) {
     Connection& c = *slot.conn;
+    if (slot.whole_at > 0) {
+      if (c.buffer.size() >= slot.whole_at) dispatch(slot, slot.whole_at);
+      return;
+    }
+    if (c.buffer.find("\r\n\r\n", slot.scanned > 3 ? slot.scanned - 3 : 0) == std::string::npos) {
+      slot.scanned = c.buffer.size();
+      if (c.buffer.size() <= options.framing.max_header_bytes) return;  // else frame_request says 431
+    }
     const Framing f = frame_request(c.buffer, options.framing);
     switch (f.state) {
       case Framing::State::kComplete: return dispatch(slot, f.request_bytes);
       case Framing::State::kRefused: return refuse(slot, f.status, f.message);
       case Framing::State::kNeedMore:
+        slot.whole_at = f.whole_request_bytes;
         if (f.expects_continue && !slot.continued) {
           slot.continued = true;
-          erase_expect_header(c.buffer, f.header_bytes);
+          const size_t erased = erase_expect_header(c.buffer, f.header_bytes);
+          if (slot.whole_at > 0) slot.whole_at -= erased;
           send_now(c.fd, "HTTP/1.1 100 Continue\r\n\r\n");
         }
         return;

@@ -166,6 +166,7 @@ Framing frame_request(std::string_view bytes, const FramingLimits& limits) {
                            std::to_string(limits.max_body_bytes) + " bytes");
   if (bytes.size() - f.header_bytes < body.length) {
     f.expects_continue = body.expect_continue;
+    f.whole_request_bytes = f.header_bytes + size_t(body.length);
     return f;
   }
   f.state = Framing::State::kComplete;

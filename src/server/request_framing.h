@@ -26,6 +26,9 @@ struct Framing {
   State state = State::kNeedMore;
   size_t header_bytes = 0;   // through the blank line, once the headers are in (0 before)
   size_t request_bytes = 0;  // kComplete: the whole request
+  // kNeedMore with the headers in and a Content-Length: the size the whole
+  // request will have (0 for a chunked body, or before the headers are in).
+  size_t whole_request_bytes = 0;
   // Headers in, body still to come, and the client waits for
   // "100 Continue" before it sends it (Expect: 100-continue).
   bool expects_continue = false;

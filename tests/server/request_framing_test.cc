@@ -34,6 +34,12 @@ TEST(RequestFraming, NeedsMoreUntilTheHeadersAndTheWholeBodyArrive) {
   const Framing f = frame_request(r, limits());
   ASSERT_EQ(f.state, State::kComplete);
   EXPECT_EQ(f.request_bytes, r.size());
+  // Once the headers are in, the size of the whole request is known (the
+  // reader then only compares sizes); not before, and not for chunked bodies.
+  EXPECT_EQ(frame_request(r.substr(0, r.size() - 2), limits()).whole_request_bytes, r.size());
+  EXPECT_EQ(frame_request(r.substr(0, 20), limits()).whole_request_bytes, 0u);
+  EXPECT_EQ(frame_request("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", limits()).whole_request_bytes,
+            0u);
 }
 
 TEST(RequestFraming, APipelinedSecondRequestIsNotPartOfTheFirst) {
