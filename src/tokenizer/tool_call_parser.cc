@@ -206,7 +206,11 @@ std::optional<ParsedToolCalls> parse_tool_calls(std::string_view text) {
     out.calls.push_back(std::move(*call));
     pos = begin + kToolCallBegin.size() + used;
   }
-  out.content = std::string(trim_if(content, is_space));
+  // The text around the calls is trimmed of whitespace; trim_if reads code
+  // points, so text that is not valid UTF-8 (never the server's, which
+  // settles UTF-8 first) is returned as it is.
+  out.content =
+      find_invalid_utf8(content) == std::string_view::npos ? std::string(trim_if(content, is_space)) : content;
   return out;
 }
 

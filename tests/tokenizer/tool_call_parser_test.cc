@@ -34,6 +34,16 @@ TEST(ToolCallParser, TwoCallsAndTextAround) {
   EXPECT_EQ(r->content, "Let me check.");
 }
 
+// Text around the calls that is not valid UTF-8 (a fuzzer's input; the server
+// settles UTF-8 first) comes back untrimmed, and reading it stays inside it.
+TEST(ToolCallParser, InvalidUtf8AroundACallIsKeptAsItIs) {
+  const std::string around = " \xff\xe4 ";
+  const auto r = parse_tool_calls(around + "<|tool_call>call:f{a:1}<tool_call|>\xf0");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->calls.size(), 1u);
+  EXPECT_EQ(r->content, around + "\xf0");
+}
+
 TEST(ToolCallParser, NestedValuesOfEveryKind) {
   const auto r = parse_tool_calls(
       "<|tool_call>call:plan{stops:[{name:<|\"|>a<|\"|>,at:1},{name:<|\"|>b<|\"|>,at:2.5}],"
