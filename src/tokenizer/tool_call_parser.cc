@@ -193,6 +193,10 @@ std::optional<ParsedToolCall> parse_call(std::string_view s, size_t& used) {
 }  // namespace
 
 std::optional<ParsedToolCalls> parse_tool_calls(std::string_view text) {
+  // The reader decodes code points (names, bare values, trimming); text that
+  // is not valid UTF-8 (never the server's, which settles UTF-8 first) holds
+  // no call it could read.
+  if (find_invalid_utf8(text) != std::string_view::npos) return std::nullopt;
   ParsedToolCalls out;
   std::string content;
   size_t pos = 0;

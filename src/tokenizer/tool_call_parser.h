@@ -26,7 +26,8 @@ struct ParsedToolCalls {
 // Splits `text` into calls and the text around them. Text without
 // `<|tool_call>` is all content. Returns nullopt when a `<|tool_call>` does not
 // open a well-formed call (no `call:`, an empty name, unbalanced braces, an
-// unterminated string, no `<tool_call|>`): the caller shows such text as it is.
+// unterminated string, no `<tool_call|>`) or the text is not valid UTF-8: the
+// caller shows such text as it is.
 std::optional<ParsedToolCalls> parse_tool_calls(std::string_view text);
 
 }  // namespace dgemma

@@ -34,14 +34,12 @@ TEST(ToolCallParser, TwoCallsAndTextAround) {
   EXPECT_EQ(r->content, "Let me check.");
 }
 
-// Text around the calls that is not valid UTF-8 (a fuzzer's input; the server
-// settles UTF-8 first) comes back untrimmed, and reading it stays inside it.
-TEST(ToolCallParser, InvalidUtf8AroundACallIsKeptAsItIs) {
-  const std::string around = " \xff\xe4 ";
-  const auto r = parse_tool_calls(around + "<|tool_call>call:f{a:1}<tool_call|>\xf0");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->calls.size(), 1u);
-  EXPECT_EQ(r->content, around + "\xf0");
+// Text that is not valid UTF-8 (a fuzzer's input; the server settles UTF-8
+// first) holds no call: it comes back as not-a-call, shown as it is.
+TEST(ToolCallParser, InvalidUtf8IsNotACall) {
+  EXPECT_FALSE(parse_tool_calls(" \xff\xe4 <|tool_call>call:f{a:1}<tool_call|>"));
+  EXPECT_FALSE(parse_tool_calls("<|tool_call>call:f{a:\xf0}<tool_call|>"));
+  EXPECT_TRUE(parse_tool_calls("<|tool_call>call:f{a:\xc3\xa9}<tool_call|>"));  // é is fine
 }
 
 TEST(ToolCallParser, NestedValuesOfEveryKind) {
