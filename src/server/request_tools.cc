@@ -2,21 +2,12 @@
 
 #include "dgemma/error.h"
 #include "server/api_error.h"
+#include "server/request_json.h"
 
 namespace dgemma::server {
 namespace {
 
 using json::Value;
-
-const Value* field(const Value& obj, std::string_view key) {
-  const Value* v = obj.find(key);
-  return v != nullptr && !v->is_null() ? v : nullptr;
-}
-
-ApiError wrong_type(const std::string& param, const char* expected, const Value& got) {
-  return invalid_request("'" + param + "' must be " + expected + ", got " + json::kind_name(got.kind()), param,
-                         "invalid_type");
-}
 
 const std::string& required_string(const Value& obj, const std::string& key, const std::string& param) {
   const Value* v = field(obj, key);
