@@ -13,6 +13,7 @@ int run_forward(const Args& args) {
   ModelFlags mf;
   std::vector<std::string> inputs;
   std::string out;
+  bool expert_inputs = false;
   FlagParser p("dgemma forward -m DIR --inputs FILE.safetensors [--inputs FILE2.safetensors] --out OUT.safetensors",
                "Parity tool: runs the passes described by the input files, in order, and writes every\n"
                "intermediate tensor by the golden naming (see tests/data/golden_a):\n"
@@ -22,16 +23,20 @@ int run_forward(const Args& args) {
                "  decoder_input_ids, decoder_position_ids[, self_conditioning_logits] -> one decoder pass\n"
                "    (decoder.embeddings, decoder.self_conditioning_out, decoder.layer_in/out.{i},\n"
                "     decoder.router.{i}.*, decoder.last_hidden_state, decoder.logits)\n"
+               "With --expert-inputs also what each layer's routed experts are fed: <pass>.experts.{i}.input\n"
+               "  [1,T,H] (the gate/up input) and <pass>.experts.{i}.down_input [1,T,k,I] (the down input of\n"
+               "  each token's k experts, in router order), as PTQ calibration observes them.\n"
                "Compare the result with `dgemma compare`.");
   mf.add_to(p);
   p.add_strings("--inputs", &inputs, "input tensors (repeatable; processed in order)", "FILE");
   p.add_string("--out", &out, "output safetensors file", "FILE");
+  p.add_bool("--expert-inputs", &expert_inputs, "also write the routed experts' inputs (see above)");
   if (!p.parse(args)) return 0;
   if (!p.positional().empty()) throw UsageError("forward: unexpected argument '" + p.positional()[0] + "'");
   if (inputs.empty()) throw UsageError("forward: give at least one --inputs FILE");
   if (out.empty()) throw UsageError("forward: give --out FILE");
   auto model = mf.load();
-  NamedTensors t = run_parity_inputs(*model, inputs);
+  NamedTensors t = run_parity_inputs(*model, inputs, expert_inputs);
   write_named_tensors(out, t);
   std::fprintf(stderr, "wrote %zu tensors to %s\n", t.size(), out.c_str());
   return 0;

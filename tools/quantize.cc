@@ -1,4 +1,6 @@
 // dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4 [--quantize-embeddings] [--quantize-router]
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include "flags.h"
 #include "progress_bar.h"
 #include "quantize/export.h"
+#include "quantize_calibration.h"
 
 namespace dgemma::cli {
 namespace {
@@ -64,17 +67,29 @@ void check_output_is_free(const std::string& out) {
                    ": give --force to write into it, or another folder");
 }
 
+// Peak resident memory of this process so far, in bytes.
+uint64_t peak_rss() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return uint64_t(u.ru_maxrss) * 1024;
+}
+
 int run_quantize(const Args& args) {
   std::string format;
   bool embeddings = false, router = false, no_double_quant = false, quiet = false, force = false;
-  FlagParser p("dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4",
-               "Post-training quantization (round to nearest, no calibration) of a BF16/F16/F32 checkpoint\n"
-               "folder IN into OUT, in the chosen format's own on-disk layout and config entries:\n"
+  CalibrationFlags calib;
+  FlagParser p("dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4 [--calibrate FILE | --calibrate-ids FILE]",
+               "Post-training quantization of a BF16/F16/F32 checkpoint folder IN into OUT, in the chosen\n"
+               "format's own on-disk layout and config entries. Weights are rounded to nearest:\n"
                "  nf4            bitsandbytes NF4 + double quant: attention, dense MLP, self-conditioning, experts\n"
-               "  nvfp4-experts  ModelOpt NVFP4, routed experts only (split per expert)\n"
+               "  nvfp4-experts  ModelOpt NVFP4, routed experts only (split per expert): with --calibrate or\n"
+               "                 --calibrate-ids W4A4 (\"NVFP4\", activation scales calibrated as hf_ptq does:\n"
+               "                 encoder over each sample, decoder over a random canvas, layer by layer);\n"
+               "                 without, the weight-only \"W4A16_NVFP4\"\n"
                "  mlx4           MLX affine: attention/dense MLP 8-bit, experts/self-conditioning 4-bit, group 64\n"
                "Embeddings, norms, router and layer scalars stay unquantized unless asked. One tensor is\n"
-               "processed at a time, so memory stays small whatever the model size.");
+               "processed at a time, and calibration holds one layer's weights at a time, so memory stays\n"
+               "below the model's size. Prints the peak resident memory at the end.");
   p.add_string("--format", &format, export_format_names(), "FORMAT");
   p.add_bool("--quantize-embeddings", &embeddings, "also quantize embed_tokens (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--quantize-router", &router, "also quantize router.proj (nf4: NF4, mlx4: 8-bit)");
@@ -82,29 +97,49 @@ int run_quantize(const Args& args) {
   p.add_bool("-q,--quiet", &quiet, "no progress output");
   p.add_bool("--force", &force,
              "write into an OUT that already holds files, replacing those the export writes (the others stay)");
+  calib.add_to(p);
   if (!p.parse(args)) return 0;
   if (p.positional().size() != 2) throw UsageError("quantize: expected IN and OUT folders (see --help)");
+  calib.check();
   if (format.empty()) throw UsageError("quantize: give --format " + export_format_names());
   std::optional<ExportFormat> f = parse_export_format(format);
   if (!f) throw UsageError("option --format: expected " + export_format_names() + ", got '" + format + "'");
+  if (calib.wanted() && *f != ExportFormat::kNvfp4Experts)
+    throw UsageError("quantize: --format " + format +
+                     " has no activation parameters to calibrate; --calibrate applies to nvfp4-experts");
   if (!force) check_output_is_free(p.positional()[1]);
   ExportOptions o;
+  std::optional<ExpertActivationRanges> ranges;
+  if (calib.wanted()) {
+    std::filesystem::create_directories(p.positional()[1]);
+    ranges = run_calibration(p.positional()[0], p.positional()[1], calib, quiet);
+    o.expert_inputs = &*ranges;
+    o.per_expert_input_scales = calib.input_scales == "expert";
+    if (!quiet) std::fprintf(stderr, "calibrate: done; peak RSS so far %s\n", human_bytes(peak_rss()).c_str());
+  } else if (*f == ExportFormat::kNvfp4Experts && !quiet) {
+    std::fprintf(stderr,
+                 "quantize: no --calibrate: writing the weight-only variant W4A16_NVFP4 (activations stay bf16); "
+                 "give --calibrate FILE for W4A4 NVFP4\n");
+  }
   o.format = *f;
   o.quantize_embeddings = embeddings;
   o.quantize_router = router;
   o.nf4_double_quant = !no_double_quant;
+  o.threads = int(calib.threads);
   Progress progress;
   if (!quiet)
     o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };
   const ExportReport r = export_quantized(p.positional()[0], p.positional()[1], o);
   progress.finish();
-  std::fprintf(stderr, "quantize: %d tensors quantized, %d copied, %d tied copies dropped; %s -> %s (%s)\n",
+  std::fprintf(stderr,
+               "quantize: %d tensors quantized, %d copied, %d tied copies dropped; %s -> %s (%s); peak RSS %s\n",
                r.quantized, r.copied, r.dropped, human_bytes(r.input_bytes).c_str(),
-               human_bytes(r.output_bytes).c_str(), r.out_file.c_str());
+               human_bytes(r.output_bytes).c_str(), r.out_file.c_str(), human_bytes(peak_rss()).c_str());
   return 0;
 }
 
-const Subcommand kQuantize("quantize", "export a checkpoint as NF4, NVFP4 (experts) or MLX 4-bit", run_quantize);
+const Subcommand kQuantize("quantize", "export a checkpoint as NF4, NVFP4 (experts, calibrated W4A4) or MLX 4-bit",
+                           run_quantize);
 
 }  // namespace
 }  // namespace dgemma::cli

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli.h"
+#include "tokenizer/token_id_list.h"
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "flags.h"
@@ -60,31 +61,7 @@ json::Value ids_json(const std::vector<int32_t>& ids) {
 }
 
 // "1, 2 3", "[1,2,3]" -> ids.
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string cur;
-  auto flush = [&] {
-    if (cur.empty()) return;
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(cur, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != cur.size() || v < INT32_MIN || v > INT32_MAX) throw Error("--decode: '" + cur + "' is not a token id");
-    ids.push_back(int32_t(v));
-    cur.clear();
-  };
-  for (char c : text) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']')
-      flush();
-    else
-      cur += c;
-  }
-  flush();
-  return ids;
-}
+std::vector<int32_t> parse_ids(const std::string& text) { return parse_token_id_list(text, "--decode"); }
 
 std::vector<int32_t> ids_from_json(const json::Value& v, const std::string& what) {
   std::vector<int32_t> ids;

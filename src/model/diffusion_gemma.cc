@@ -189,7 +189,7 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   exec_.tap(prefix + ".top_k_index", idx);
   exec_.tap(prefix + ".top_k_weights", wts);
   Tensor& xe = op.norm("pre_feedforward_layernorm_2", x1, &W.pre_feedforward_layernorm_2, eps);
-  Tensor& moe = op.run(OpKind::kMoeExperts, "experts", {&xe, &idx, &wts}, {&W.experts_gate_up, &W.experts_down});
+  Tensor& moe = routed_experts(layer_exec, li, pass, op.step, xe, idx, wts);
   Tensor& h2 = op.norm("post_feedforward_layernorm_2", moe, &W.post_feedforward_layernorm_2, eps);
 
   Tensor& hs = op.add("ffn_sum", h1, h2);
@@ -200,6 +200,36 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
   // Swapped, not copied: the slot takes the old residual (rewritten by the
   // next layer), and a device-resident x moves without a host copy.
   std::swap(x, op.run(OpKind::kScale, "layer_scalar", {&x2}, {&s}));
+}
+
+// The routed experts; for an observer that asks (OpObserver::wants_expert_inputs)
+// also their inputs, tapped per layer: what the gate/up projections see (xe,
+// [M, H]) and what each (token, slot) feeds its expert's down projection
+// ([M, k, I], the op's second output). PTQ calibration reads these
+// (docs/formats.md §3.5).
+Tensor& DiffusionGemma::routed_experts(Executor& ex, int li, Pass pass, int step, const Tensor& xe, const Tensor& idx,
+                                       const Tensor& wts) {
+  const LayerWeights& W = weights_.layers[size_t(li)];
+  OpSite op{ex, li, pass, step, workspace_};
+  OpObserver* obs = exec_.observer();
+  if (!obs || !obs->wants_expert_inputs())
+    return op.run(OpKind::kMoeExperts, "experts", {&xe, &idx, &wts}, {&W.experts_gate_up, &W.experts_down});
+  Tensor& out = workspace_.slot("experts");
+  Tensor& down_in = workspace_.slot("experts.down_input");
+  OpCall c;
+  c.kind = OpKind::kMoeExperts;
+  c.site = "experts";
+  c.layer = li;
+  c.pass = pass;
+  c.step = step;
+  c.in = {&xe, &idx, &wts};
+  c.w = {&W.experts_gate_up, &W.experts_down};
+  c.out = {&out, &down_in};
+  ex.run(c);
+  const std::string prefix = std::string(pass_name(pass)) + ".experts." + std::to_string(li);
+  exec_.tap(prefix + ".input", xe);
+  exec_.tap(prefix + ".down_input", down_in);
+  return out;
 }
 
 Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const Tensor& q, const Tensor& k,
@@ -268,8 +298,8 @@ void DiffusionGemma::run_layers(Pass pass, Tensor& x, const Tensor& pos) {
 }
 
 // Encoder pass (docs/model.md §2.2): causal over the new tokens, appends to the cache.
-void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
-  if (ids_in.empty()) return;
+// The encoder's input rows: the scaled embedding of the prompt.
+Tensor& DiffusionGemma::encoder_embedding(const std::vector<int32_t>& ids_in) {
   const int64_t n = int64_t(ids_in.size());
   Tensor ids = Tensor::i32({n});
   for (int64_t k = 0; k < n; ++k) {
@@ -280,13 +310,20 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
     // Image placeholders become pad before the lookup (docs/model.md §2.2).
     ids.i[size_t(k)] = (id == config_.image_token_id) ? int32_t(config_.pad_token_id) : id;
   }
+  OpSite op{exec_, -1, Pass::kEncoder, 0, workspace_};
+  Tensor& x = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, embedding_attrs());
+  exec_.tap("encoder.embeddings", x);
+  return x;
+}
+
+void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
+  if (ids_in.empty()) return;
+  const int64_t n = int64_t(ids_in.size());
+  Tensor& x = encoder_embedding(ids_in);
   decoder_step_ = 0;
   processed_valid_ = false;
   Tensor pos = positions_tensor(cache_.length, n);
   OpSite op{exec_, -1, Pass::kEncoder, 0, workspace_};
-  const OpAttrs ea = embedding_attrs();
-  Tensor& x = op.run(OpKind::kEmbedding, "embed_tokens", {&ids}, {&weights_.embed}, ea);
-  exec_.tap("encoder.embeddings", x);
   run_layers(Pass::kEncoder, x, pos);
   cache_.length += n;
   // The final norm is not needed for generation; compute it only when

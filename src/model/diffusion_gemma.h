@@ -123,6 +123,7 @@ class DiffusionGemma : public DiffusionModel {
   int decoder_step() const { return decoder_step_; }
 
  private:
+  friend class LayerwiseRunner;  // one layer at a time (model/layerwise_runner.h)
   DiffusionGemma(ModelConfig config, TensorStore store, std::unique_ptr<Backend> backend, const ModelOptions& options);
   void run_layer(int layer, Pass pass, Tensor& x, const Tensor& positions);
   // The rows of one sequence in a batched decoder pass (decode_batch).
@@ -138,12 +139,17 @@ class DiffusionGemma : public DiffusionModel {
   // of batch_. Returns [rows, Hq·d] in a workspace slot.
   Tensor& attend(Executor& ex, int layer, Pass pass, int step, const Tensor& q, const Tensor& k, const Tensor& v,
                  const Tensor& positions);
+  Tensor& routed_experts(Executor& ex, int layer, Pass pass, int step, const Tensor& xe, const Tensor& idx,
+                         const Tensor& wts);
   // All layers in order with taps, as the layer schedule runs them.
   void run_layers(Pass pass, Tensor& x, const Tensor& positions);
   // Whether this run computes like the reference in bf16 (--precision bf16
   // and bf16-dot) rather than in float32 (fp32, the parity mode; §6.1).
   bool bf16_run() const { return options_.precision == WeightPrecision::kBF16; }
   float embed_scale() const;
+  // The encoder's input rows [n, H] of `ids` (checked; image placeholders
+  // read as pad), in a workspace slot.
+  Tensor& encoder_embedding(const std::vector<int32_t>& ids);
   OpAttrs embedding_attrs() const;
   // The decoder pass up to the (soft-capped) logits [n, vocab], which stay
   // in the workspace (valid until the next pass); `sc`: self-conditioning

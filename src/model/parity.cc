@@ -69,9 +69,9 @@ void take_cache(const KvCache& cache, NamedTensors& out) {
 
 }  // namespace
 
-NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& files) {
+NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& files, bool expert_inputs) {
   NamedTensors out;
-  TapRecorder rec;
+  TapRecorder rec(expert_inputs);
   model.set_observer(&rec);
   struct Reset {
     DiffusionGemma& m;

@@ -15,7 +15,10 @@ namespace dgemma {
 
 using NamedTensors = std::map<std::string, Tensor>;
 
-NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& input_files);
+// expert_inputs: also what each layer's routed experts are fed
+// ("<pass>.experts.<i>.input" [1,T,H], ".down_input" [1,T,k,I]).
+NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& input_files,
+                               bool expert_inputs = false);
 
 // Writes F32 tensors as F32 and I32 tensors as I64 (the golden dtype of ids).
 void write_named_tensors(const std::string& path, const NamedTensors& tensors);

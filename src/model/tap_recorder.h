@@ -10,6 +10,10 @@ namespace dgemma {
 
 class TapRecorder : public OpObserver {
  public:
+  // expert_inputs: also the taps of what the routed experts are fed
+  // (OpObserver::wants_expert_inputs).
+  explicit TapRecorder(bool expert_inputs = false) : expert_inputs_(expert_inputs) {}
+  bool wants_expert_inputs() const override { return expert_inputs_; }
   void on_tap(std::string_view name, const Tensor& t) override { taps_[std::string(name)] = t; }
   const std::map<std::string, Tensor>& taps() const { return taps_; }
   const Tensor* find(const std::string& name) const {
@@ -19,6 +23,7 @@ class TapRecorder : public OpObserver {
   void clear() { taps_.clear(); }
 
  private:
+  bool expert_inputs_;
   std::map<std::string, Tensor> taps_;
 };
 

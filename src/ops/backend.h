@@ -62,6 +62,10 @@ class Backend {
   // Worker threads of the host that the caller may use between passes (the
   // CPU backend's pool, idle then); null when the backend has none.
   virtual ThreadPool* host_pool() { return nullptr; }
+  // Forgets the copies this backend made of weights it was given (a CPU's
+  // packed panels, a device's uploads); they are made again when used. For
+  // callers that visit the weights once each (layer-by-layer calibration).
+  virtual void release_weight_copies() {}
 
   // Statistics, for tools that measure a backend without knowing which it
   // is. A backend with memory of its own counts what crosses the bus;
@@ -84,6 +88,10 @@ class OpObserver {
   // Named intermediate tensors of the model (golden naming, e.g.
   // "decoder.layer_out.3"), emitted at the points the reference defines.
   virtual void on_tap(std::string_view /*name*/, const Tensor& /*t*/) {}
+  // Whether the model should also tap what its routed experts are fed
+  // ("<pass>.experts.<layer>.input" and ".down_input", docs/model.md §1.5):
+  // the second output of moe_experts, computed only when someone asks.
+  virtual bool wants_expert_inputs() const { return false; }
 };
 
 class Executor {

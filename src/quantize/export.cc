@@ -145,8 +145,16 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
   if (o.format == ExportFormat::kNvfp4Experts && (o.quantize_embeddings || o.quantize_router))
     throw Error(
         "nvfp4-experts quantizes the routed experts only (docs/formats.md §3.1); embeddings and router stay BF16");
+  if (o.expert_inputs && o.format != ExportFormat::kNvfp4Experts)
+    throw Error(std::string(export_format_name(o.format)) +
+                " has no activation parameters to calibrate (docs/formats.md §3.5); calibration feeds nvfp4-experts");
   const std::string config_path = (fs::path(in_dir) / "config.json").string();
   const ModelConfig config = load_model_config(config_path);
+  if (o.expert_inputs &&
+      (o.expert_inputs->num_layers != config.num_layers || o.expert_inputs->num_experts != config.num_experts))
+    throw Error(in_dir + ": the calibrated ranges cover " + std::to_string(o.expert_inputs->num_layers) +
+                " layers of " + std::to_string(o.expert_inputs->num_experts) + " experts, the checkpoint has " +
+                std::to_string(config.num_layers) + " of " + std::to_string(config.num_experts));
   const TensorStore store = TensorStore::open_dir(in_dir);
   if (auto q = detect_quantization(store))
     throw Error(in_dir + " is already quantized (" + std::string(checkpoint_quant_name(q->kind)) + ", " + q->source +

@@ -17,8 +17,9 @@
 //                  an expert share it) and input_scale; everything else stays
 //                  as stored. Writes hf_quant_config.json and
 //                  config.json quantization_config (quant_method "modelopt").
-//                  No calibration data: input_scale is 1.0 (a W4A4 engine then
-//                  represents activation blocks with amax in [0.012, 2688]).
+//                  With calibrated expert input ranges (calibrate/, §3.5) it
+//                  is W4A4 ("NVFP4", input_scale = amax / 2688); without,
+//                  the weight-only "W4A16_NVFP4" with no input_scale.
 //   mlx4           MLX affine with mlx-vlm's DiffusionGemma recipe (§4.4):
 //                  attention and dense MLP 8-bit, experts and self-conditioning
 //                  4-bit, group 64 (32 where 64 does not divide a row);
@@ -40,6 +41,7 @@
 #include <string>
 #include <string_view>
 
+#include "quantize/expert_activation_ranges.h"
 #include "quantize/quantized_weight.h"
 
 namespace dgemma {
@@ -72,6 +74,13 @@ struct ExportOptions {
   bool quantize_router = false;
   bool nf4_double_quant = true;
   int threads = 0;  // quantizer threads (0: every hardware thread; quantizers.h)
+  // nvfp4-experts: the calibrated input ranges of the routed experts
+  // (docs/formats.md §3.5); null: the weight-only variant. Not owned.
+  const ExpertActivationRanges* expert_inputs = nullptr;
+  // Each expert its own input_scale from the tokens routed to it (experts no
+  // token reached take their layer's), rather than one per layer and
+  // projection shared by all experts as ModelOpt writes (docs/formats.md §3.5).
+  bool per_expert_input_scales = false;
   // Called after each input tensor (bytes of input processed so far, total).
   std::function<void(uint64_t done, uint64_t total, const std::string& tensor)> progress;
 };

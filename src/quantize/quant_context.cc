@@ -92,9 +92,11 @@ void parse_modelopt(QuantContext& q, const json::Value* qc, const std::string& q
     add_patterns(qc->find("ignore"), qc_where + ".ignore");
     if (q.source.empty()) q.source = qc_where;
   }
-  if (!algo.empty() && algo != "NVFP4" && algo != "MIXED_PRECISION")
+  // W4A16_NVFP4 is the weight-only variant: the same weight tensors, no
+  // activation scales (docs/formats.md §3.4).
+  if (!algo.empty() && algo != "NVFP4" && algo != "W4A16_NVFP4" && algo != "MIXED_PRECISION")
     throw Error(algo_where + ": quantization algorithm \"" + algo +
-                "\" is not supported (this engine reads ModelOpt NVFP4, docs/formats.md §3)");
+                "\" is not supported (this engine reads ModelOpt NVFP4 and W4A16_NVFP4, docs/formats.md §3)");
   if (q.group_size != 16)
     throw Error(q.source + ": group_size " + std::to_string(q.group_size) + " is not supported (NVFP4 uses 16)");
   q.quant_algo = algo;

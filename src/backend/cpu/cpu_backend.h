@@ -58,6 +58,7 @@ class CpuBackend : public Backend {
   void run(const OpCall& call) override;
   ThreadPool& pool() { return *pool_; }
   ThreadPool* host_pool() override { return pool_.get(); }
+  void release_weight_copies() override { clear_packed_weights(); }
 
   // The dispatch level in use (after clamping), and its kernels: the dense,
   // int8-dot and quantized paths alike (backend/cpu/cpu_levels.h).
