@@ -33,10 +33,14 @@ class Checker {
     where += ", " + std::string(pass_name(c_.pass)) + " pass";
     throw Error("op " + where + ": " + why);
   }
-  void counts(size_t nin, size_t nw, size_t nout) const {
-    if (c_.in.size() != nin || c_.w.size() != nw || c_.out.size() != nout)
-      fail("expected " + std::to_string(nin) + " inputs, " + std::to_string(nw) + " weights, " + std::to_string(nout) +
-           " outputs");
+  void counts(size_t nin, size_t nw, size_t nout) const { counts(nin, nw, nout, nout); }
+  // An op with optional outputs: nout_min..nout_max of them.
+  void counts(size_t nin, size_t nw, size_t nout_min, size_t nout_max) const {
+    if (c_.in.size() != nin || c_.w.size() != nw || c_.out.size() < nout_min || c_.out.size() > nout_max)
+      fail("expected " + std::to_string(nin) + " inputs, " + std::to_string(nw) + " weights, " +
+           std::to_string(nout_min) + (nout_max == nout_min ? "" : " or " + std::to_string(nout_max)) +
+           " outputs, got " + std::to_string(c_.in.size()) + ", " + std::to_string(c_.w.size()) + ", " +
+           std::to_string(c_.out.size()));
     for (const Tensor* t : c_.in)
       if (!t) fail("null input");
     for (Tensor* t : c_.out)
@@ -182,10 +186,12 @@ void check_router_topk(Checker& k, const OpCall& c) {
 }
 
 void check_moe_experts(Checker& k, const OpCall& c) {
-  k.counts(3, 2, 1);
+  k.counts(3, 2, 1, 2);  // out[1]: the down projections' inputs (optional)
+  if (c.out.size() == 2 && c.out[0] == c.out[1]) k.fail("outputs 0 and 1 alias");
   k.dtype(*c.in[0], DType::kF32, "x");
   k.rank(*c.in[0], 2, "x");
   k.dtype(*c.in[1], DType::kI32, "expert indices");
+  k.rank(*c.in[1], 2, "expert indices");
   k.dtype(*c.in[2], DType::kF32, "expert weights");
   if (c.in[1]->shape != c.in[2]->shape || c.in[1]->dim(0) != c.in[0]->dim(0)) k.fail("indices/weights shape mismatch");
   if (!c.w[0] || c.w[0]->shape.size() != 3 || !c.w[1] || c.w[1]->shape.size() != 3)
@@ -199,6 +205,7 @@ void check_moe_experts(Checker& k, const OpCall& c) {
     for (int32_t e : c.in[1]->i)
       if (e < 0 || e >= E) k.fail("expert index " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
   k.out_f32(0, c.in[0]->shape);
+  if (c.out.size() == 2) k.out_f32(1, {c.in[0]->dim(0), c.in[1]->dim(1), I2 / 2});
 }
 
 void check_two_same_shape(Checker& k, const OpCall& c) {

@@ -24,6 +24,13 @@
 //                                                                    §1.5)
 //   moe_experts     in: x[M,H], idx[M,k], weight[M,k]   w: gate_up[E,2I,H], down[E,H,I]
 //                                                                    out: [M,H] = Σ weight·down(gelu(gate)·up)
+//                                                                    [, act[M,k,I]]
+//                   One or two outputs. The optional second is the input of each routed expert's
+//                   down projection: act[m,j,:] = gelu_tanh(gate_e·x_m) ⊙ (up_e·x_m), e = idx[m,j],
+//                   in fp32 as the op computes it, before the rounding or quantization a product
+//                   mode applies to the down product's input (bf16-dot, int8-dot). Output 0 is
+//                   bit-identical with or without it; a backend copies it out only when asked
+//                   (PTQ calibration of the experts' activation scales, docs/formats.md §3).
 //   gelu_glu        in: gate[M,I], up[M,I]                           out: gelu_tanh(gate)·up
 //   add             in: a, b (same shape)                            out: a + b
 //   scale           in: x                   w: s[1]                  out: s·x

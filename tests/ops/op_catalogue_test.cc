@@ -396,9 +396,13 @@ struct OpCase {
   std::string name;
   Build build;
   std::vector<Tol> tol = {Tol{}};  // per output (the last one repeats)
+  int outputs = 0;                 // 0: the op's fixed count; moe_experts: 1, or 2 with its activations
 };
 
-int outputs_of(OpKind kind) { return kind == OpKind::kRouterTopk ? 2 : kind == OpKind::kSample ? 4 : 1; }
+int outputs_of(const OpCase& row, OpKind kind) {
+  if (row.outputs > 0) return row.outputs;
+  return kind == OpKind::kRouterTopk ? 2 : kind == OpKind::kSample ? 4 : 1;
+}
 
 const std::vector<OpCase>& catalogue() {
   using AM = AttentionMask;
@@ -477,6 +481,15 @@ const std::vector<OpCase>& catalogue() {
       {"moe_experts_bf16_M1_H64_I32_E4_k2", moe_experts(1, 64, 32, 4, 2, plain(DType::kBF16))},
       {"moe_experts_repeated_expert_M3_H16_I8_E3_k2", moe_experts(3, 16, 8, 3, 2, plain(DType::kF32), true)},
       {"moe_experts_M0", moe_experts(0, 16, 8, 3, 2, plain(DType::kF32))},
+      // moe_experts with its second output, the down projections' inputs
+      // (ops/op.h), on the device's paths: fp32, bf16 tensor cores, FP8,
+      // int8 (an NF4 row on cuda:int8-dot), and the CPU's grouped GEMMs and
+      // quantized experts.
+      {"moe_experts_acts_f32_M6_H40_I24_E5_k2", moe_experts(6, 40, 24, 5, 2, plain(DType::kF32)), {Tol{}}, 2},
+      {"moe_experts_acts_bf16_M13_H33_I20_E6_k3", moe_experts(13, 33, 20, 6, 3, plain(DType::kBF16)), {Tol{}}, 2},
+      {"moe_experts_acts_nf4_dq_M5_H64_I64_E4_k2", moe_experts(5, 64, 64, 4, 2, quant(kNf4Dq)), {Tol{}}, 2},
+      {"moe_experts_acts_fp8_channel_M5_H64_I64_E4_k2", moe_experts(5, 64, 64, 4, 2, quant(kFp8Channel)), {Tol{}}, 2},
+      {"moe_experts_acts_M0", moe_experts(0, 16, 8, 3, 2, plain(DType::kF32)), {Tol{}}, 2},
       // moe_experts over every quantization scheme
       {"moe_experts_nf4_dq_M5_H64_I64_E4_k2", moe_experts(5, 64, 64, 4, 2, quant(kNf4Dq))},
       {"moe_experts_nvfp4_M5_H64_I64_E4_k2", moe_experts(5, 64, 64, 4, 2, quant(kNvfp4))},
@@ -683,7 +696,7 @@ TEST_P(OpCatalogue, MatchesTheScalarReference) {
   Built b;
   Rng rng(seed_of(row.name));
   row.build(b, rng);
-  const int nout = outputs_of(b.call.kind);
+  const int nout = outputs_of(row, b.call.kind);
   std::vector<Tensor> want(static_cast<size_t>(nout)), got(static_cast<size_t>(nout));
   OpCall ref_call = b.call, target_call = b.call;
   for (int k = 0; k < nout; ++k) {

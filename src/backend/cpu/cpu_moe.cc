@@ -55,12 +55,14 @@ void router_topk(const OpCall& c, ThreadPool& pool) {
 
 // out[m] = Σ_k weight[m,k] · down_e(gelu_tanh(gate_e·x) ⊙ up_e·x), e = idx[m,k];
 // gate rows 0..I-1 and up rows I..2I-1 of gate_up[e]. Contributions are summed
-// in ascending expert order, as the reference's per-expert loop does.
+// in ascending expert order, as the reference's per-expert loop does. With a
+// second output, act[m, k, :] is the gated activation of slot k (ops/op.h).
 void moe_experts(const OpCall& c, ThreadPool& pool) {
   if (c.w[0]->quant || c.w[1]->quant) return quant_moe_experts(c, pool, cpu_level_kernels(CpuIsa::kScalar));
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];
+  float* acts = c.out.size() > 1 ? c.out[1]->f.data() : nullptr;
   const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), I = gu.shape[1] / 2;
   pool.parallel_for(M, 1, [&](int64_t b, int64_t e) {
     std::vector<float> row(static_cast<size_t>(std::max(H, I))), act(static_cast<size_t>(I)), y(static_cast<size_t>(H));
@@ -82,6 +84,7 @@ void moe_experts(const OpCall& c, ThreadPool& pool) {
           const float u = dot_f32(xr, row.data(), H);
           act[size_t(i)] = gelu_tanh(g) * u;
         }
+        if (acts) std::copy(act.begin(), act.end(), acts + (m * K + k) * I);
         for (int64_t h = 0; h < H; ++h) {
           down.row_f32(ex * H + h, I, row.data());
           y[size_t(h)] = dot_f32(act.data(), row.data(), I);

@@ -5,7 +5,8 @@
 // GEMM, all experts' tiles scheduled together over the pool. Each token's
 // output is the weighted sum of its experts' rows in ascending expert order,
 // as in the reference; within a row only the fp32 summation order of the
-// GEMMs differs from it.
+// GEMMs differs from it. A second output gets each slot's activation row
+// (ops/op.h), copied from the fp32 rows before they are packed for the down GEMM.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -147,6 +148,12 @@ void moe_experts(const OpCall& c, CpuContext& ctx) {
       isa.gelu_glu(g, g + I, act.data() + r * I, I);
     }
   });
+  if (c.out.size() > 1) {
+    float* acts = c.out[1]->f.data();
+    pool.parallel_for(M * K, 16, [&](int64_t b, int64_t e) {
+      for (int64_t s = b; s < e; ++s) std::copy_n(act.data() + int64_t(where[size_t(s)]) * I, I, acts + s * I);
+    });
+  }
   if (dn_pairs)
     a_p.resize(size_t(padded * ik));
   else

@@ -6,7 +6,8 @@
 // is split or copied (docs/model.md §6.3 pitfall 13). Experts run in ascending order, so
 // each token sums its expert outputs in ascending expert order, like the
 // reference. With int8-dot all experts' tiles are scheduled together
-// (int8_dot_grouped_gemm).
+// (int8_dot_grouped_gemm). A second output gets each slot's fp32 activation
+// row (ops/op.h), copied before the down GEMM quantizes it.
 #include <algorithm>
 #include <vector>
 
@@ -26,6 +27,7 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, const CpuLevelKernels&
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
   Tensor& out = *c.out[0];
+  float* acts = c.out.size() > 1 ? c.out[1]->f.data() : nullptr;
   const int64_t M = x.dim(0), H = x.dim(1), K = idx.dim(1), E = gu.shape[0], I = gu.shape[1] / 2;
 
   // (token, weight) pairs per expert, tokens ascending; row_of[m·K + k] is
@@ -33,13 +35,16 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, const CpuLevelKernels&
   std::vector<int64_t> count(size_t(E), 0), start(size_t(E) + 1, 0);
   for (int32_t e : idx.i) ++count[size_t(e)];
   for (int64_t e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
-  std::vector<int64_t> fill(start.begin(), start.end() - 1), row_of(size_t(M * K));
+  // slot_of is row_of's inverse (only for the second output).
+  std::vector<int64_t> fill(start.begin(), start.end() - 1), row_of(size_t(M * K)), slot_of;
   std::vector<int32_t> token(size_t(M * K));
   std::vector<float> weight(size_t(M * K));
+  if (acts) slot_of.resize(size_t(M * K));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
       const size_t e = size_t(idx.i[size_t(m * K + k)]);
       row_of[size_t(m * K + k)] = fill[e];
+      if (acts) slot_of[size_t(fill[e])] = m * K + k;
       token[size_t(fill[e])] = int32_t(m);
       weight[size_t(fill[e]++)] = wts.f[size_t(m * K + k)];
     }
@@ -73,6 +78,10 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, const CpuLevelKernels&
     pool.parallel_for(rows, 16, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) gelu_glu(gg + t * 2 * I, gg + t * 2 * I + I, ag + t * I, I);
     });
+    if (acts)
+      pool.parallel_for(M * K, 16, [&](int64_t b, int64_t e) {
+        for (int64_t s = b; s < e; ++s) std::copy_n(ag + row_of[size_t(s)] * I, I, acts + s * I);
+      });
     int8_dot_grouped_gemm(*level.int8_dot, down, dn_groups, H, ag, rows, yg, H, pool);
     // Each token sums its rows in ascending row order, i.e. experts
     // ascending, as the loop below; tokens in parallel.
@@ -101,6 +110,8 @@ void quant_moe_experts(const OpCall& c, ThreadPool& pool, const CpuLevelKernels&
     quant_gemm(gu, e * 2 * I, 2 * I, xe.data(), n, g.data(), 2 * I, pool, level, dot);
     act.resize(size_t(n * I));
     for (int64_t t = 0; t < n; ++t) gelu_glu(g.data() + t * 2 * I, g.data() + t * 2 * I + I, act.data() + t * I, I);
+    if (acts)
+      for (int64_t t = 0; t < n; ++t) std::copy_n(act.data() + t * I, I, acts + slot_of[size_t(s0 + t)] * I);
     y.resize(size_t(n * H));
     quant_gemm(down, e * H, H, act.data(), n, y.data(), H, pool, level, dot);
     for (int64_t t = 0; t < n; ++t) {

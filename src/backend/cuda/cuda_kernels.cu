@@ -325,6 +325,15 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
   for (int64_t h = threadIdx.x; h < H; h += blockDim.x) out[t * H + h] = src[h];
 }
 
+// out[s, :] = act[row_of[s], :]: the routed rows back in slot order (the
+// second output of moe_experts); NaN for a slot the routing left out
+// (row_of -1: an invalid index, reported by moe_route). One block per s.
+__global__ void gather_slots_kernel(const float* act, const int32_t* row_of, int64_t I, float* out) {
+  const int64_t s = blockIdx.x;
+  const int32_t r = row_of[s];
+  for (int64_t i = threadIdx.x; i < I; i += blockDim.x) out[s * I + i] = r >= 0 ? act[int64_t(r) * I + i] : nan_f32();
+}
+
 // act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] for the [n, 2I] gate/up rows.
 __global__ void glu_split_kernel(const float* g, int64_t n, int64_t I, float* act) {
   for (int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < n * I; q += int64_t(gridDim.x) * blockDim.x) {
@@ -589,6 +598,13 @@ LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_
                                float* out) {
   LaunchShape s;
   if (H > 0 && plan(s, n)) DGEMMA_LAUNCH(gather_rows_kernel, s.grid[0], kBlock, stream)(x, rows, H, out);
+  return s;
+}
+
+LaunchShape launch_gather_slots(cudaStream_t stream, const float* act, const int32_t* row_of, int64_t n, int64_t I,
+                                float* out) {
+  LaunchShape s;
+  if (I > 0 && plan(s, n)) DGEMMA_LAUNCH(gather_slots_kernel, s.grid[0], kBlock, stream)(act, row_of, I, out);
   return s;
 }
 

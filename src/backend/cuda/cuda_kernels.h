@@ -125,6 +125,10 @@ LaunchShape launch_moe_combine(cudaStream_t stream, const float* y, const int32_
 // out[t, :] = x[rows[t], :] for t < n.
 LaunchShape launch_gather_rows(cudaStream_t stream, const float* x, const int32_t* rows, int64_t n, int64_t H,
                                float* out);
+// out[s, :] = act[row_of[s], :] for s < n: expert-ordered rows back in (token, k)
+// slot order; NaN where row_of[s] is -1 (a pair the routing left out).
+LaunchShape launch_gather_slots(cudaStream_t stream, const float* act, const int32_t* row_of, int64_t n, int64_t I,
+                                float* out);
 // act[t, i] = gelu_tanh(g[t, i]) · g[t, I + i] over [n, 2I] gate/up rows;
 LaunchShape launch_glu_split(cudaStream_t stream, const float* g, int64_t n, int64_t I, float* act);
 

@@ -440,6 +440,9 @@ void CudaBackend::Impl::router_topk(const OpCall& c) {
 // the mode checks every op (checker, sync), which validates the routing at
 // once; otherwise an invalid routing (only a faulty router can make one) is
 // left out and reported at the next copy to the host (CudaArena::sticky).
+// A second output gets each (token, k) slot's fp32 activation row, the down
+// product's input before the dot modes round or quantize it (ops/op.h):
+// gathered back from the expert-ordered rows by row_of, only when asked.
 void CudaBackend::Impl::moe_experts(const OpCall& c) {
   const Tensor &x = *c.in[0], &idx = *c.in[1], &wts = *c.in[2];
   const WeightRef &gu = *c.w[0], &down = *c.w[1];
@@ -470,6 +473,12 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
   const void* d_down = weight(down, &dt);
   auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
   auto* out = static_cast<float*>(alloc_output(0));
+  auto* acts = c.out.size() > 1 ? static_cast<float*>(alloc_output(1)) : nullptr;
+  // Slot order from the fp32 activation rows (expert order), when asked.
+  auto slot_acts = [&](const float* act) {
+    if (acts)
+      launched("moe_experts.slot_acts", k::launch_gather_slots(stream, act, d_row, MK, I, acts), {act, d_row, acts});
+  };
   float* y = nullptr;
   // The dot mode over bf16 experts (or FP8 ones with a scale per channel):
   // the tensor-core grouped products on the expert inputs and activations
@@ -490,6 +499,7 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
       const I8Acts ax = quantize_i8(xe, MK, H, "moe_experts.quantize_i8");
       i8_gemm("moe_experts.gate_up_i8", ax, H, d_starts, E, M, gu, d_gu, 2 * I, g);
       launched("moe_experts.glu", k::launch_glu_split(stream, g, MK, I, act), {g, act});
+      slot_acts(act);
       const I8Acts aa = quantize_i8(act, MK, I, "moe_experts.quantize_i8");
       i8_gemm("moe_experts.down_i8", aa, I, d_starts, E, M, down, d_down, H, y);
     } else {
@@ -510,6 +520,11 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
         launched("moe_experts.gate_up_bf16", k::launch_grouped_gemm_bf16(stream, xe, H, d_starts, E, M, w_gu, 2 * I, g),
                  {xe, d_starts, w_gu, g});
       launched("moe_experts.glu_bf16", k::launch_glu_split_bf16(stream, g, MK, I, act), {g, act});
+      if (acts) {  // act holds them rounded to bf16: the same products in fp32
+        auto* act32 = static_cast<float*>(alloc(MK * I * 4, "workspace (expert activations, fp32)", true));
+        launched("moe_experts.glu", k::launch_glu_split(stream, g, MK, I, act32), {g, act32});
+        slot_acts(act32);
+      }
       if (fp8)
         fp8_gemm("moe_experts.down_fp8", act, I, d_starts, E, M, down, H, y);
       else
@@ -528,6 +543,7 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
       launched("moe_experts.gate_up", k::launch_grouped_gemm(stream, xe, H, d_starts, E, M, d_gu, gt, 2 * I, g),
                {xe, d_starts, d_gu, g});
       launched("moe_experts.glu", k::launch_glu_split(stream, g, MK, I, act), {g, act});
+      slot_acts(act);
       launched("moe_experts.down", k::launch_grouped_gemm(stream, act, I, d_starts, E, M, d_down, dt, H, y),
                {act, d_starts, d_down, y});
     } else {
@@ -542,6 +558,11 @@ void CudaBackend::Impl::moe_experts(const OpCall& c) {
                {y, d_idx, d_wts, d_row, out});
   }
   download(0, out);
+  if (acts) {
+    // No hidden units (H = 0): every gate and up product is 0, and so is gelu_tanh(0)·0.
+    if (H == 0) zero(acts, MK * I * 4);
+    download(1, acts);
+  }
 }
 
 void CudaBackend::Impl::elementwise(const OpCall& c) {
