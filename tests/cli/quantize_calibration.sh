@@ -23,29 +23,38 @@ cat >"$TMP/samples.txt" <<'IDS'
 [2, 480, 35, 36, 37, 120, 121, 122, 5, 6]
 IDS
 
-for mode in both:layer both:expert encoder:layer; do
-  passes=${mode%%:*}
-  scales=${mode##*:}
-  out="$TMP/cal-$passes-$scales"
-  if "$BIN" quantize "$GOLDEN" "$out" --format nvfp4-experts --calibrate-ids "$TMP/samples.txt" --calib-seq-len 20 \
-      --calib-passes "$passes" --input-scales "$scales" >"$TMP/q.out" 2>"$TMP/q.err" &&
-      grep -q "peak RSS" "$TMP/q.err"; then
-    ok "calibrated export ($passes passes, $scales scales): $(grep 'calibrate: ' "$TMP/q.err" | head -1)"
+# passes:scales:seq-len:samples. The first is the plain command (defaults:
+# both passes, layer scales, 512 tokens, 512 samples); the last reaches only
+# some experts (3 tokens, top-2 of 8), so unreached experts take their layer's.
+for mode in both:layer:512:512 both:expert:20:3 encoder:layer:20:3 encoder:expert:3:1; do
+  IFS=: read -r passes scales seq count <<<"$mode"
+  out="$TMP/cal-$passes-$scales-$seq"
+  flags=()
+  [ "$mode" = both:layer:512:512 ] || flags=(--calib-seq-len "$seq" --calib-samples "$count"
+    --calib-passes "$passes" --input-scales "$scales")
+  if "$BIN" quantize "$GOLDEN" "$out" --format nvfp4-experts --calibrate-ids "$TMP/samples.txt" "${flags[@]}" \
+      >"$TMP/q.out" 2>"$TMP/q.err" && grep -q "peak RSS" "$TMP/q.err"; then
+    ok "calibrated export ($mode): $(grep 'calibrate: ' "$TMP/q.err" | head -1)"
   else
-    bad "calibrated export ($passes, $scales) failed: $(cat "$TMP/q.err")"
+    bad "calibrated export ($mode) failed: $(cat "$TMP/q.err")"
     continue
   fi
-  mkdir -p "$TMP/check-$passes-$scales"
-  if python3 "$CHECK" "$BIN" "$GOLDEN" "$TMP/samples.txt" 20 "$passes" "$scales" "$out" "$TMP/check-$passes-$scales" \
+  mkdir -p "$out.check"
+  if python3 "$CHECK" "$BIN" "$GOLDEN" "$TMP/samples.txt" "$seq" "$count" "$passes" "$scales" "$out" "$out.check" \
       >"$TMP/check.out" 2>&1; then
-    ok "independent check ($passes, $scales): $(tail -1 "$TMP/check.out")"
+    ok "independent check ($mode): $(tail -1 "$TMP/check.out")"
   else
-    bad "independent check ($passes, $scales): $(head -20 "$TMP/check.out")"
+    bad "independent check ($mode): $(head -20 "$TMP/check.out")"
   fi
 done
+if grep -q "of 32 layer experts reached" "$TMP/check.out" && ! grep -q "(32 of 32" "$TMP/check.out"; then
+  ok "the last case left experts unreached: $(tail -1 "$TMP/check.out")"
+else
+  bad "the last case reached every expert: $(tail -1 "$TMP/check.out")"
+fi
 
 # The W4A4 schema ModelOpt writes for nvfp4_experts_only (docs/formats.md §3.4).
-if python3 - "$TMP/cal-both-layer" <<'PY'
+if python3 - "$TMP/cal-both-layer-512" <<'PY'
 import json, sys
 d = sys.argv[1]
 hq = json.load(open(d + "/hf_quant_config.json"))
@@ -60,11 +69,11 @@ ok = (hq["producer"]["name"] == "modelopt" and q["quant_algo"] == "NVFP4" and q[
 sys.exit(0 if ok else 1)
 PY
 then ok "W4A4 configs: quant_algo NVFP4, input_activations group 16, the calibration set recorded"
-else bad "W4A4 configs: $(cat "$TMP/cal-both-layer/hf_quant_config.json")"; fi
+else bad "W4A4 configs: $(cat "$TMP/cal-both-layer-512/hf_quant_config.json")"; fi
 
 # The calibrated export loads and generates.
-if "$BIN" generate -m "$TMP/cal-both-layer" --prompt-ids 2,17,45,301 --seed 1 --json >"$TMP/g.json" 2>"$TMP/g.err" &&
-    python3 -c "import json,sys; d=json.load(open('$TMP/g.json')); sys.exit(0 if len(d['tokens']) > 0 else 1)"; then
+if "$BIN" generate -m "$TMP/cal-both-layer-512" --prompt-ids 2,17,45,301 --seed 1 --json >"$TMP/g.json" 2>"$TMP/g.err" &&
+    python3 -c "import json,sys; d=json.load(open('$TMP/g.json')); sys.exit(0 if len(d['sequences'][0]) > 0 else 1)"; then
   ok "the calibrated export generates"
 else
   bad "generate on the calibrated export: $(cat "$TMP/g.err" "$TMP/g.json" | head -c 600)"
@@ -91,6 +100,45 @@ if "$BIN" forward -m "$TMP/w4a16" --inputs "$GOLDEN/cases/encoder_long.safetenso
 else
   bad "forward on the weight-only export: $(cat "$TMP/wf.err")"
 fi
+
+# Texts (JSON lines) on the built-in default model, tokenized with its
+# tokenizer.json: the recorded set is the ids `dgemma tokenize` gives the same
+# texts (with <bos>), or the chat prompt ids with --calib-chat.
+"$BIN" run -p "hello" --n-predict 1 -q >/dev/null 2>"$TMP/r.err" || bad "default model: $(cat "$TMP/r.err")"
+DEFAULT="$DGEMMA_CACHE/default-model-v1"
+printf '{"text": "The quick brown fox jumps over the lazy dog."}\n\n{"text": "Calibration reads what the experts see.", "id": 2}\n' \
+  >"$TMP/texts.jsonl"
+sha_of() {  # sha_of FILE_OF_ID_LINES
+  python3 -c "
+import hashlib, struct, sys
+h = hashlib.sha256()
+for line in open(sys.argv[1]):
+    ids = [int(t) for t in line.split()]
+    h.update(struct.pack('<i', len(ids)) + struct.pack('<%di' % len(ids), *ids))
+print(h.hexdigest())" "$1"
+}
+recorded_sha() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['producer']['calibration']['sha256'])" "$1"; }
+"$BIN" tokenize -m "$DEFAULT" --add-special "The quick brown fox jumps over the lazy dog." >"$TMP/t.ids"
+"$BIN" tokenize -m "$DEFAULT" --add-special "Calibration reads what the experts see." >>"$TMP/t.ids"
+if "$BIN" quantize "$DEFAULT" "$TMP/text" --format nvfp4-experts --calibrate "$TMP/texts.jsonl" -q 2>"$TMP/t.err" &&
+    [ "$(recorded_sha "$TMP/text/hf_quant_config.json")" = "$(sha_of "$TMP/t.ids")" ]; then
+  ok "--calibrate JSON lines: the set recorded is the tokenized texts ($(wc -l <"$TMP/t.ids") samples)"
+else
+  bad "--calibrate JSON lines: $(cat "$TMP/t.err") $(recorded_sha "$TMP/text/hf_quant_config.json") vs $(sha_of "$TMP/t.ids")"
+fi
+for t in "The quick brown fox jumps over the lazy dog." "Calibration reads what the experts see."; do
+  python3 -c "import json,sys; print(json.dumps([{'role': 'user', 'content': sys.argv[1]}]))" "$t" |
+    "$BIN" tokenize -m "$DEFAULT" --chat
+done >"$TMP/c.ids"
+if "$BIN" quantize "$DEFAULT" "$TMP/chat" --format nvfp4-experts --calibrate "$TMP/texts.jsonl" --calib-chat -q \
+    2>"$TMP/c.err" && [ "$(recorded_sha "$TMP/chat/hf_quant_config.json")" = "$(sha_of "$TMP/c.ids")" ]; then
+  ok "--calibrate --calib-chat: the set recorded is the chat prompts' ids"
+else
+  bad "--calib-chat: $(cat "$TMP/c.err") $(recorded_sha "$TMP/chat/hf_quant_config.json") vs $(sha_of "$TMP/c.ids")"
+fi
+printf '{"text": "ok"}\n{"body": "no text"}\n' >"$TMP/bad.jsonl"
+expect_error "a JSON line without text" "bad.jsonl:2: the object has no \"text\" field" \
+  "$BIN" quantize "$DEFAULT" "$TMP/e0" --format nvfp4-experts --calibrate "$TMP/bad.jsonl" -q
 
 # Bad input: clear errors naming the file, line and value.
 printf '2 17 45\n2 9999 3\n' >"$TMP/bad_id.txt"

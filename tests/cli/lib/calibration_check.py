@@ -7,7 +7,7 @@ canvas), takes the absolute maxima of the tapped expert inputs over the tokens
 routed to each expert, and compares every exported input_scale with
 amax / (6 * 448) computed in float32, bit for bit.
 
-usage: calibration_check.py DGEMMA MODEL SAMPLES SEQ_LEN PASSES SCALES OUT TMP
+usage: calibration_check.py DGEMMA MODEL SAMPLES SEQ_LEN COUNT PASSES SCALES OUT TMP
   PASSES: encoder | decoder | both    SCALES: layer | expert
 Prints one line per check; exits 1 on any failure.
 """
@@ -80,8 +80,8 @@ def f32(x):
 
 
 def main():
-    dgemma, model, samples_file, seq_len, passes, scales, out, tmp = sys.argv[1:9]
-    seq_len = int(seq_len)
+    dgemma, model, samples_file, seq_len, count, passes, scales, out, tmp = sys.argv[1:10]
+    seq_len, count = int(seq_len), int(count)
     cfg = json.load(open(os.path.join(model, "config.json")))
     text = cfg.get("text_config", cfg)
     L, E, K = text["num_hidden_layers"], text["num_experts"], text["top_k_experts"]
@@ -89,8 +89,8 @@ def main():
 
     samples = []
     for line in open(samples_file):
-        ids = [int(t) for t in line.replace(",", " ").split()]
-        if ids:
+        ids = [int(t) for t in line.replace(",", " ").replace("[", " ").replace("]", " ").split()]
+        if ids and len(samples) < count:
             samples.append(ids[:seq_len])
 
     gu = [[0.0] * E for _ in range(L)]
