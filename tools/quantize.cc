@@ -94,6 +94,11 @@ int run_quantize(const Args& args) {
   p.add_bool("--quantize-embeddings", &embeddings, "also quantize embed_tokens (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--quantize-router", &router, "also quantize router.proj (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--no-double-quant", &no_double_quant, "nf4: keep absmax in fp32");
+  std::string kv_cache = "fp8-cast";
+  p.add_choice("--kv-cache", &kv_cache,
+               "nvfp4-experts: the KV cache the config declares for serving engines: fp8-cast (FP8 with a constant "
+               "scale, hf_ptq's default) or none",
+               {"fp8-cast", "none"}, "KIND");
   p.add_bool("-q,--quiet", &quiet, "no progress output");
   p.add_bool("--force", &force,
              "write into an OUT that already holds files, replacing those the export writes (the others stay)");
@@ -126,6 +131,7 @@ int run_quantize(const Args& args) {
   o.quantize_router = router;
   o.nf4_double_quant = !no_double_quant;
   o.threads = int(calib.threads);
+  o.kv_cache_fp8 = kv_cache == "fp8-cast";
   Progress progress;
   if (!quiet)
     o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };

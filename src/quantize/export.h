@@ -81,6 +81,10 @@ struct ExportOptions {
   // token reached take their layer's), rather than one per layer and
   // projection shared by all experts as ModelOpt writes (docs/formats.md §3.5).
   bool per_expert_input_scales = false;
+  // nvfp4-experts: declare the KV cache FP8 with a constant scale, as
+  // hf_ptq's default --kv_cache_qformat fp8_cast does (no scale tensors;
+  // docs/formats.md §3.4). A serving engine then keeps its KV cache in FP8.
+  bool kv_cache_fp8 = true;
   // Called after each input tensor (bytes of input processed so far, total).
   std::function<void(uint64_t done, uint64_t total, const std::string& tensor)> progress;
 };

@@ -110,7 +110,10 @@ class Nvfp4ExpertsWriter : public FormatWriter {
     }
     json::Value hq = json::Object{};
     hq.set("quant_algo", algo);
-    hq.set("kv_cache_quant_algo", nullptr);
+    if (o_.kv_cache_fp8)
+      hq.set("kv_cache_quant_algo", "FP8");
+    else
+      hq.set("kv_cache_quant_algo", nullptr);
     hq.set("group_size", 16);
     hq.set("exclude_modules", exclude);
     json::Value hf = json::Object{};
@@ -132,6 +135,13 @@ class Nvfp4ExpertsWriter : public FormatWriter {
     q.set("config_groups", groups);
     q.set("ignore", exclude);
     q.set("quant_algo", algo);
+    if (o_.kv_cache_fp8) {
+      json::Value kv = json::Object{};
+      kv.set("dynamic", false);
+      kv.set("num_bits", 8);
+      kv.set("type", "float");
+      q.set("kv_cache_scheme", kv);
+    }
     q.set("producer", producer);
     q.set("quant_method", "modelopt");
     cfg.set("quantization_config", q);

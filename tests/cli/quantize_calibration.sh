@@ -65,10 +65,11 @@ ok = (hq["producer"]["name"] == "modelopt" and q["quant_algo"] == "NVFP4" and q[
       "*router*" in q["exclude_modules"] and "*self_conditioning*" in q["exclude_modules"] and
       cfg["quant_method"] == "modelopt" and cfg["quant_algo"] == "NVFP4" and
       cfg["config_groups"]["group_0"] == {"input_activations": scheme, "weights": scheme, "targets": ["Linear"]} and
-      cfg["ignore"] == q["exclude_modules"] and hq["producer"]["calibration"]["passes"] == "encoder+decoder")
+      cfg["ignore"] == q["exclude_modules"] and hq["producer"]["calibration"]["passes"] == "encoder+decoder" and
+      q["kv_cache_quant_algo"] == "FP8" and cfg["kv_cache_scheme"] == {"dynamic": False, "num_bits": 8, "type": "float"})
 sys.exit(0 if ok else 1)
 PY
-then ok "W4A4 configs: quant_algo NVFP4, input_activations group 16, the calibration set recorded"
+then ok "W4A4 configs: quant_algo NVFP4, input_activations group 16, FP8 KV cast, the calibration set recorded"
 else bad "W4A4 configs: $(cat "$TMP/cal-both-layer-512/hf_quant_config.json")"; fi
 
 # The calibrated export loads and generates.
@@ -80,7 +81,7 @@ else
 fi
 
 # Without calibration: the weight-only variant, no activation scale anywhere.
-if "$BIN" quantize "$GOLDEN" "$TMP/w4a16" --format nvfp4-experts >/dev/null 2>"$TMP/w.err" &&
+if "$BIN" quantize "$GOLDEN" "$TMP/w4a16" --format nvfp4-experts --kv-cache none >/dev/null 2>"$TMP/w.err" &&
     grep -q "W4A16_NVFP4" "$TMP/w.err" && python3 - "$TMP/w4a16" <<'PY'
 import json, struct, sys
 d = sys.argv[1]
@@ -88,12 +89,14 @@ hq = json.load(open(d + "/hf_quant_config.json"))
 cfg = json.load(open(d + "/config.json"))["quantization_config"]
 with open(d + "/model.safetensors", "rb") as f:
     header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+scheme = {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16}
 ok = (hq["quantization"]["quant_algo"] == "W4A16_NVFP4" and cfg["quant_algo"] == "W4A16_NVFP4" and
-      "input_activations" not in cfg["config_groups"]["group_0"] and
+      cfg["config_groups"]["group_0"] == {"weights": scheme, "targets": ["Linear"]} and
+      hq["quantization"]["kv_cache_quant_algo"] is None and "kv_cache_scheme" not in cfg and
       not any(k.endswith(".input_scale") for k in header) and any(k.endswith(".weight_scale_2") for k in header))
 sys.exit(0 if ok else 1)
 PY
-then ok "no --calibrate: W4A16_NVFP4, no input_scale, no input_activations"
+then ok "no --calibrate: W4A16_NVFP4, no input_scale, no input_activations; --kv-cache none: no KV scheme"
 else bad "no --calibrate: $(cat "$TMP/w.err" "$TMP/w4a16/hf_quant_config.json" | head -c 800)"; fi
 if "$BIN" forward -m "$TMP/w4a16" --inputs "$GOLDEN/cases/encoder_long.safetensors" --out "$TMP/w.st" 2>"$TMP/wf.err"; then
   ok "the weight-only export loads (forward runs)"
