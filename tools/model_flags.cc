@@ -47,7 +47,9 @@ void ModelFlags::add_to(FlagParser& p) {
                    ". Embeddings, norms and router stay as stored",
                "MODE");
   p.add_string("--backend", &backend,
-               "where the ops run: cpu, cuda (cuda:N for device N), or inject:OP:LAYER:PASS:STEP:KIND (the CPU "
+               "where the ops run: cpu, cuda (cuda:N for device N), opencl (opencl:P.D for platform P's device D, as "
+               "`dgemma devices` lists them; a first part: not every op runs there yet), or "
+               "inject:OP:LAYER:PASS:STEP:KIND (the CPU "
                "with one injected fault, for testing). The per-step sampler (temperature, entropy, argmax, draw) "
                "runs there too, where the logits are; only its per-position results come back to the host, which "
                "decides what each step accepts",

@@ -4,10 +4,21 @@
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
+#if DGEMMA_HAVE_OPENCL
+#include "backend/opencl/opencl_backend.h"
+#endif
 #include "dgemma/error.h"
 #include "backend/cpu/cpu_backend.h"
 
 namespace dgemma {
+
+namespace {
+#if DGEMMA_HAVE_OPENCL
+const char* const kAvailable = "cpu, opencl, opencl:P.D, inject:OP:LAYER:PASS:STEP:KIND";
+#else
+const char* const kAvailable = "cpu, inject:OP:LAYER:PASS:STEP:KIND";
+#endif
+}  // namespace
 
 std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
   if (spec == "cpu") return std::make_unique<CpuBackend>(threads);
@@ -28,10 +39,23 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
 #else
     throw Error("backend '" + spec +
                 "': this build of dgemma has no CUDA backend (it is built when CMake finds "
-                "nvcc; see DGEMMA_CUDA) (available: cpu, inject:OP:LAYER:PASS:STEP:KIND)");
+                "nvcc; see DGEMMA_CUDA) (available: " +
+                kAvailable + ")");
 #endif
   }
-  throw Error("unknown backend '" + spec + "' (available: cpu, inject:OP:LAYER:PASS:STEP:KIND)");
+  if (spec == "opencl" || spec.rfind("opencl:", 0) == 0) {
+#if DGEMMA_HAVE_OPENCL
+    // "opencl" (the first GPU, else the first device), "opencl:P.D", "opencl:P.D,debug"
+    // (docs/opencl.md §2); the device is found and the kernels built here.
+    return std::make_unique<OpenClBackend>(parse_opencl_spec(spec));
+#else
+    throw Error("backend '" + spec +
+                "': this build of dgemma has no OpenCL backend (it is built when CMake finds the OpenCL headers "
+                "and ICD loader; see DGEMMA_OPENCL) (available: " +
+                kAvailable + ")");
+#endif
+  }
+  throw Error("unknown backend '" + spec + "' (available: " + kAvailable + ")");
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, bool bf16_dot, bool int8_dot) {
@@ -43,8 +67,8 @@ std::unique_ptr<Backend> make_cpu_backend(int threads, bool bf16_dot, bool int8_
 }
 
 std::string with_device_option(const std::string& spec, const std::string& option) {
-  if (spec == "cuda") return spec + ":" + option;
-  if (spec.rfind("cuda:", 0) == 0) return spec + "," + option;
+  if (spec == "cuda" || spec == "opencl") return spec + ":" + option;
+  if (spec.rfind("cuda:", 0) == 0 || spec.rfind("opencl:", 0) == 0) return spec + "," + option;
   return spec;
 }
 

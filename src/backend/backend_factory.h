@@ -1,7 +1,7 @@
 #pragma once
 // Backends by name: "cpu", "inject:OP:LAYER:PASS:STEP:KIND" (the CPU backend
 // with one injected fault), "cuda" (when built with CUDA and a device is
-// present).
+// present), "opencl", "opencl:P.D" (when built with OpenCL, docs/opencl.md §2).
 #include <memory>
 #include <string>
 
@@ -16,8 +16,9 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads = 0);
 // for callers that should not depend on the CPU backend's own header.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0, bool bf16_dot = false, bool int8_dot = false);
 
-// Adds a CUDA option ("sync", "debug") to a backend name: "cuda" becomes
-// "cuda:sync", "cuda:1" becomes "cuda:1,sync". Other backends run every op
+// Adds a device option ("sync", "debug") to a backend name: "cuda" becomes
+// "cuda:sync", "cuda:1" becomes "cuda:1,sync", "opencl:0.0" becomes
+// "opencl:0.0,sync" (OpenCL takes both as debug). Other backends run every op
 // synchronously on the host and have no device buffers to guard, so their
 // names are returned unchanged.
 std::string with_device_option(const std::string& spec, const std::string& option);

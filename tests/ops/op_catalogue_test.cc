@@ -8,7 +8,8 @@
 // inputs, weights and attributes from a small seeded RNG; a backend
 // parameter is a name and how to make it. A target that refuses a call
 // (Backend::supports) skips it with its reason, a level or a device this
-// machine lacks skips every row with the reason.
+// machine lacks skips every row with the reason. The OpenCL target runs on
+// the first PoCL device (CI's), made once per process (docs/opencl.md §5).
 //
 // Tolerances, per row and per mode, are those of the existing tests:
 //  * integer outputs (indices, argmax, draws) exactly, and rows whose ops
@@ -54,6 +55,9 @@
 
 #if DGEMMA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#endif
+#if DGEMMA_HAVE_OPENCL
+#include "backend/opencl/opencl_backend.h"
 #endif
 
 namespace dgemma {
@@ -528,6 +532,7 @@ struct Target {
   const char* spec = "";  // cuda: make_backend's name
   CpuIsa isa = CpuIsa::kScalar;
   bool bf16_dot = false, int8_dot = false;  // the modes asked for (cuda: int8-dot implies bf16-dot)
+  bool opencl = false;                      // the first PoCL device (else the default OpenCL device)
 };
 
 void PrintTo(const Target& t, std::ostream* os) { *os << t.name; }
@@ -544,6 +549,7 @@ const std::vector<Target>& targets() {
       {"cuda", true, "cuda"},
       {"cuda_bf16_dot", true, "cuda:bf16-dot", CpuIsa::kScalar, true, false},
       {"cuda_int8_dot", true, "cuda:int8-dot", CpuIsa::kScalar, true, true},
+      {"opencl", false, "", CpuIsa::kScalar, false, false, true},
   };
   return all;
 }
@@ -551,7 +557,7 @@ const std::vector<Target>& targets() {
 // The target's backend and its effective modes, or null with the reason it
 // is not available here.
 struct Made {
-  std::unique_ptr<Backend> backend;
+  std::shared_ptr<Backend> backend;
   bool bf16_dot = false, int8_dot = false;
   std::string why_not;
 };
@@ -561,8 +567,45 @@ std::string this_cpu() {
   return brand.empty() ? std::string("this CPU") : "this CPU (" + brand + ")";
 }
 
+#if DGEMMA_HAVE_OPENCL
+// One OpenCL backend per process: creating one builds the kernel program,
+// which PoCL compiles with LLVM (its cache under ~/.cache/pocl makes the later
+// processes quick). The first PoCL device, where CI has one; else the default.
+std::shared_ptr<Backend> opencl_backend(std::string* why) {
+  static std::shared_ptr<Backend> made;
+  static std::string failure;
+  if (made || !failure.empty()) {
+    *why = failure;
+    return made;
+  }
+  std::vector<OpenClDeviceInfo> devices = opencl_devices(&failure);
+  if (devices.empty()) {
+    *why = failure;
+    return nullptr;
+  }
+  OpenClBackendOptions o;
+  for (const OpenClDeviceInfo& d : devices)
+    if (d.platform_name.find("Portable Computing Language") != std::string::npos) {
+      o.platform = d.platform;
+      o.device = d.device;
+      break;
+    }
+  made = std::make_shared<OpenClBackend>(o);
+  return made;
+}
+#endif
+
 Made make_target(const Target& t) {
   Made m;
+  if (t.opencl) {
+#if DGEMMA_HAVE_OPENCL
+    m.backend = opencl_backend(&m.why_not);
+    if (m.backend) m.backend->reset_traffic();
+#else
+    m.why_not = "this build has no OpenCL backend (OpenCL not found or DGEMMA_OPENCL=OFF)";
+#endif
+    return m;
+  }
   if (t.cuda) {
 #if DGEMMA_HAVE_CUDA
     if (!cuda_device_available()) {
@@ -720,7 +763,7 @@ TEST_P(OpCatalogue, MatchesTheScalarReference) {
   const bool rounds_bf16 = (made.bf16_dot && (b.call.kind == OpKind::kAttention || bf16_dot_products(b.call))) ||
                            (made.int8_dot && fp8_dot_products(b.call));
   const bool int8 = made.int8_dot && int8_dot_products(b.call);
-  if (target.isa == CpuIsa::kScalar && !target.cuda && !rounds_bf16 && !int8)
+  if (target.isa == CpuIsa::kScalar && !target.cuda && !target.opencl && !rounds_bf16 && !int8)
     GTEST_SKIP() << "the scalar level runs the reference kernels where int8-dot does not apply: nothing to compare";
 
   CpuBackendOptions ro;

@@ -1,0 +1,34 @@
+#pragma once
+// A tensor's data in an OpenCL buffer (core/tensor.h DeviceData): an op's
+// output left on the device (docs/opencl.md §1). It keeps the device's
+// runtime alive and releases the buffer when the last tensor sharing it goes.
+#include <memory>
+
+#include "backend/opencl/cl_runtime.h"
+#include "core/tensor.h"
+
+namespace dgemma::opencl {
+
+class ClDeviceData final : public DeviceData {
+ public:
+  // Takes ownership of `mem` (one reference).
+  ClDeviceData(std::shared_ptr<ClRuntime> runtime, cl_mem mem, size_t bytes)
+      : runtime_(std::move(runtime)), mem_(mem), bytes_(bytes) {}
+  ~ClDeviceData() override {
+    if (mem_) clReleaseMemObject(mem_);
+  }
+  ClDeviceData(const ClDeviceData&) = delete;
+  ClDeviceData& operator=(const ClDeviceData&) = delete;
+
+  const void* owner() const override { return runtime_.get(); }
+  void copy_to_host(Tensor& t) const override;
+  cl_mem mem() const { return mem_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<ClRuntime> runtime_;
+  cl_mem mem_;
+  size_t bytes_;
+};
+
+}  // namespace dgemma::opencl

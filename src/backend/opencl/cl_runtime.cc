@@ -1,0 +1,113 @@
+#include "backend/opencl/cl_runtime.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "dgemma/error.h"
+
+namespace dgemma::opencl {
+
+extern const char kKernelSource[];  // kernels.cl, embedded by cmake/embed_text.cmake
+
+namespace {
+const char* const kSetUp = "setting up the OpenCL backend";
+}
+
+ClRuntime::ClRuntime(const ClDevice& device) : device_(device) {
+  cl_int e = CL_SUCCESS;
+  const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform),
+                                         0};
+  context_ = clCreateContext(props, 1, &device_.device, nullptr, nullptr, &e);
+  cl_check(e, "clCreateContext", kSetUp);
+  queue_ = clCreateCommandQueue(context_, device_.device, 0, &e);
+  if (e != CL_SUCCESS) {
+    clReleaseContext(context_);
+    cl_fail(e, "clCreateCommandQueue", kSetUp);
+  }
+  // The product's square work-group and the norm's reduction fit the device.
+  const int64_t max_wg = std::max<int64_t>(device_.info.max_work_group, 1);
+  tile_ = 16;
+  while (tile_ > 1 && int64_t(tile_) * tile_ > max_wg) tile_ /= 2;
+  norm_group_ = 256;
+  while (norm_group_ > 1 && norm_group_ > max_wg) norm_group_ /= 2;
+  try {
+    build_program();
+  } catch (...) {
+    for (auto& [name, k] : kernels_) clReleaseKernel(k);
+    if (program_) clReleaseProgram(program_);
+    clReleaseCommandQueue(queue_);
+    clReleaseContext(context_);
+    throw;
+  }
+}
+
+ClRuntime::~ClRuntime() {
+  // Best effort, never throwing: outstanding work finishes before release.
+  clFinish(queue_);
+  for (auto& [name, k] : kernels_) clReleaseKernel(k);
+  clReleaseProgram(program_);
+  clReleaseCommandQueue(queue_);
+  clReleaseContext(context_);
+}
+
+void ClRuntime::build_program() {
+  const char* src = kKernelSource;
+  cl_int e = CL_SUCCESS;
+  program_ = clCreateProgramWithSource(context_, 1, &src, nullptr, &e);
+  cl_check(e, "clCreateProgramWithSource", kSetUp);
+  std::string options = "-cl-std=CL1.2 -DTILE=" + std::to_string(tile_) + " -DNORM_WG=" + std::to_string(norm_group_);
+  // Divisions and square roots rounded as the CPU rounds them, where the
+  // device offers it (optional in OpenCL 1.2).
+  const auto fp = device_value<cl_device_fp_config>(device_.device, CL_DEVICE_SINGLE_FP_CONFIG);
+  if (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) options += " -cl-fp32-correctly-rounded-divide-sqrt";
+  e = clBuildProgram(program_, 1, &device_.device, options.c_str(), nullptr, nullptr);
+  if (e != CL_SUCCESS) {
+    std::string log;
+    size_t n = 0;
+    if (clGetProgramBuildInfo(program_, device_.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n) == CL_SUCCESS && n > 0) {
+      std::vector<char> text(n + 1, '\0');
+      if (clGetProgramBuildInfo(program_, device_.device, CL_PROGRAM_BUILD_LOG, n, text.data(), nullptr) == CL_SUCCESS)
+        log = text.data();
+    }
+    throw Error("opencl backend: clBuildProgram failed with " + cl_error_name(e) + " (" + std::to_string(e) +
+                ") building the kernels for " + device_.info.spec + " (" + device_.info.name + ", options '" + options +
+                "'); the driver's build log:\n" + (log.empty() ? std::string("(empty)") : log));
+  }
+}
+
+cl_kernel ClRuntime::kernel(const std::string& name) {
+  auto it = kernels_.find(name);
+  if (it != kernels_.end()) return it->second;
+  cl_int e = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(program_, name.c_str(), &e);
+  cl_check(e, "clCreateKernel", "creating kernel '" + name + "'");
+  kernels_[name] = k;
+  return k;
+}
+
+cl_mem ClRuntime::alloc(size_t bytes, const std::string& where) {
+  cl_int e = CL_SUCCESS;
+  cl_mem m = clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &e);
+  cl_check(e, "clCreateBuffer", where);
+  return m;
+}
+
+void ClRuntime::write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight) {
+  cl_check(clEnqueueWriteBuffer(queue_, dst, CL_TRUE, 0, bytes, src, 0, nullptr, nullptr), "clEnqueueWriteBuffer",
+           where);
+  (weight ? traffic.weight_h2d_bytes : traffic.h2d_bytes) += int64_t(bytes);
+  ++traffic.synchronizations;
+}
+
+void ClRuntime::read(void* dst, cl_mem src, size_t bytes, const std::string& where) {
+  cl_check(clEnqueueReadBuffer(queue_, src, CL_TRUE, 0, bytes, dst, 0, nullptr, nullptr), "clEnqueueReadBuffer", where);
+  traffic.d2h_bytes += int64_t(bytes);
+  ++traffic.synchronizations;
+}
+
+void ClRuntime::finish(const std::string& where) {
+  cl_check(clFinish(queue_), "clFinish", where);
+  ++traffic.synchronizations;
+}
+
+}  // namespace dgemma::opencl

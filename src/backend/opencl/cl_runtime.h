@@ -1,0 +1,52 @@
+#pragma once
+// One OpenCL device as the backend drives it: its context, the in-order
+// command queue, the kernel program built from kernels.cl when the backend is
+// created (docs/opencl.md §3), the kernels by name, and the traffic counts.
+// Shared (std::shared_ptr) by the backend and by every tensor's device data,
+// so that a tensor can be read back after its backend is gone.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backend/opencl/cl_devices.h"
+#include "ops/backend.h"
+
+namespace dgemma::opencl {
+
+class ClRuntime {
+ public:
+  explicit ClRuntime(const ClDevice& device);
+  ~ClRuntime();
+  ClRuntime(const ClRuntime&) = delete;
+  ClRuntime& operator=(const ClRuntime&) = delete;
+
+  const OpenClDeviceInfo& info() const { return device_.info; }
+  cl_context context() const { return context_; }
+  cl_command_queue queue() const { return queue_; }
+  // A kernel of the program; throws naming `name` when it has none.
+  cl_kernel kernel(const std::string& name);
+  int tile() const { return tile_; }
+  int norm_group() const { return norm_group_; }
+
+  // A buffer of `bytes` (> 0) bytes; `where` names the op in errors.
+  cl_mem alloc(size_t bytes, const std::string& where);
+  // Blocking copies between host and device, counted in traffic().
+  void write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight = false);
+  void read(void* dst, cl_mem src, size_t bytes, const std::string& where);
+  // Waits for the queue (counted as a synchronization).
+  void finish(const std::string& where);
+
+  DeviceTraffic traffic;
+
+ private:
+  void build_program();
+
+  ClDevice device_;
+  cl_context context_ = nullptr;
+  cl_command_queue queue_ = nullptr;
+  cl_program program_ = nullptr;
+  std::map<std::string, cl_kernel> kernels_;
+  int tile_ = 16, norm_group_ = 256;
+};
+
+}  // namespace dgemma::opencl

@@ -1,0 +1,68 @@
+#pragma once
+// The OpenCL backend (docs/opencl.md): runs ops of the vocabulary (ops/op.h)
+// on one OpenCL device (an Intel, AMD or NVIDIA GPU, a CPU through PoCL) with
+// portable OpenCL C 1.2 kernels (kernels.cl) that the driver compiles when the
+// backend is created.
+//
+// Like the CUDA backend (docs/cuda.md §1), activations are device-resident:
+// an op's outputs stay in device buffers, attached to their Tensor, when the
+// call allows it (OpCall::device_outputs), and the next op reads them there;
+// host inputs are uploaded for the op. Plain weights (F32, BF16, F16) are
+// uploaded once, in their stored dtype, and cached. What it does not run yet
+// (attention, router_topk, moe_experts, soft_embedding, sample, quantized
+// weights) it refuses through supports() with the reason.
+//
+// No OpenCL types in this header. Not thread-safe: one thread drives one
+// backend.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/opencl/opencl_devices.h"
+#include "ops/backend.h"
+
+namespace dgemma {
+
+struct OpenClBackendOptions {
+  int platform = -1, device = -1;  // -1: the default device (the first GPU, else the first device)
+  // `debug` (spec option "debug", or "sync" as for CUDA): wait for the device
+  // after every op, so that a fault is reported at the op that caused it.
+  bool debug = false;
+};
+
+// Parses "opencl", "opencl:P.D", "opencl:P.D,debug", "opencl:debug"; throws
+// dgemma::Error naming the spec and what is wrong.
+OpenClBackendOptions parse_opencl_spec(const std::string& spec);
+
+class OpenClBackend : public Backend {
+ public:
+  // Creates the context and builds the kernels; throws dgemma::Error when the
+  // device does not exist (naming the ones that do) or the build fails (with
+  // the driver's log).
+  explicit OpenClBackend(OpenClBackendOptions options = {});
+  ~OpenClBackend() override;
+  OpenClBackend(const OpenClBackend&) = delete;
+  OpenClBackend& operator=(const OpenClBackend&) = delete;
+
+  std::string name() const override;  // "opencl:P.D"
+  void run(const OpCall& call) override;
+  // Refuses the ops not yet on OpenCL, quantized weights, and plain weights
+  // of a dtype other than F32, BF16 and F16.
+  bool supports(const OpCall& call, std::string* why = nullptr) const override;
+  bool supports_device_outputs() const override { return true; }
+  void release_weight_copies() override;
+  std::optional<DeviceTraffic> device_traffic() const override;
+  void reset_traffic() override;
+
+  const OpenClDeviceInfo& device() const;
+  const OpenClBackendOptions& options() const { return options_; }
+  // Bytes of weights resident on the device.
+  int64_t cached_weight_bytes() const;
+
+ private:
+  struct Impl;
+  OpenClBackendOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dgemma
