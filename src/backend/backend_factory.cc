@@ -66,6 +66,14 @@ std::unique_ptr<Backend> make_cpu_backend(int threads, bool bf16_dot, bool int8_
   return std::make_unique<CpuBackend>(options);
 }
 
+int cuda_devices_in_this_build() {
+#if DGEMMA_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return -1;
+#endif
+}
+
 std::string with_device_option(const std::string& spec, const std::string& option) {
   if (spec == "cuda" || spec == "opencl") return spec + ":" + option;
   if (spec.rfind("cuda:", 0) == 0 || spec.rfind("opencl:", 0) == 0) return spec + "," + option;

@@ -16,6 +16,12 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads = 0);
 // for callers that should not depend on the CPU backend's own header.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0, bool bf16_dot = false, bool int8_dot = false);
 
+// The CUDA devices this build can use: their count (cuda_backend.h
+// cuda_device_count, taken in a child process), or -1 when this build has no
+// CUDA backend. For `dgemma devices`, which the CUDA backend's own header is
+// not a layer of.
+int cuda_devices_in_this_build();
+
 // Adds a device option ("sync", "debug") to a backend name: "cuda" becomes
 // "cuda:sync", "cuda:1" becomes "cuda:1,sync", "opencl:0.0" becomes
 // "opencl:0.0,sync" (OpenCL takes both as debug). Other backends run every op

@@ -25,6 +25,8 @@ OpenClBackendOptions parse_opencl_spec(const std::string& spec) {
   if (spec == "opencl") return o;
   if (spec.rfind("opencl:", 0) != 0) throw Error("backend '" + spec + "' is not an OpenCL backend name");
   std::string_view rest = std::string_view(spec).substr(7);
+  if (rest.empty())
+    throw Error("backend '" + spec + "': nothing after 'opencl:' (opencl:P.D selects platform P's device D)");
   while (!rest.empty()) {
     const size_t cut = rest.find(',');
     const std::string_view item = rest.substr(0, cut);
