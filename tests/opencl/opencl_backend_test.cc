@@ -23,6 +23,7 @@
 
 #if DGEMMA_HAVE_OPENCL
 #include "backend/opencl/cl_api.h"
+#include "backend/opencl/cl_runtime.h"
 #include "backend/opencl/opencl_backend.h"
 #endif
 
@@ -99,6 +100,16 @@ TEST(OpenClDevices, SelectsByIndexAndNamesWhatExists) {
   EXPECT_NE(e.find("does not exist"), std::string::npos) << e;
   for (const OpenClDeviceInfo& d : devices) EXPECT_NE(e.find(d.spec + " (" + d.name), std::string::npos) << e;
   EXPECT_NE(error_of([] { make_backend("opencl:99.0"); }).find("does not exist"), std::string::npos);
+
+  // A program that does not compile: the error carries the driver's build log,
+  // which names what is wrong.
+  const opencl::ClDevice dev = opencl::find_device(last.platform, last.device, last.spec);
+  const std::string build = error_of([&] {
+    opencl::ClRuntime bad_program(dev, "__kernel void broken(__global float* x) { x[0] = no_such_name; }\n");
+  });
+  EXPECT_NE(build.find("clBuildProgram failed with CL_BUILD_PROGRAM_FAILURE (-11)"), std::string::npos) << build;
+  EXPECT_NE(build.find("the driver's build log:"), std::string::npos) << build;
+  EXPECT_NE(build.find("no_such_name"), std::string::npos) << build;
 }
 
 // rms_norm (bf16 weight) then linear (f32 weight), as the model chains them:

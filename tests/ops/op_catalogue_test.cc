@@ -600,7 +600,6 @@ Made make_target(const Target& t) {
   if (t.opencl) {
 #if DGEMMA_HAVE_OPENCL
     m.backend = opencl_backend(&m.why_not);
-    if (m.backend) m.backend->reset_traffic();
 #else
     m.why_not = "this build has no OpenCL backend (OpenCL not found or DGEMMA_OPENCL=OFF)";
 #endif

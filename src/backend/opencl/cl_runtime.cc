@@ -13,7 +13,7 @@ namespace {
 const char* const kSetUp = "setting up the OpenCL backend";
 }
 
-ClRuntime::ClRuntime(const ClDevice& device) : device_(device) {
+ClRuntime::ClRuntime(const ClDevice& device, const char* source) : device_(device) {
   cl_int e = CL_SUCCESS;
   const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform),
                                          0};
@@ -31,7 +31,7 @@ ClRuntime::ClRuntime(const ClDevice& device) : device_(device) {
   norm_group_ = 256;
   while (norm_group_ > 1 && norm_group_ > max_wg) norm_group_ /= 2;
   try {
-    build_program();
+    build_program(source ? source : kKernelSource);
   } catch (...) {
     for (auto& [name, k] : kernels_) clReleaseKernel(k);
     if (program_) clReleaseProgram(program_);
@@ -50,8 +50,7 @@ ClRuntime::~ClRuntime() {
   clReleaseContext(context_);
 }
 
-void ClRuntime::build_program() {
-  const char* src = kKernelSource;
+void ClRuntime::build_program(const char* src) {
   cl_int e = CL_SUCCESS;
   program_ = clCreateProgramWithSource(context_, 1, &src, nullptr, &e);
   cl_check(e, "clCreateProgramWithSource", kSetUp);

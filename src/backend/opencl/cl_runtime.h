@@ -15,7 +15,9 @@ namespace dgemma::opencl {
 
 class ClRuntime {
  public:
-  explicit ClRuntime(const ClDevice& device);
+  // Builds the kernels of kernels.cl, or of `source` when given (tests of the
+  // build-failure report).
+  explicit ClRuntime(const ClDevice& device, const char* source = nullptr);
   ~ClRuntime();
   ClRuntime(const ClRuntime&) = delete;
   ClRuntime& operator=(const ClRuntime&) = delete;
@@ -39,7 +41,7 @@ class ClRuntime {
   DeviceTraffic traffic;
 
  private:
-  void build_program();
+  void build_program(const char* source);
 
   ClDevice device_;
   cl_context context_ = nullptr;

@@ -35,8 +35,8 @@ EMBEDDING(f16)
 // rms_norm (docs/model.md §1.2): x · (mean(x²) + eps)^(-1/2) · w, one work-group
 // per row; the sum of squares is reduced in local memory.
 #define RMS_NORM(T)                                                                                              \
-  __kernel void rms_norm_##T(__global const float* x, __global const WTYPE_##T* w, int has_w,                  \
-                             __global float* out, int D, float eps) {                                          \
+  __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void rms_norm_##T(                             \
+      __global const float* x, __global const WTYPE_##T* w, int has_w, __global float* out, int D, float eps) {  \
     __local float part[NORM_WG];                                                                               \
     const int l = get_local_id(0);                                                                             \
     const size_t r = get_group_id(0);                                                                          \
