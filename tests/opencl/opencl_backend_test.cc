@@ -236,6 +236,29 @@ TEST(OpenClBackend, RefusesWhatItDoesNotRunYet) {
   }
 }
 
+// Token ids the host holds are checked before the launch, with the CPU's
+// error; ids left on the device by an earlier op are not read back for it.
+TEST(OpenClBackend, EmbeddingChecksTheIdsTheHostHolds) {
+  REQUIRE_OPENCL_DEVICE(devices);
+  std::unique_ptr<Backend> cl = make_backend("opencl");
+  std::vector<float> table(5 * 3);
+  for (size_t k = 0; k < table.size(); ++k) table[k] = float(k);
+  WeightRef w{"embed_tokens", DType::kF32, {5, 3}, table.data(), nullptr};
+  Tensor ids = Tensor::i32({2}), out;
+  ids.i = {4, 5};
+  OpCall emb;
+  emb.kind = OpKind::kEmbedding;
+  emb.in = {&ids};
+  emb.w = {&w};
+  emb.out = {&out};
+  emb.attrs.scale = 2.0f;
+  EXPECT_EQ(error_of([&] { Executor(*cl).run(emb); }), "embedding: token id 5 is out of range [0, 5)");
+  ids.i = {4, 0};
+  Executor(*cl).run(emb);
+  out.ensure_host();
+  EXPECT_EQ(out.f, (std::vector<float>{24, 26, 28, 0, 2, 4}));
+}
+
 #else
 
 TEST(OpenClBackend, NotBuilt) { GTEST_SKIP() << "this build has no OpenCL backend (DGEMMA_OPENCL)"; }

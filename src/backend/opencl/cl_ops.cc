@@ -22,9 +22,10 @@ std::string typed(const std::string& base, DType dt) {
   }
 }
 
-// Element counts and sizes passed to kernels as `int`.
+// Element counts and sizes passed to kernels as `int`, with room for the
+// work-items that round a launch up to whole work-groups.
 int as_int(int64_t v, const char* what, const ClOp& op) {
-  if (v < 0 || v > INT_MAX)
+  if (v < 0 || v > INT_MAX - 4096)
     throw Error("opencl backend: " + std::string(what) + " " + std::to_string(v) +
                 " exceeds the kernels' int range in " + op.where());
   return int(v);
