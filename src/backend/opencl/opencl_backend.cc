@@ -66,7 +66,7 @@ std::string OpenClBackend::name() const { return impl_->runtime->info().spec; }
 
 const OpenClDeviceInfo& OpenClBackend::device() const { return impl_->runtime->info(); }
 
-bool OpenClBackend::supports(const OpCall& call, std::string* why) const {
+bool opencl_supports(const OpCall& call, std::string* why) {
   auto refuse = [&](std::string reason) {
     if (why) *why = std::move(reason);
     return false;
@@ -82,6 +82,8 @@ bool OpenClBackend::supports(const OpCall& call, std::string* why) const {
   }
   return true;
 }
+
+bool OpenClBackend::supports(const OpCall& call, std::string* why) const { return opencl_supports(call, why); }
 
 void OpenClBackend::run(const OpCall& call) {
   std::string why;

@@ -34,6 +34,11 @@ struct OpenClBackendOptions {
 // dgemma::Error naming the spec and what is wrong.
 OpenClBackendOptions parse_opencl_spec(const std::string& spec);
 
+// What OpenClBackend::supports answers, which depends on no device: the ops
+// not yet on OpenCL, quantized weights, and plain weights of a dtype other
+// than F32, BF16 and F16 are refused, with the reason in `why`.
+bool opencl_supports(const OpCall& call, std::string* why = nullptr);
+
 class OpenClBackend : public Backend {
  public:
   // Creates the context and builds the kernels; throws dgemma::Error when the
@@ -46,8 +51,7 @@ class OpenClBackend : public Backend {
 
   std::string name() const override;  // "opencl:P.D"
   void run(const OpCall& call) override;
-  // Refuses the ops not yet on OpenCL, quantized weights, and plain weights
-  // of a dtype other than F32, BF16 and F16.
+  // opencl_supports(call, why).
   bool supports(const OpCall& call, std::string* why = nullptr) const override;
   bool supports_device_outputs() const override { return true; }
   void release_weight_copies() override;
