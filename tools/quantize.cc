@@ -114,8 +114,15 @@ int run_quantize(const Args& args) {
                      " has no activation parameters to calibrate; --calibrate applies to nvfp4-experts");
   if (!force) check_output_is_free(p.positional()[1]);
   ExportOptions o;
+  o.format = *f;
+  o.quantize_embeddings = embeddings;
+  o.quantize_router = router;
+  o.nf4_double_quant = !no_double_quant;
+  o.threads = int(calib.threads);
+  o.kv_cache_fp8 = kv_cache == "fp8-cast";
   std::optional<ExpertActivationRanges> ranges;
   if (calib.wanted()) {
+    check_export_input(p.positional()[0], o);  // before the calibration's hours, not after
     std::filesystem::create_directories(p.positional()[1]);
     ranges = run_calibration(p.positional()[0], p.positional()[1], calib, quiet);
     o.expert_inputs = &*ranges;
@@ -126,12 +133,6 @@ int run_quantize(const Args& args) {
                  "quantize: no --calibrate: writing the weight-only variant W4A16_NVFP4 (activations stay bf16); "
                  "give --calibrate FILE for W4A4 NVFP4\n");
   }
-  o.format = *f;
-  o.quantize_embeddings = embeddings;
-  o.quantize_router = router;
-  o.nf4_double_quant = !no_double_quant;
-  o.threads = int(calib.threads);
-  o.kv_cache_fp8 = kv_cache == "fp8-cast";
   Progress progress;
   if (!quiet)
     o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };

@@ -141,10 +141,18 @@ std::string_view export_format_name(ExportFormat f) { return export_format_info(
 
 std::string export_format_names() { return name_list(kExportFormats); }
 
-ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& o) {
+void check_export_input(const std::string& in_dir, const ExportOptions& o) {
   if (o.format == ExportFormat::kNvfp4Experts && (o.quantize_embeddings || o.quantize_router))
     throw Error(
         "nvfp4-experts quantizes the routed experts only (docs/formats.md §3.1); embeddings and router stay BF16");
+  load_model_config((fs::path(in_dir) / "config.json").string());
+  if (auto q = detect_quantization(TensorStore::open_dir(in_dir)))
+    throw Error(in_dir + " is already quantized (" + std::string(checkpoint_quant_name(q->kind)) + ", " + q->source +
+                "); dgemma quantize needs a BF16/F16/F32 checkpoint");
+}
+
+ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& o) {
+  check_export_input(in_dir, o);
   if (o.expert_inputs && o.format != ExportFormat::kNvfp4Experts)
     throw Error(std::string(export_format_name(o.format)) +
                 " has no activation parameters to calibrate (docs/formats.md §3.5); calibration feeds nvfp4-experts");
@@ -156,9 +164,6 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
                 " layers of " + std::to_string(o.expert_inputs->num_experts) + " experts, the checkpoint has " +
                 std::to_string(config.num_layers) + " of " + std::to_string(config.num_experts));
   const TensorStore store = TensorStore::open_dir(in_dir);
-  if (auto q = detect_quantization(store))
-    throw Error(in_dir + " is already quantized (" + std::string(checkpoint_quant_name(q->kind)) + ", " + q->source +
-                "); dgemma quantize needs a BF16/F16/F32 checkpoint");
   prepare_out_dir(in_dir, out_dir);
 
   const std::vector<ExpectedTensor> expected = expected_tensors(config);

@@ -100,6 +100,12 @@ struct ExportReport {
 // non-weight files of the input (tokenizer, generation config, ...).
 ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& options);
 
+// What export_quantized checks of its input before writing anything (the
+// folder's config, that its weights are not quantized already, and that the
+// options fit the format); throws dgemma::Error naming the problem. For
+// callers with a long step before the export (calibration).
+void check_export_input(const std::string& in_dir, const ExportOptions& options);
+
 // Writes a plain F32 checkpoint of the weights as this engine binds them
 // from `in_dir` (quantized or not), dequantized (quantize/quantized_weight.h):
 // the reference a quantized model is compared with. Vision tensors are not

@@ -143,6 +143,12 @@ printf '{"text": "ok"}\n{"body": "no text"}\n' >"$TMP/bad.jsonl"
 expect_error "a JSON line without text" "bad.jsonl:2: the object has no \"text\" field" \
   "$BIN" quantize "$DEFAULT" "$TMP/e0" --format nvfp4-experts --calibrate "$TMP/bad.jsonl" -q
 
+# A quantized input is refused before the calibration runs, not after.
+expect_error "a quantized input" "is already quantized" \
+  "$BIN" quantize "$TMP/w4a16" "$TMP/e7" --format nvfp4-experts --calibrate-ids "$TMP/samples.txt"
+if ! grep -q "calibrate: " "$TMP/err"; then ok "a quantized input: refused before any calibration"
+else bad "a quantized input: the calibration ran first: $(cat "$TMP/err")"; fi
+
 # Bad input: clear errors naming the file, line and value.
 printf '2 17 45\n2 9999 3\n' >"$TMP/bad_id.txt"
 expect_error "an id outside the vocabulary" "bad_id.txt:2: token id 9999" \
