@@ -131,6 +131,7 @@ ExpertActivationRanges run_calibration(const std::string& in_dir, const std::str
   ExpertActivationRanges r = calibrate_expert_inputs(*model, samples, o);
   r.sha256 = calibration_set_sha256(samples);
   r.passes = o.encoder && o.decoder ? "encoder+decoder" : (o.encoder ? "encoder" : "decoder");
+  r.precision = f.precision;
   return r;
 }
 

@@ -19,7 +19,8 @@ struct ExpertActivationRanges {
   // The calibration set, recorded with the export (docs/formats.md §3.5).
   std::string sha256;  // calibration_set_sha256 (calibrate/calibration_samples.h)
   int64_t samples = 0, max_seq_len = 0, tokens = 0;
-  std::string passes;  // "encoder", "decoder" or "encoder+decoder"
+  std::string passes;     // "encoder", "decoder" or "encoder+decoder"
+  std::string precision;  // the calibration's arithmetic: "fp32" or "bf16"
 
   size_t at(int64_t layer, int64_t expert) const { return size_t(layer * num_experts + expert); }
   void resize(int64_t layers, int64_t experts) {

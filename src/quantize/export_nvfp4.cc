@@ -103,6 +103,7 @@ class Nvfp4ExpertsWriter : public FormatWriter {
       set.set("max_seq_len", r.max_seq_len);
       set.set("tokens", r.tokens);
       set.set("passes", r.passes);
+      if (!r.precision.empty()) set.set("precision", r.precision);
       set.set("input_scales", o_.per_expert_input_scales ? "per-expert" : "per-layer");
       producer.set("calibration", set);
     } else {

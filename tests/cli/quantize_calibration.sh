@@ -66,6 +66,7 @@ ok = (hq["producer"]["name"] == "modelopt" and q["quant_algo"] == "NVFP4" and q[
       cfg["quant_method"] == "modelopt" and cfg["quant_algo"] == "NVFP4" and
       cfg["config_groups"]["group_0"] == {"input_activations": scheme, "weights": scheme, "targets": ["Linear"]} and
       cfg["ignore"] == q["exclude_modules"] and hq["producer"]["calibration"]["passes"] == "encoder+decoder" and
+      hq["producer"]["calibration"]["precision"] == "fp32" and
       q["kv_cache_quant_algo"] == "FP8" and cfg["kv_cache_scheme"] == {"dynamic": False, "num_bits": 8, "type": "float"})
 sys.exit(0 if ok else 1)
 PY
