@@ -99,7 +99,9 @@ ExpertActivationRanges run_calibration(const std::string& in_dir, const std::str
   std::vector<std::vector<int32_t>> raw =
       f.ids.empty() ? tokenize_texts(f.texts, resolve_tokenizer_path(f.tokenizer, in_dir), f.chat)
                     : read_calibration_ids(read_text_file(f.ids), f.ids, cfg.vocab_size);
-  for (size_t s = 0; s < raw.size(); ++s)
+  // Ids read from a file were checked by their reader; a tokenizer may know
+  // more tokens than the model.
+  for (size_t s = 0; f.ids.empty() && s < raw.size(); ++s)
     for (int32_t id : raw[s])
       if (id < 0 || id >= cfg.vocab_size)
         throw Error(file + ": sample " + std::to_string(s + 1) + " has token id " + std::to_string(id) +
@@ -115,13 +117,10 @@ ExpertActivationRanges run_calibration(const std::string& in_dir, const std::str
   const bool disk = f.states == "disk" || (f.states == "auto" && avail > 0 && state_bytes > avail / 4);
   if (disk) o.scratch_dir = scratch_dir;
   if (!quiet) {
-    std::fprintf(stderr, "calibrate: %zu samples, %lld tokens, passes %s; hidden states %.1f MiB %s\n", samples.size(),
-                 static_cast<long long>([&] {
-                   int64_t n = 0;
-                   for (const auto& s : samples) n += int64_t(s.size());
-                   return n;
-                 }()),
-                 f.passes.c_str(), double(state_bytes) / double(1 << 20), disk ? "on disk" : "in memory");
+    size_t tokens = 0;
+    for (const auto& s : samples) tokens += s.size();
+    std::fprintf(stderr, "calibrate: %zu samples, %zu tokens, passes %s; hidden states %.1f MiB %s\n", samples.size(),
+                 tokens, f.passes.c_str(), double(state_bytes) / double(1 << 20), disk ? "on disk" : "in memory");
     o.progress = [&](int layer, size_t sample) {
       if (sample + 1 != samples.size()) return;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

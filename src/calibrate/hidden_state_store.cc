@@ -27,12 +27,6 @@ void transfer(bool write, int fd, const std::string& path, char* data, uint64_t 
 
 }  // namespace
 
-uint64_t HiddenStateStore::bytes_for(const std::vector<int64_t>& rows, int64_t width) {
-  uint64_t n = 0;
-  for (int64_t r : rows) n += uint64_t(r) * uint64_t(width);
-  return n * 4;
-}
-
 HiddenStateStore::HiddenStateStore(std::vector<int64_t> rows, int64_t width, const std::string& scratch_dir)
     : rows_(std::move(rows)), width_(width) {
   for (int64_t r : rows_) {

@@ -26,8 +26,6 @@ class HiddenStateStore {
   Tensor get(size_t i) const;
   bool on_disk() const { return fd_ >= 0; }
   uint64_t bytes() const { return total_ * 4; }
-  // Bytes of hidden states for these sequences (to choose where they go).
-  static uint64_t bytes_for(const std::vector<int64_t>& rows, int64_t width);
 
  private:
   void check(size_t i) const;

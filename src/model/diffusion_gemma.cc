@@ -173,17 +173,8 @@ void DiffusionGemma::run_layer(int li, Pass pass, Tensor& x, const Tensor& pos) 
     OpAttrs r;
     r.eps = eps;
     r.top_k = config_.top_k_experts;
-    OpCall c;
-    c.kind = OpKind::kRouterTopk;
-    c.site = "router";
-    c.layer = li;
-    c.pass = pass;
-    c.step = op.step;
-    c.in = {&x1};
-    c.w = {&W.router_scale, &W.router_proj, &W.router_per_expert_scale};
-    c.out = {&idx, &wts};
-    c.attrs = r;
-    layer_exec.run(c);
+    op.run_into(OpKind::kRouterTopk, "router", {&x1}, {&W.router_scale, &W.router_proj, &W.router_per_expert_scale},
+                {&idx, &wts}, r);
   }
   const std::string prefix = std::string(pass_name(pass)) + ".router." + std::to_string(li);
   exec_.tap(prefix + ".top_k_index", idx);
@@ -216,16 +207,8 @@ Tensor& DiffusionGemma::routed_experts(Executor& ex, int li, Pass pass, int step
     return op.run(OpKind::kMoeExperts, "experts", {&xe, &idx, &wts}, {&W.experts_gate_up, &W.experts_down});
   Tensor& out = workspace_.slot("experts");
   Tensor& down_in = workspace_.slot("experts.down_input");
-  OpCall c;
-  c.kind = OpKind::kMoeExperts;
-  c.site = "experts";
-  c.layer = li;
-  c.pass = pass;
-  c.step = step;
-  c.in = {&xe, &idx, &wts};
-  c.w = {&W.experts_gate_up, &W.experts_down};
-  c.out = {&out, &down_in};
-  ex.run(c);
+  op.run_into(OpKind::kMoeExperts, "experts", {&xe, &idx, &wts}, {&W.experts_gate_up, &W.experts_down},
+              {&out, &down_in});
   const std::string prefix = std::string(pass_name(pass)) + ".experts." + std::to_string(li);
   exec_.tap(prefix + ".input", xe);
   exec_.tap(prefix + ".down_input", down_in);
@@ -357,7 +340,7 @@ void DiffusionGemma::decode_n(const int32_t* canvas, int64_t n, const float* sc,
 }
 
 // Decoder pass (docs/model.md §2.3).
-const Tensor& DiffusionGemma::decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc) {
+Tensor DiffusionGemma::canvas_ids(const int32_t* canvas, int64_t n) const {
   const int64_t V = config_.vocab_size;
   Tensor ids = Tensor::i32({n});
   for (int64_t k = 0; k < n; ++k) {
@@ -366,6 +349,11 @@ const Tensor& DiffusionGemma::decode_logits(const int32_t* canvas, int64_t n, co
                   " is out of range [0, " + std::to_string(V) + ")");
     ids.i[size_t(k)] = canvas[k];
   }
+  return ids;
+}
+
+const Tensor& DiffusionGemma::decode_logits(const int32_t* canvas, int64_t n, const Tensor* sc) {
+  Tensor ids = canvas_ids(canvas, n);
   Tensor pos = positions_tensor(cache_.length, n);
   Tensor& x = decoder_input(ids, sc, sc ? n : 0);
   run_layers(Pass::kDecoder, x, pos);

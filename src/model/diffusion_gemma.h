@@ -150,6 +150,8 @@ class DiffusionGemma : public DiffusionModel {
   // The encoder's input rows [n, H] of `ids` (checked; image placeholders
   // read as pad), in a workspace slot.
   Tensor& encoder_embedding(const std::vector<int32_t>& ids);
+  // The canvas as an I32 tensor, every id checked against the vocabulary.
+  Tensor canvas_ids(const int32_t* canvas, int64_t n) const;
   OpAttrs embedding_attrs() const;
   // The decoder pass up to the (soft-capped) logits [n, vocab], which stay
   // in the workspace (valid until the next pass); `sc`: self-conditioning

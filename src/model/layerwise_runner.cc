@@ -24,16 +24,8 @@ Tensor LayerwiseRunner::encoder_input(const std::vector<int32_t>& ids) {
 }
 
 Tensor LayerwiseRunner::decoder_input(const std::vector<int32_t>& canvas) {
-  const int64_t n = int64_t(canvas.size()), V = model_.config_.vocab_size;
-  if (n == 0) throw Error("layerwise run: an empty canvas");
-  Tensor ids = Tensor::i32({n});
-  for (int64_t k = 0; k < n; ++k) {
-    if (canvas[size_t(k)] < 0 || canvas[size_t(k)] >= V)
-      throw Error("layerwise run: canvas token id " + std::to_string(canvas[size_t(k)]) + " at position " +
-                  std::to_string(k) + " is out of range [0, " + std::to_string(V) + ")");
-    ids.i[size_t(k)] = canvas[size_t(k)];
-  }
-  return model_.decoder_input(ids, nullptr, 0);
+  if (canvas.empty()) throw Error("layerwise run: an empty canvas");
+  return model_.decoder_input(model_.canvas_ids(canvas.data(), int64_t(canvas.size())), nullptr, 0);
 }
 
 void LayerwiseRunner::encoder_layer(int layer, Tensor& x) {

@@ -24,6 +24,12 @@ struct OpSite {
   Tensor& run(OpKind kind, std::string_view site, std::vector<const Tensor*> in, std::vector<const WeightRef*> w,
               OpAttrs attrs = {}) {
     Tensor& out = ws.slot(site);
+    run_into(kind, site, std::move(in), std::move(w), {&out}, attrs);
+    return out;
+  }
+  // The same with the outputs given (an op with more than one).
+  void run_into(OpKind kind, std::string_view site, std::vector<const Tensor*> in, std::vector<const WeightRef*> w,
+                std::vector<Tensor*> out, OpAttrs attrs = {}) {
     OpCall c;
     c.kind = kind;
     c.site = site;
@@ -32,10 +38,9 @@ struct OpSite {
     c.step = step;
     c.in = std::move(in);
     c.w = std::move(w);
-    c.out = {&out};
+    c.out = std::move(out);
     c.attrs = attrs;
     ex.run(c);
-    return out;
   }
   Tensor& norm(std::string_view site, const Tensor& x, const WeightRef* w, float eps) {
     OpAttrs a;
