@@ -7,7 +7,7 @@
 
 namespace dgemma::opencl {
 
-extern const char kKernelSource[];  // kernels.cl, embedded by cmake/embed_text.cmake
+extern const char kKernelSource[];  // kernels_*.cl joined, embedded by cmake/embed_text.cmake
 
 namespace {
 const char* const kSetUp = "setting up the OpenCL backend";

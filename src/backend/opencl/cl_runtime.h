@@ -1,6 +1,6 @@
 #pragma once
 // One OpenCL device as the backend drives it: its context, the in-order
-// command queue, the kernel program built from kernels.cl when the backend is
+// command queue, the kernel program built from kernels_*.cl when the backend is
 // created (docs/opencl.md §3), the kernels by name, and the traffic counts.
 // Shared (std::shared_ptr) by the backend and by every tensor's device data,
 // so that a tensor can be read back after its backend is gone.
@@ -15,7 +15,7 @@ namespace dgemma::opencl {
 
 class ClRuntime {
  public:
-  // Builds the kernels of kernels.cl, or of `source` when given (tests of the
+  // Builds the kernels of kernels_*.cl, or of `source` when given (tests of the
   // build-failure report).
   explicit ClRuntime(const ClDevice& device, const char* source = nullptr);
   ~ClRuntime();

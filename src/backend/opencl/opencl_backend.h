@@ -1,7 +1,7 @@
 #pragma once
 // The OpenCL backend (docs/opencl.md): runs ops of the vocabulary (ops/op.h)
 // on one OpenCL device (an Intel, AMD or NVIDIA GPU, a CPU through PoCL) with
-// portable OpenCL C 1.2 kernels (kernels.cl) that the driver compiles when the
+// portable OpenCL C 1.2 kernels (kernels_*.cl) that the driver compiles when the
 // backend is created.
 //
 // Like the CUDA backend (docs/cuda.md §1), activations are device-resident:

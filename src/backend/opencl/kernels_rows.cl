@@ -1,21 +1,5 @@
-// The OpenCL backend's kernels (docs/opencl.md §3): OpenCL C 1.2 without
-// extensions. The host defines, when it builds the program:
-//   TILE      edge of the square work-group of the matrix product (16, or less
-//             where the device's work-groups are smaller)
-//   NORM_WG   work-items of rms_norm's work-group (a power of two)
-// Every kernel computes like the CPU's scalar reference (docs/model.md §1.2-§1.5):
-// fp32 arithmetic in the same order of operations, no contraction into fused
-// multiply-adds (the reference does not contract either).
-#pragma OPENCL FP_CONTRACT OFF
-
-// Weights in their stored dtype: f32, bf16 (the high half of an f32) and f16
-// (vload_half, core OpenCL C: no cl_khr_fp16 needed to read it).
-#define WTYPE_f32 float
-#define WTYPE_bf16 ushort
-#define WTYPE_f16 half
-#define WLOAD_f32(p, i) ((p)[i])
-#define WLOAD_bf16(p, i) as_float(((uint)(p)[i]) << 16)
-#define WLOAD_f16(p, i) vload_half((i), (p))
+// Row-local kernels of the OpenCL backend (docs/opencl.md §3): embedding,
+// rms_norm, rope and the elementwise ops.
 
 // embedding: out[m, h] = table[ids[m], h] * scale, one work-item per element.
 // An id out of [0, V) gives NaN (the host checks ids it holds before the launch).
@@ -56,35 +40,6 @@ EMBEDDING(f16)
 RMS_NORM(f32)
 RMS_NORM(bf16)
 RMS_NORM(f16)
-
-// linear: out[M, N] = x[M, K] · W[N, K]ᵀ, a tiled product through local memory.
-// A TILE×TILE work-group computes a TILE×TILE block of out, one element per
-// work-item; for each slab of TILE columns of K it stages the slab of x's rows
-// and of W's rows (converted to fp32) in local memory, both read along K so
-// that neighbouring work-items read neighbouring addresses. fp32 accumulation.
-// The padding column keeps the column-wise reads of ws off one memory bank.
-#define LINEAR(T)                                                                                                \
-  __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void linear_##T(                               \
-      __global const float* x, __global const WTYPE_##T* w, __global float* out, int M, int N, int K) {         \
-    __local float xs[TILE][TILE + 1];                                                                          \
-    __local float ws[TILE][TILE + 1];                                                                          \
-    const int tx = get_local_id(0), ty = get_local_id(1);                                                      \
-    const int n0 = get_group_id(0) * TILE, m0 = get_group_id(1) * TILE;                                        \
-    const int m = m0 + ty, n = n0 + tx, wn = n0 + ty;                                                          \
-    float acc = 0.0f;                                                                                          \
-    for (int k0 = 0; k0 < K; k0 += TILE) {                                                                     \
-      const int k = k0 + tx;                                                                                   \
-      xs[ty][tx] = (m < M && k < K) ? x[(size_t)m * (size_t)K + (size_t)k] : 0.0f;                             \
-      ws[ty][tx] = (wn < N && k < K) ? WLOAD_##T(w, (size_t)wn * (size_t)K + (size_t)k) : 0.0f;                \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
-      for (int j = 0; j < TILE; ++j) acc += xs[ty][j] * ws[tx][j];                                             \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
-    }                                                                                                          \
-    if (m < M && n < N) out[(size_t)m * (size_t)N + (size_t)n] = acc;                                          \
-  }
-LINEAR(f32)
-LINEAR(bf16)
-LINEAR(f16)
 
 // rope (docs/model.md §1.4): split-half pairs (i, i + d/2) of each head rotated
 // by pos·inv_freq[i] for i < pairs, copied beyond; one work-item per pair.

@@ -1,0 +1,27 @@
+// The matrix product on the device (docs/opencl.md §3), computing like the
+// CPU's scalar reference (src/backend/cpu/cpu_linear.cc).
+#include "backend/opencl/cl_ops.h"
+
+namespace dgemma::opencl {
+
+void run_linear(ClOp& op) {
+  const OpCall& c = op.call();
+  const Tensor& x = *c.in[0];
+  const WeightRef& W = *c.w[0];
+  const int M = as_int(x.dim(0), "rows", op), K = as_int(x.dim(1), "columns", op);
+  const int N = as_int(W.shape[0], "output columns", op);
+  if (M == 0 || N == 0) return;
+  const cl_mem out = op.output(0);
+  if (K == 0) {  // an empty sum
+    const float zero = 0.0f;
+    cl_check(clEnqueueFillBuffer(op.runtime().queue(), out, &zero, sizeof zero, 0, size_t(M) * size_t(N) * 4, 0,
+                                 nullptr, nullptr),
+             "clEnqueueFillBuffer", op.where());
+    return;
+  }
+  const cl_mem in = op.input(0), w = op.weight(0);
+  const size_t tile = size_t(op.runtime().tile());
+  op.launch(typed("linear", W.dtype), {size_t(N), size_t(M)}, {tile, tile}, in, w, out, M, N, K);
+}
+
+}  // namespace dgemma::opencl
