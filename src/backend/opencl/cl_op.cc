@@ -52,6 +52,12 @@ cl_mem ClOp::upload(const void* data, size_t bytes, const std::string& what) {
   return m;
 }
 
+cl_mem ClOp::scratch(size_t bytes, const std::string& what) {
+  cl_mem m = runtime_->alloc(bytes, what + " of " + where_);
+  uploads_.push_back(m);
+  return m;
+}
+
 cl_mem ClOp::output(size_t k) {
   const size_t bytes = size_t(call_.out[k]->numel()) * 4;
   if (bytes == 0) throw Error("opencl backend: internal: output " + std::to_string(k) + " of " + where_ + " is empty");

@@ -34,6 +34,9 @@ class ClOp {
   cl_mem input(size_t k);
   // A buffer holding `bytes` (> 0) bytes of host data, for this op only.
   cl_mem upload(const void* data, size_t bytes, const std::string& what);
+  // An uninitialized buffer of `bytes` (> 0) bytes for this op only (the
+  // kernels' intermediate results), released with the op.
+  cl_mem scratch(size_t bytes, const std::string& what);
   cl_mem weight(size_t k) { return weights_.get(*call_.w[k], where_); }
   // Output k's buffer (its element count must be > 0), attached by finish().
   cl_mem output(size_t k);
@@ -60,7 +63,7 @@ class ClOp {
   WeightCache& weights_;
   const OpCall& call_;
   std::string where_;
-  std::vector<cl_mem> uploads_;  // released with the op (the driver keeps them while kernels read them)
+  std::vector<cl_mem> uploads_;  // uploads and scratch buffers, released with the op (the driver keeps them while kernels read them)
   std::vector<cl_mem> outputs_;  // per output; null until allocated
 };
 
