@@ -29,12 +29,23 @@ class ClRuntime {
   cl_kernel kernel(const std::string& name);
   int tile() const { return tile_; }
   int norm_group() const { return norm_group_; }
+  // Bytes of each guard zone of the debug mode's buffers (cl_guard.h): at
+  // least 256 and a multiple of the device's base address alignment, where a
+  // sub-buffer must start.
+  size_t guard_bytes() const { return guard_bytes_; }
+
+  // The debug mode (docs/opencl.md §4): ClOp allocates the op's buffers with
+  // guard zones, fills fresh outputs with NaN and checks the zones after the
+  // op. Set by the backend from its options (or by a test).
+  bool debug = false;
 
   // A buffer of `bytes` (> 0) bytes; `where` names the op in errors.
   cl_mem alloc(size_t bytes, const std::string& where);
   // Blocking copies between host and device, counted in traffic().
   void write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight = false);
   void read(void* dst, cl_mem src, size_t bytes, const std::string& where);
+  // Reads `bytes` bytes of `src` from `offset` on.
+  void read_at(void* dst, cl_mem src, size_t offset, size_t bytes, const std::string& where);
   // Waits for the queue (counted as a synchronization).
   void finish(const std::string& where);
 
@@ -49,6 +60,7 @@ class ClRuntime {
   cl_program program_ = nullptr;
   std::map<std::string, cl_kernel> kernels_;
   int tile_ = 16, norm_group_ = 256;
+  size_t guard_bytes_ = 256;
 };
 
 }  // namespace dgemma::opencl
