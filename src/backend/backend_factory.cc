@@ -14,16 +14,22 @@ namespace dgemma {
 
 namespace {
 #if DGEMMA_HAVE_OPENCL
-const char* const kAvailable = "cpu, opencl, opencl:P.D, inject:OP:LAYER:PASS:STEP:KIND";
+const char* const kAvailable = "cpu, opencl, opencl:P.D, inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]";
 #else
-const char* const kAvailable = "cpu, inject:OP:LAYER:PASS:STEP:KIND";
+const char* const kAvailable = "cpu, inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]";
 #endif
+
+bool is_opencl_name(const std::string& spec) { return spec == "opencl" || spec.rfind("opencl:", 0) == 0; }
 }  // namespace
 
 std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
   if (spec == "cpu") return std::make_unique<CpuBackend>(threads);
-  if (spec.rfind("inject:", 0) == 0)
-    return std::make_unique<InjectBackend>(std::make_unique<CpuBackend>(threads), parse_inject_spec(spec));
+  if (spec.rfind("inject:", 0) == 0) {
+    InjectSpec inject = parse_inject_spec(spec);
+    std::unique_ptr<Backend> inner =
+        inject.inner == "cpu" ? std::make_unique<CpuBackend>(threads) : make_backend(inject.inner, threads);
+    return std::make_unique<InjectBackend>(std::move(inner), std::move(inject));
+  }
   if (spec == "cuda" || spec.rfind("cuda:", 0) == 0) {
 #if DGEMMA_HAVE_CUDA
     // "cuda", "cuda:sync", "cuda:debug", "cuda:1,sync". The device check runs
@@ -43,7 +49,7 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
                 kAvailable + ")");
 #endif
   }
-  if (spec == "opencl" || spec.rfind("opencl:", 0) == 0) {
+  if (is_opencl_name(spec)) {
 #if DGEMMA_HAVE_OPENCL
     // "opencl" (the first GPU, else the first device), "opencl:P.D", "opencl:P.D,debug"
     // (docs/opencl.md §2); the device is found and the kernels built here.
@@ -56,6 +62,17 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
 #endif
   }
   throw Error("unknown backend '" + spec + "' (available: " + kAvailable + ")");
+}
+
+void check_backend_name(const std::string& spec) {
+  if (spec.rfind("inject:", 0) == 0) return check_backend_name(parse_inject_spec(spec).inner);
+#if DGEMMA_HAVE_OPENCL
+  if (is_opencl_name(spec)) {
+    parse_opencl_spec(spec);
+    return;
+  }
+#endif
+  make_backend(spec, 1);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, bool bf16_dot, bool int8_dot) {

@@ -1,7 +1,8 @@
 #pragma once
-// Backends by name: "cpu", "inject:OP:LAYER:PASS:STEP:KIND" (the CPU backend
-// with one injected fault), "cuda" (when built with CUDA and a device is
-// present), "opencl", "opencl:P.D" (when built with OpenCL, docs/opencl.md §2).
+// Backends by name: "cpu", "inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]"
+// (one injected fault in an op of BACKEND, the CPU by default:
+// inject_backend.h), "cuda" (when built with CUDA and a device is present),
+// "opencl", "opencl:P.D" (when built with OpenCL, docs/opencl.md §2).
 #include <memory>
 #include <string>
 
@@ -10,6 +11,13 @@
 namespace dgemma {
 
 std::unique_ptr<Backend> make_backend(const std::string& spec, int threads = 0);
+
+// Throws what make_backend would throw for a malformed or unbuilt name,
+// without touching an OpenCL driver: an OpenCL name is only parsed, its
+// device found when the backend is made. For a process that forks before it
+// makes the backend (`doctor`): a driver with threads of its own does not
+// survive fork(). Other names are checked by making the backend.
+void check_backend_name(const std::string& spec);
 
 // The CPU backend with `threads` workers (0: one per hardware thread) and its
 // dot modes (backend/cpu/cpu_backend.h CpuBackendOptions::bf16_dot, int8_dot),
