@@ -97,7 +97,10 @@ void InjectBackend::run(const OpCall& call) {
   const bool hit = matches(call);
   if (hit && spec_.kind == FaultKind::kCrash) {
     fired_ = true;
-    std::raise(SIGSEGV);  // what a device page fault looks like to the host process
+    // What a device page fault looks like to the host process. The default
+    // action, whatever handler a driver installed (PoCL's LLVM has its own).
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
   }
   inner_->run(call);
   if (!hit) return;

@@ -86,4 +86,48 @@ else
   ok "cuda without a device: $(head -c 120 "$err")"
 fi
 rm -f "$err"
+
+# The OpenCL backend on PoCL (docs/opencl.md §4), when the build has it and
+# PoCL is installed. Until every op of the model runs on OpenCL, the first op
+# it refuses must be reported as unsupported (named, exit 1, no crash) and no
+# op before it may diverge; once they all run there, every op must agree.
+# Set opencl_whole_model=1 when the last op lands: the refusal then fails.
+opencl_whole_model=0
+pocl=$("$bin" devices --json | python3 -c '
+import json, sys
+o = json.load(sys.stdin)["opencl"]
+print(next((d["backend"] for d in o.get("devices", []) if "Portable Computing Language" in d["platform_name"]), ""))')
+if [ -z "$pocl" ]; then
+  echo "skip: OpenCL doctor (this build has no OpenCL backend, or PoCL is not installed: dgemma devices lists no PoCL device)"
+else
+  for spec in "$pocl" "$pocl,debug"; do
+    rc=0
+    out=$("$bin" doctor -m "$data" --backend "$spec" --steps 2 --json 2>"$err") || rc=$?
+    verdict=$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1]); rc = int(sys.argv[2]); spec = sys.argv[3]; whole = sys.argv[4] == "1"
+f = r["first_failure"]
+assert r["child_status"] == "exited 0", r["child_status"]
+assert r["ops_compared"] > 0, r
+if f is None:
+    assert rc == 0 and r["ops_unsupported"] == 0, (rc, r)
+    print("no divergence: %d ops agree" % r["ops_compared"])
+    sys.exit(0)
+assert not whole, "opencl_whole_model=1 but: %s" % f
+assert rc == 1, rc
+assert f["kind"] == "unsupported", f
+assert f["message"] == spec.split(",")[0] + " does not run this op: " + f["op"] + " is not yet on OpenCL", f
+assert r["ops"][f["op"]]["count"] == 0 and r["ops"][f["op"]]["unsupported"] > 0, r["ops"][f["op"]]
+print("the first op OpenCL refuses is named: %s (%s) in layer %d, %s pass (%d ops before it agree)" %
+      (f["op"], f["site"], f["layer"], f["pass"], f["index"]))
+' "$out" "$rc" "$spec" "$opencl_whole_model") || { cat "$err"; echo "$out"; exit 1; }
+    ok "doctor --backend $spec: $verdict"
+  done
+  # A fault placed in an OpenCL op (one that runs there today) is named.
+  check "inject:linear:0:encoder:0:value:self_attn.k_proj@$pocl" linear 0 encoder 0 value
+  check "inject:rms_norm:0:encoder:0:nan@$pocl" rms_norm 0 encoder 0 nan
+  check "inject:rope:0:encoder:0:oob@$pocl" rope 0 encoder 0 oob
+  check "inject:embedding:model:encoder:0:crash@$pocl" embedding -1 encoder 0 crash
+fi
+rm -f "$err"
 echo "$passed passed, 0 failed"
