@@ -91,6 +91,49 @@ int cuda_devices_in_this_build() {
 #endif
 }
 
+std::vector<CudaDeviceSummary> cuda_device_list() {
+  std::vector<CudaDeviceSummary> out;
+#if DGEMMA_HAVE_CUDA
+  for (const CudaDeviceInfo& d : cuda_devices()) {
+    CudaDeviceSummary s;
+    s.backend = "cuda:" + std::to_string(d.index);
+    s.name = d.name;
+    s.memory_bytes = d.memory_bytes;
+    s.compute_capability = d.name.empty() ? "" : std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
+    s.multiprocessors = d.multiprocessors;
+    out.push_back(std::move(s));
+  }
+#endif
+  return out;
+}
+
+uint64_t device_memory_bytes(const std::string& name) {
+  const std::string ask = "device '" + name + "': ";
+  if (is_opencl_name(name)) {
+#if DGEMMA_HAVE_OPENCL
+    const OpenClBackendOptions o = parse_opencl_spec(name);
+    std::string why;
+    const std::vector<OpenClDeviceInfo> devices = opencl_devices(&why);
+    if (devices.empty()) throw Error(ask + "no OpenCL device here (" + why + "); give its size as " + name + "=SIZE");
+    if (o.platform < 0) return uint64_t(default_opencl_device(devices).global_mem_bytes);
+    for (const OpenClDeviceInfo& d : devices)
+      if (d.platform == o.platform && d.device == o.device) return uint64_t(d.global_mem_bytes);
+    throw Error(ask + "no such OpenCL device (`dgemma devices` lists them); give its size as " + name + "=SIZE");
+#else
+    throw Error(ask + "this build has no OpenCL backend to read its memory from; give its size as " + name + "=SIZE");
+#endif
+  }
+  if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
+    const std::string index = name == "cuda" ? "0" : name.substr(5);
+    for (const CudaDeviceSummary& d : cuda_device_list())
+      if (d.backend == "cuda:" + index && d.memory_bytes > 0) return d.memory_bytes;
+    throw Error(ask + (cuda_devices_in_this_build() < 0 ? "this build has no CUDA backend to read its memory from"
+                                                          : "no such CUDA device here") +
+                "; give its size as " + name + "=SIZE");
+  }
+  throw Error(ask + "only OpenCL and CUDA devices report their memory; give its size as " + name + "=SIZE");
+}
+
 std::string with_device_option(const std::string& spec, const std::string& option) {
   if (spec == "cuda" || spec == "opencl") return spec + ":" + option;
   if (spec.rfind("cuda:", 0) == 0 || spec.rfind("opencl:", 0) == 0) return spec + "," + option;

@@ -3,8 +3,10 @@
 // (one injected fault in an op of BACKEND, the CPU by default:
 // inject_backend.h), "cuda" (when built with CUDA and a device is present),
 // "opencl", "opencl:P.D" (when built with OpenCL, docs/opencl.md §2).
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/backend.h"
 
@@ -29,6 +31,25 @@ std::unique_ptr<Backend> make_cpu_backend(int threads = 0, bool bf16_dot = false
 // CUDA backend. For `dgemma devices`, which the CUDA backend's own header is
 // not a layer of.
 int cuda_devices_in_this_build();
+
+// One CUDA device as `dgemma devices` lists it (cuda_backend.h cuda_devices).
+struct CudaDeviceSummary {
+  std::string backend;  // "cuda:N", the --backend string that selects it
+  std::string name;     // empty when its properties could not be read
+  uint64_t memory_bytes = 0;
+  std::string compute_capability;  // "9.0"
+  int multiprocessors = 0;
+};
+// The CUDA devices with their properties (empty without the CUDA backend or
+// a device); taken in a child process, like the count.
+std::vector<CudaDeviceSummary> cuda_device_list();
+
+// The memory of the device a plan names ("opencl:P.D", "opencl", "cuda:N"),
+// read from the device: for `dgemma plan --devices NAME` without a size
+// (placement/planner.h parse_device_list). Throws naming the device when it
+// does not exist, its backend is not built, or it is not a device with memory
+// of its own (a virtual CPU device needs NAME=SIZE).
+uint64_t device_memory_bytes(const std::string& name);
 
 // Adds a device option ("sync", "debug") to a backend name: "cuda" becomes
 // "cuda:sync", "cuda:1" becomes "cuda:1,sync", "opencl:0.0" becomes
