@@ -75,6 +75,15 @@ void check_backend_name(const std::string& spec) {
   make_backend(spec, 1);
 }
 
+bool opencl_unusable_after_fork(const std::string& spec) {
+  if (spec.rfind("inject:", 0) == 0) return opencl_unusable_after_fork(parse_inject_spec(spec).inner);
+#if DGEMMA_HAVE_OPENCL
+  return is_opencl_name(spec) && opencl_started_in_this_process();
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int threads, bool bf16_dot, bool int8_dot) {
   CpuBackendOptions options;
   options.threads = threads;

@@ -20,6 +20,11 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads = 0);
 // makes the backend (`doctor`): a driver with threads of its own does not
 // survive fork(). Other names are checked by making the backend.
 void check_backend_name(const std::string& spec);
+// Whether `spec` (a backend name, an inject: one included) runs on OpenCL
+// and this process has already started an OpenCL driver: a backend made in a
+// forked child would then not work (opencl_devices.h
+// opencl_started_in_this_process). False in a build without OpenCL.
+bool opencl_unusable_after_fork(const std::string& spec);
 
 // The CPU backend with `threads` workers (0: one per hardware thread) and its
 // dot modes (backend/cpu/cpu_backend.h CpuBackendOptions::bf16_dot, int8_dot),

@@ -256,6 +256,10 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
 DoctorReport run_doctor(const DoctorOptions& opt) {
   if (opt.steps < 1) throw Error("doctor: --steps must be >= 1, got " + std::to_string(opt.steps));
   check_backend_name(opt.backend);  // before forking, without starting an OpenCL driver here
+  if (opencl_unusable_after_fork(opt.backend))
+    throw Error("doctor: --backend " + opt.backend +
+                ": this process has already started an OpenCL driver, which does not work in the forked child "
+                "that runs the check; run the doctor from a process that has not used OpenCL");
   DoctorReport rep = fold(run_child(opt, -1), opt.backend);
   if (opt.bisect && rep.first_failure) {
     // Smallest prefix of target-executed ops that still fails: for faults

@@ -188,7 +188,15 @@ TEST(OpenClInjectionSpec, TheBackendAfterTheAt) {
   check_backend_name("inject:add:0:encoder:0:value@opencl:99.0");  // parsed only: no device looked up
 }
 
+// The doctor forks its checked run, which cannot use OpenCL once this
+// process started a driver: ctest runs each test in a process of its own.
+#define REQUIRE_FRESH_PROCESS()                                                                              \
+  if (opencl_started_in_this_process())                                                                      \
+  GTEST_SKIP() << "an earlier test of this process started OpenCL, which a forked doctor cannot use; run it " \
+                  "alone (--gtest_filter), as ctest does"
+
 TEST(OpenClDoctor, GoldenAAgreesOrNamesTheFirstUnsupportedOp) {
+  REQUIRE_FRESH_PROCESS();
   std::string why;
   const std::string device = opencl_spec(&why);
   if (device.empty()) GTEST_SKIP() << "no OpenCL device here: " << why;
@@ -215,6 +223,7 @@ TEST(OpenClDoctor, GoldenAAgreesOrNamesTheFirstUnsupportedOp) {
 }
 
 TEST(OpenClDoctor, NamesAFaultInjectedIntoAnOpenClOpOfTheModel) {
+  REQUIRE_FRESH_PROCESS();
   std::string why;
   const std::string device = opencl_spec(&why);
   if (device.empty()) GTEST_SKIP() << "no OpenCL device here: " << why;
@@ -236,6 +245,32 @@ TEST(OpenClDoctor, NamesAFaultInjectedIntoAnOpenClOpOfTheModel) {
     EXPECT_EQ(f.step, 0) << o.backend;
     EXPECT_EQ(f.kind, kind) << o.backend;
   }
+}
+
+// Once this process has started OpenCL, the doctor says why it cannot check
+// an OpenCL target rather than hanging in its child.
+TEST(OpenClDoctor, RefusesOnceThisProcessStartedOpenCl) {
+  std::string why;
+  if (opencl_devices(&why).empty()) GTEST_SKIP() << "no OpenCL device here: " << why;
+  ASSERT_TRUE(opencl_started_in_this_process());
+  DoctorOptions o;
+  o.model_dir = kGolden;
+  for (const char* spec : {"opencl", "inject:add:0:encoder:0:value@opencl:0.0"}) {
+    o.backend = spec;
+    try {
+      run_doctor(o);
+      ADD_FAILURE() << spec << ": the doctor ran";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "doctor: --backend " + std::string(spec) +
+                                           ": this process has already started an OpenCL driver, which does not "
+                                           "work in the forked child that runs the check; run the doctor from a "
+                                           "process that has not used OpenCL");
+    }
+  }
+  o.backend = "cpu";  // other targets are not affected
+  o.steps = 1;
+  o.threads = 1;
+  EXPECT_FALSE(run_doctor(o).first_failure.has_value());
 }
 
 #else
