@@ -411,7 +411,7 @@ else
     done
     if timeout 240 "$build/ops_tests" --gtest_filter='*__opencl' --gtest_color=no >"$out/opencl_catalogue.log" 2>&1 &&
         [ $opencl_tests_ok = 1 ]; then
-      grep -hE "^\[  (PASSED|SKIPPED) " "$out/opencl_catalogue.log" "$out/opencl_tests.log"
+      grep -hE "^\[==========\] .* ran|^\[  (PASSED|SKIPPED) \] [0-9]+ test" "$out/opencl_catalogue.log" "$out/opencl_tests.log"
     else
       grep -hE "Failure|FAILED|Expected|Which is" -A3 "$out/opencl_catalogue.log" "$out/opencl_tests.log" | head -60
       fail "OpenCL catalogue rows or tests/opencl on $ocl"

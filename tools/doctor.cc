@@ -32,8 +32,7 @@ int run_doctor_cmd(const Args& args) {
       "default cpu, e.g. @opencl:0.0) for testing the checker itself.");
   p.add_string("-m,--model", &o.model_dir, "checkpoint folder", "DIR");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
-  p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, opencl, opencl:P.D, cpu or inject:...",
-               "NAME");
+  p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, opencl, opencl:P.D, cpu or inject:...", "NAME");
   p.add_int("--steps", &steps, "denoising steps after the prefill", 1, 1000);
   p.add_string("--prompt-ids", &prompt_ids, "prompt token ids (default: a fixed 12-token prompt)", "IDS");
   p.add_choice("--precision", &precision,

@@ -136,8 +136,9 @@ uint64_t device_memory_bytes(const std::string& name) {
     const std::string index = name == "cuda" ? "0" : name.substr(5);
     for (const CudaDeviceSummary& d : cuda_device_list())
       if (d.backend == "cuda:" + index && d.memory_bytes > 0) return d.memory_bytes;
-    throw Error(ask + (cuda_devices_in_this_build() < 0 ? "this build has no CUDA backend to read its memory from"
-                                                          : "no such CUDA device here") +
+    throw Error(ask +
+                (cuda_devices_in_this_build() < 0 ? "this build has no CUDA backend to read its memory from"
+                                                  : "no such CUDA device here") +
                 "; give its size as " + name + "=SIZE");
   }
   throw Error(ask + "only OpenCL and CUDA devices report their memory; give its size as " + name + "=SIZE");

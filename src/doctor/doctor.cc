@@ -206,7 +206,7 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
       ++(refused ? st.unsupported : st.count);
       if (!refused) {
         st.max_abs = worst_max(st.max_abs, from_wire(*v.find("max_abs")));
-      st.max_rel = worst_max(st.max_rel, from_wire(*v.find("max_rel")));
+        st.max_rel = worst_max(st.max_rel, from_wire(*v.find("max_rel")));
         st.min_cosine = worst_min(st.min_cosine, from_wire(*v.find("cosine")));
       }
       if (!v.find("ok")->as_bool() && !rep.first_failure) {

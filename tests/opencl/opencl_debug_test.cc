@@ -122,7 +122,8 @@ TEST_F(OpenClDebug, AWriteBeforeTheStartIsReportedToo) {
 }
 
 TEST_F(OpenClDebug, AWriteThroughAnInputIsReported) {
-  const std::string src = add_program("  if (g < n) out[g] = a[g] + b[g];\n  if (g == 0) ((__global float*)b)[n] = 3.0f;");
+  const std::string src =
+      add_program("  if (g < n) out[g] = a[g] + b[g];\n  if (g == 0) ((__global float*)b)[n] = 3.0f;");
   const std::string e = error_of([&] { run_add(src.c_str(), true); });
   EXPECT_EQ(e, "opencl backend (debug): " + std::string(kWhere) +
                    " wrote past the end of input 1 (bytes 0..3 after it overwritten)");

@@ -190,8 +190,8 @@ TEST(OpenClInjectionSpec, TheBackendAfterTheAt) {
 
 // The doctor forks its checked run, which cannot use OpenCL once this
 // process started a driver: ctest runs each test in a process of its own.
-#define REQUIRE_FRESH_PROCESS()                                                                              \
-  if (opencl_started_in_this_process())                                                                      \
+#define REQUIRE_FRESH_PROCESS()                                                                               \
+  if (opencl_started_in_this_process())                                                                       \
   GTEST_SKIP() << "an earlier test of this process started OpenCL, which a forked doctor cannot use; run it " \
                   "alone (--gtest_filter), as ctest does"
 

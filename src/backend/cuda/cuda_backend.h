@@ -174,7 +174,7 @@ bool cuda_device_available();
 struct CudaDeviceInfo {
   int index = 0;
   std::string name;
-  uint64_t memory_bytes = 0;  // total global memory
+  uint64_t memory_bytes = 0;       // total global memory
   int cc_major = 0, cc_minor = 0;  // compute capability
   int multiprocessors = 0;
 };

@@ -62,7 +62,9 @@ std::string check_guards(ClRuntime& rt, const GuardedBuffer& b, const std::strin
   const std::string past = damaged(after, b.guard, true);
   if (!past.empty()) s = "past the end of " + what + " (" + past + " after it overwritten)";
   const std::string ahead = damaged(before, b.guard, false);
-  if (!ahead.empty()) s += std::string(s.empty() ? "" : ", and ") + "before the start of " + what + " (" + ahead + " before it overwritten)";
+  if (!ahead.empty())
+    s += std::string(s.empty() ? "" : ", and ") + "before the start of " + what + " (" + ahead +
+         " before it overwritten)";
   return s;
 }
 

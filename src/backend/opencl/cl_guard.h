@@ -24,7 +24,7 @@ struct GuardedBuffer {
   cl_mem parent = nullptr;  // guard + bytes + guard
   cl_mem mem = nullptr;     // the usable part, a sub-buffer of parent
   size_t bytes = 0;
-  size_t guard = 0;         // bytes of each zone
+  size_t guard = 0;  // bytes of each zone
 };
 
 // Allocates a guarded buffer of `bytes` (> 0, a multiple of 4) bytes, with
