@@ -63,7 +63,8 @@ class ClOp {
   WeightCache& weights_;
   const OpCall& call_;
   std::string where_;
-  std::vector<cl_mem> uploads_;  // uploads and scratch buffers, released with the op (the driver keeps them while kernels read them)
+  std::vector<cl_mem>
+      uploads_;  // uploads and scratch buffers, released with the op (the driver keeps them while kernels read them)
   std::vector<cl_mem> outputs_;  // per output; null until allocated
 };
 
