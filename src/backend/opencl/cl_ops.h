@@ -29,5 +29,7 @@ void run_elementwise(ClOp& op, const char* kernel);  // gelu_glu, add, scale, so
 void run_concat_rows(ClOp& op);
 // cl_linear_op.cc
 void run_linear(ClOp& op);
+// cl_moe_op.cc
+void run_moe_experts(ClOp& op);
 
 }  // namespace dgemma::opencl
