@@ -31,5 +31,7 @@ void run_concat_rows(ClOp& op);
 void run_linear(ClOp& op);
 // cl_moe_op.cc
 void run_moe_experts(ClOp& op);
+// cl_sample_op.cc (needs fp64 on the device)
+void run_sample(ClOp& op);
 
 }  // namespace dgemma::opencl
