@@ -10,6 +10,19 @@
 
 namespace dgemma::opencl {
 
+namespace {
+
+// Output k all zeros (empty sums), when it has elements.
+void fill_zero(ClOp& op, size_t k) {
+  const size_t bytes = size_t(op.call().out[k]->numel()) * 4;
+  if (bytes == 0) return;
+  const float zero = 0.0f;
+  cl_check(clEnqueueFillBuffer(op.runtime().queue(), op.output(k), &zero, sizeof zero, 0, bytes, 0, nullptr, nullptr),
+           "clEnqueueFillBuffer", op.where());
+}
+
+}  // namespace
+
 void run_moe_experts(ClOp& op) {
   const OpCall& c = op.call();
   const Tensor &x = *c.in[0], &idx = *c.in[1];
@@ -18,15 +31,12 @@ void run_moe_experts(ClOp& op) {
   const int k = as_int(idx.dim(1), "experts per token", op), E = as_int(gu.shape[0], "experts", op);
   const int I = as_int(gu.shape[1] / 2, "expert width", op);
   const int n = as_int(int64_t(M) * k, "routed rows", op);
-  if (M == 0 || H == 0) return;  // output 0 is empty, and so is output 1 (M == 0) or it is not asked for
   as_int(int64_t(n) * H, "routed outputs", op);
   as_int(int64_t(n) * I, "routed activations", op);
-  const cl_mem out = op.output(0);
-  if (n == 0) {  // no expert: an empty sum
-    const float zero = 0.0f;
-    cl_check(clEnqueueFillBuffer(op.runtime().queue(), out, &zero, sizeof zero, 0, size_t(M) * size_t(H) * 4, 0,
-                                 nullptr, nullptr),
-             "clEnqueueFillBuffer", op.where());
+  const bool acts = c.out.size() > 1;
+  if (n == 0 || H == 0) {  // no expert (empty sums), or rows of nothing: gelu(0) · 0 = 0 activations
+    fill_zero(op, 0);
+    if (acts) fill_zero(op, 1);
     return;
   }
   const int tile = op.runtime().tile();
@@ -54,8 +64,8 @@ void run_moe_experts(ClOp& op) {
   op.launch(typed("moe_down", down.dtype), {(size_t(H) + t - 1) / t * t, row_tiles * t}, {t, t}, act, starts,
             tile_first, E, op.weight(1), y, H, I);
   const int elements = as_int(int64_t(M) * H, "output elements", op);
-  op.launch("moe_combine", {size_t(elements)}, {kGroup}, y, d_idx, d_wts, row_of, k, H, out, elements);
-  if (c.out.size() > 1 && I > 0) {
+  op.launch("moe_combine", {size_t(elements)}, {kGroup}, y, d_idx, d_wts, row_of, k, H, op.output(0), elements);
+  if (acts && I > 0) {
     const int slots = n * I;
     op.launch("moe_slot_acts", {size_t(slots)}, {kGroup}, act, row_of, I, op.output(1), slots);
   }
