@@ -140,9 +140,10 @@ TEST(OpenClSample, BitIdenticalToTheCpuOverSeedsStepsAndTemperatures) {
   EXPECT_GT(distinct_from_argmax, draws / 4);
 }
 
-// The ends of the CDF: u = 0 picks the first positive weight; u just below 1
-// puts the target in the rounding slack of the total, where only the same
-// additions in the same order give the same (last positive) index.
+// The ends of the CDF: u = 0 picks the first positive weight (after whole
+// chunks of zero weights in one row); u just below 1 puts the target in the
+// rounding slack of the total, where only the same additions in the same
+// order give the same (last positive) index.
 TEST(OpenClSample, EndsOfTheCdfAsOnTheCpu) {
   REQUIRE_OPENCL_FP64(cl);
   std::unique_ptr<CpuBackend> cpu = scalar_cpu();
@@ -150,6 +151,7 @@ TEST(OpenClSample, EndsOfTheCdfAsOnTheCpu) {
   const int64_t M = 10, V = 20000;
   Tensor logits = random_logits(rng, M, V);
   for (int64_t v = V - 50; v < V; ++v) logits.f[size_t(3 * V + v)] = kNegInf;  // zero weights at the end of a row
+  for (int64_t v = 0; v < 600; ++v) logits.f[size_t(4 * V + v)] = kNegInf;     // whole chunks of zero weights first
   std::vector<double> u(static_cast<size_t>(M));
   for (int64_t r = 0; r < M; ++r) u[size_t(r)] = r % 2 == 0 ? 0.0 : std::nextafter(1.0, 0.0);
   u[3] = std::nextafter(1.0, 0.0);
@@ -159,6 +161,7 @@ TEST(OpenClSample, EndsOfTheCdfAsOnTheCpu) {
     const SampleOut got = run_sample(*cl, logits, uniforms, T);
     expect_same(want, got, "T " + std::to_string(T));
     EXPECT_LT(got.sample.i[3], V - 50) << "a zero-weight index";
+    EXPECT_GE(got.sample.i[4], 600) << "a zero-weight index";
   }
 }
 

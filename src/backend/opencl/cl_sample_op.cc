@@ -21,9 +21,11 @@ void run_sample(ClOp& op) {
   const int draw = uniforms.dim(0) > 0 ? 1 : 0;
   const cl_mem u = draw ? op.input(1) : x;  // unread without a draw
   const cl_mem p = op.scratch(size_t(M) * size_t(V) * 4, "sampling weights");
+  const size_t chunks = (size_t(V) + kGroup - 1) / kGroup;  // kernels_sample.cl SAMPLE_WG = kGroup
+  const cl_mem cdf_at = op.scratch(size_t(M) * chunks * 8, "running sums at the chunk starts");
   const float T = c.attrs.temperature;
-  op.launch("sample_row", {size_t(M) * kGroup}, {kGroup}, x, V, T, u, draw, op.output(0), p, op.output(1), op.output(2),
-            op.output(3));
+  op.launch("sample_row", {size_t(M) * kGroup}, {kGroup}, x, V, T, u, draw, op.output(0), p, cdf_at, op.output(1),
+            op.output(2), op.output(3));
 }
 
 }  // namespace dgemma::opencl

@@ -20,12 +20,15 @@
 //    computes it, exponentiated in double and rounded to float (the correctly
 //    rounded fp32 exponential), kept in `p` (a scratch row).
 // 3. Work-item 0 alone: the sums S = Σp and Σp·d in double in index order,
-//    the entropy log(S) - Σp·d / S, and the inverse CDF at u·S, running
-//    the same double additions in the same order as the reference, so the
-//    draw follows from the same partial sums.
+//    the entropy log(S) - Σp·d / S, and the inverse CDF at u·S, from the
+//    same double additions in the same order as the reference, so the draw
+//    follows from the same partial sums. The running sum at the start of
+//    each chunk of SAMPLE_WG indices is kept, so the draw scans the chunk
+//    ends, then one chunk.
 __kernel __attribute__((reqd_work_group_size(SAMPLE_WG, 1, 1))) void sample_row(
     __global const float* logits, int V, float T, __global const int* uniforms, int draw, __global float* z_out,
-    __global float* p_out, __global int* argmax, __global float* entropy, __global int* sample) {
+    __global float* p_out, __global double* cdf_at, __global int* argmax, __global float* entropy,
+    __global int* sample) {
   __local float l_max[SAMPLE_WG];
   __local int l_idx[SAMPLE_WG];
   __local int l_bad[SAMPLE_WG];
@@ -80,13 +83,19 @@ __kernel __attribute__((reqd_work_group_size(SAMPLE_WG, 1, 1))) void sample_row(
   if (t != 0) return;
 
   argmax[r] = best;
+  // The running sum Σp is the CDF of the draw: its value before each chunk of
+  // SAMPLE_WG indices is kept (cdf_at), so that the draw walks one chunk.
+  __global double* at = cdf_at + r * (size_t)((V + SAMPLE_WG - 1) / SAMPLE_WG);
   double sum_e = 0.0, sum_ed = 0.0;
+  int last_positive = -1;
   for (int v = 0; v < V; ++v) {
+    if (v % SAMPLE_WG == 0) at[v / SAMPLE_WG] = sum_e;
     const float e = p[v];
     if (e > 0.0f) {  // skip 0 · -inf
       const float d = z[v] - row_max;
       sum_e += (double)e;
       sum_ed += (double)e * (double)d;
+      last_positive = v;
     }
   }
   entropy[r] = (float)(log(sum_e) - sum_ed / sum_e);
@@ -97,14 +106,25 @@ __kernel __attribute__((reqd_work_group_size(SAMPLE_WG, 1, 1))) void sample_row(
   // u: the double whose bit pattern is the row's two words, low word first.
   const ulong bits = (ulong)(uint)uniforms[2 * r] | ((ulong)(uint)uniforms[2 * r + 1] << 32);
   const double target = as_double(bits) * sum_e;
-  double cdf = 0.0;
-  int pick = -1;
-  for (int v = 0; v < V; ++v) {
-    const float e = p[v];
-    if (e <= 0.0f) continue;  // never a zero-weight index
-    cdf += (double)e;
-    pick = v;  // the last positive one when rounding leaves the target beyond the total
-    if (cdf > target) break;
+  // The first index whose running sum exceeds the target lies in the first
+  // chunk whose closing sum does (the sums never decrease); none does when
+  // rounding leaves the target beyond the total: the last positive index.
+  const int chunks = (V + SAMPLE_WG - 1) / SAMPLE_WG;
+  int c = 0;
+  while (c < chunks && !((c + 1 < chunks ? at[c + 1] : sum_e) > target)) ++c;
+  int pick = last_positive;
+  if (c < chunks) {
+    double cdf = at[c];
+    const int end = min(V, (c + 1) * SAMPLE_WG);
+    for (int v = c * SAMPLE_WG; v < end; ++v) {
+      const float e = p[v];
+      if (e <= 0.0f) continue;  // never a zero-weight index
+      cdf += (double)e;
+      if (cdf > target) {
+        pick = v;
+        break;
+      }
+    }
   }
   sample[r] = pick;
 }
