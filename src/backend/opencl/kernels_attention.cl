@@ -32,8 +32,8 @@ float attention_dot(__global const float* a, __global const float* b, int n) {
 // The keys are two segments read where they lie (ops/op.h attention_keys):
 // key s < rows0 is row first0 + s of k0/v0/pos0 (the cache), key s >= rows0 is
 // row s - rows0 of k1/v1/pos1 (the new rows). Row offsets of head kh.
-#define ATTENTION_ROW(s) \
-  ((s) < rows0 ? ((size_t)(first0 + (s)) * (size_t)Hk + (size_t)kh) * (size_t)d : ((size_t)((s) - rows0) * (size_t)Hk + (size_t)kh) * (size_t)d)
+#define ATTENTION_ROW(s)                                                             \
+  (((size_t)((s) < rows0 ? first0 + (s) : (s) - rows0) * (size_t)Hk + (size_t)kh) * (size_t)d)
 #define ATTENTION_POS(s) ((s) < rows0 ? pos0[first0 + (s)] : pos1[(s) - rows0])
 
 // Key s's score for the work-group's query, or -INFINITY where masked.
