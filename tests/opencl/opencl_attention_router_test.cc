@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
