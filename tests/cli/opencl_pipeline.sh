@@ -52,8 +52,17 @@ if "$bin" "${args[@]}" --backend "$dev" >"$tmp/single.json" 2>"$tmp/single.err";
   "$bin" "${args[@]}" --plan "$tmp/twice.json" >"$tmp/twice.out" 2>"$tmp/err" || fail "$(cat "$tmp/err")"
   cmp "$tmp/single.json" "$tmp/twice.out" || fail "two stages on $dev differ from one"
   ok "two stages on $dev: identical output to one"
+  # The guards of --debug-device change no result.
+  "$bin" "${args[@]}" --plan "$tmp/twice.json" --debug-device >"$tmp/twice_debug.out" 2>"$tmp/err" ||
+    fail "$(cat "$tmp/err")"
+  cmp "$tmp/single.json" "$tmp/twice_debug.out" || fail "--debug-device changed the output"
+  ok "two stages on $dev with --debug-device: the same output"
+  # CPU and OpenCL stages: CPU and device arithmetic differ in rounding, so
+  # the check is that it runs to the end with the prompt kept.
   "$bin" "${args[@]}" --plan "$tmp/mixed.json" >"$tmp/mixed.out" 2>"$tmp/err" || fail "$(cat "$tmp/err")"
-  ok "cpu:0 + $dev: runs"
+  python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sequences"][0]; assert s[:18] == [2] + list(range(40, 57)) and len(s) > 18, s' \
+    "$tmp/mixed.out" || fail "cpu:0 + $dev: $(cat "$tmp/mixed.out")"
+  ok "cpu:0 + $dev: runs to the end"
 else
   grep -qF "is not yet on OpenCL" "$tmp/single.err" || fail "$(cat "$tmp/single.err")"
   # Layers 0-1 ran on the CPU stage; the first op OpenCL refuses is in layer 2.

@@ -5,6 +5,7 @@
 // In the debug mode the buffer is the usable part of a guarded one
 // (cl_guard.h), whose zones a later op's check still reads.
 #include <memory>
+#include <vector>
 
 #include "backend/opencl/cl_guard.h"
 #include "backend/opencl/cl_runtime.h"
@@ -26,6 +27,11 @@ class ClDeviceData final : public DeviceData {
   ClDeviceData& operator=(const ClDeviceData&) = delete;
 
   const void* owner() const override { return runtime_.get(); }
+  // An upload of host data kept for reuse (docs/opencl.md §1): valid while the
+  // host bytes equal `snapshot`. Otherwise an op's output, current by
+  // construction.
+  bool from_host = false;
+  std::vector<unsigned char> snapshot;
   void copy_to_host(Tensor& t) const override;
   cl_mem mem() const { return mem_; }
   size_t bytes() const { return bytes_; }
