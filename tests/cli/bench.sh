@@ -122,6 +122,34 @@ PY
     bad "bench step --backend cuda --precision $prec: $(cat "$TMP/cuda.err" | head -c 800)"
   fi
 done
+# The OpenCL backend (PoCL in CI): the same decode_sample steps, the device's
+# time by op from its profiling stamps, and at most 64 bytes per canvas
+# position across the bus each way (docs/opencl.md §1).
+if "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend opencl --json >"$TMP/opencl.json" \
+    2>"$TMP/opencl.err"; then
+  if python3 - "$TMP/opencl.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["backend"].startswith("opencl:"), d["backend"]
+assert d["step_path"] == "decode_sample", d.get("step_path")
+assert d["step_sc_s"] > 0 and d["step_sc_device_s"] > 0, d
+ops = sum(v["seconds"] for v in d["step_sc_by_op"].values())
+assert abs(ops - d["step_sc_device_s"]) <= 1e-9 + 1e-6 * ops, (ops, d["step_sc_device_s"])
+for op in ("attention", "moe_experts", "router_topk", "soft_embedding", "sample"):
+    assert op in d["step_sc_by_op"], (op, d["step_sc_by_op"].keys())
+t = d["device_traffic_per_step"]["on_device_sampler"]
+assert 0 < t["h2d_bytes_per_position"] <= 64 and 0 < t["d2h_bytes_per_position"] <= 64, t
+PY
+  then
+    ok "bench step --backend opencl: decode_sample steps, device time by op, <= 64 bytes per position each way"
+  else
+    bad "bench step --backend opencl: $(head -c 1500 "$TMP/opencl.json")"
+  fi
+elif grep -qE "has no OpenCL backend|no OpenCL platform|no OpenCL device" "$TMP/opencl.err"; then
+  ok "bench step --backend opencl: no OpenCL device or backend here, and it says so"
+else
+  bad "bench step --backend opencl: $(head -c 800 "$TMP/opencl.err")"
+fi
 expect_error "--bf16-dot with another backend" "--bf16-dot" \
   "$BIN" bench step -m "$GOLDEN" --steps 1 --context 8 --backend $INJECT --bf16-dot
 expect_error "--isa with another backend" "--isa" \

@@ -23,6 +23,8 @@ ClOp::ClOp(std::shared_ptr<ClRuntime> runtime, WeightCache& weights, const OpCal
 }
 
 ClOp::~ClOp() {
+  for (cl_event e : events_)
+    if (e) clReleaseEvent(e);
   for (cl_mem m : uploads_) clReleaseMemObject(m);
   for (size_t k = 0; k < outputs_.size(); ++k)
     if (outputs_[k]) {
@@ -134,13 +136,13 @@ void ClOp::enqueue(cl_kernel k, const std::string& name, std::vector<size_t> glo
       fixed = true;
     }
   cl_check(clEnqueueNDRangeKernel(runtime_->queue(), k, cl_uint(global.size()), nullptr, global.data(),
-                                  fixed ? local.data() : nullptr, 0, nullptr, nullptr),
+                                  fixed ? local.data() : nullptr, 0, nullptr, event_slot()),
            "clEnqueueNDRangeKernel", "kernel " + name + ", " + where_);
   ++runtime_->traffic.kernel_launches;
 }
 
 void ClOp::copy(cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes) {
-  cl_check(clEnqueueCopyBuffer(runtime_->queue(), src, dst, src_offset, dst_offset, bytes, 0, nullptr, nullptr),
+  cl_check(clEnqueueCopyBuffer(runtime_->queue(), src, dst, src_offset, dst_offset, bytes, 0, nullptr, event_slot()),
            "clEnqueueCopyBuffer", where_);
   ++runtime_->traffic.kernel_launches;
 }
@@ -206,7 +208,23 @@ void ClOp::check_finite_or_throw() {
   }
 }
 
+// Where the next launch puts its event: a new slot while profiling, else none.
+// The slot is added before the launch fills it, so a failed launch leaves a
+// null event behind, which nothing releases.
+cl_event* ClOp::event_slot() {
+  if (!runtime_->profiling()) return nullptr;
+  events_.push_back(nullptr);
+  return &events_.back();
+}
+
 void ClOp::finish(bool debug) {
+  if (runtime_->profiling()) {
+    std::vector<cl_event> events;
+    for (cl_event e : events_)
+      if (e) events.push_back(e);
+    events_.clear();
+    runtime_->record_op(call_.kind, call_.layer, std::move(events));
+  }
   if (debug) runtime_->finish(where_ + " (debug: waiting after every op)");
   if (runtime_->debug) {
     check_guards_or_throw();

@@ -83,6 +83,10 @@ class ClOp {
   // an output's with its tensor) and what each is ("output 0", "scratch 'x'").
   std::vector<std::pair<GuardedBuffer, std::string>> guarded_;
   std::vector<GuardedBuffer> output_guards_;
+  // Profiling: the events of this op's launches, handed to the runtime by
+  // finish() (released here if the op fails first).
+  std::vector<cl_event> events_;
+  cl_event* event_slot();
 };
 
 // The op kinds this backend runs (the others are not yet on OpenCL).

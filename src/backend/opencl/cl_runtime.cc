@@ -19,7 +19,9 @@ ClRuntime::ClRuntime(const ClDevice& device, const char* source) : device_(devic
                                          0};
   context_ = clCreateContext(props, 1, &device_.device, nullptr, nullptr, &e);
   cl_check(e, "clCreateContext", kSetUp);
-  queue_ = clCreateCommandQueue(context_, device_.device, 0, &e);
+  // Profiling is a property of the queue: always on, so that set_profiling()
+  // can time ops without making a new queue (no launch waits for it).
+  queue_ = clCreateCommandQueue(context_, device_.device, CL_QUEUE_PROFILING_ENABLE, &e);
   if (e != CL_SUCCESS) {
     clReleaseContext(context_);
     cl_fail(e, "clCreateCommandQueue", kSetUp);
@@ -46,6 +48,7 @@ ClRuntime::ClRuntime(const ClDevice& device, const char* source) : device_(devic
 ClRuntime::~ClRuntime() {
   // Best effort, never throwing: outstanding work finishes before release.
   clFinish(queue_);
+  release_profile();
   for (auto& [key, m] : constants_) clReleaseMemObject(m);
   for (auto& [name, k] : kernels_) clReleaseKernel(k);
   clReleaseProgram(program_);
@@ -124,6 +127,46 @@ cl_mem ClRuntime::constant(const std::string& key, const void* data, size_t byte
   }
   constants_[key] = m;
   return m;
+}
+
+void ClRuntime::release_profile() {
+  for (ProfiledOp& op : profiled_)
+    for (cl_event e : op.events) clReleaseEvent(e);
+  profiled_.clear();
+}
+
+void ClRuntime::set_profiling(bool on) {
+  profiling_ = on;
+  if (!on) release_profile();
+}
+
+void ClRuntime::record_op(OpKind kind, int layer, std::vector<cl_event> events) {
+  profiled_.push_back({kind, layer, std::move(events)});
+}
+
+std::vector<OpDeviceTime> ClRuntime::take_profile() {
+  finish("take_profile");
+  std::vector<OpDeviceTime> times;
+  times.reserve(profiled_.size());
+  try {
+    for (const ProfiledOp& op : profiled_) {
+      double seconds = 0;
+      for (cl_event e : op.events) {
+        cl_ulong start = 0, end = 0;
+        cl_check(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr),
+                 "clGetEventProfilingInfo", "take_profile");
+        cl_check(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr),
+                 "clGetEventProfilingInfo", "take_profile");
+        if (end > start) seconds += double(end - start) * 1e-9;  // nanoseconds
+      }
+      times.push_back({op.kind, op.layer, seconds});
+    }
+  } catch (...) {
+    release_profile();
+    throw;
+  }
+  release_profile();
+  return times;
 }
 
 void ClRuntime::finish(const std::string& where) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/opencl/cl_devices.h"
 #include "ops/backend.h"
@@ -55,6 +56,15 @@ class ClRuntime {
 
   DeviceTraffic traffic;
 
+  // Device time per op (Backend::set_profiling, docs/opencl.md §1): while on,
+  // ClOp asks the queue for an event of each of its launches and hands them
+  // over with record_op(); take_profile() waits for the device and sums each
+  // op's commands from their start to their end stamps.
+  void set_profiling(bool on);
+  bool profiling() const { return profiling_; }
+  void record_op(OpKind kind, int layer, std::vector<cl_event> events);
+  std::vector<OpDeviceTime> take_profile();
+
  private:
   void build_program(const char* source);
 
@@ -66,6 +76,14 @@ class ClRuntime {
   std::map<std::string, cl_mem> constants_;
   int tile_ = 16, norm_group_ = 256;
   size_t guard_bytes_ = 256;
+  struct ProfiledOp {
+    OpKind kind;
+    int layer;
+    std::vector<cl_event> events;
+  };
+  bool profiling_ = false;
+  std::vector<ProfiledOp> profiled_;
+  void release_profile();
 };
 
 }  // namespace dgemma::opencl

@@ -106,6 +106,13 @@ std::optional<DeviceTraffic> OpenClBackend::device_traffic() const { return impl
 
 void OpenClBackend::reset_traffic() { impl_->runtime->traffic = DeviceTraffic{}; }
 
+bool OpenClBackend::set_profiling(bool on) {
+  impl_->runtime->set_profiling(on);
+  return true;
+}
+
+std::vector<OpDeviceTime> OpenClBackend::take_profile() { return impl_->runtime->take_profile(); }
+
 int64_t OpenClBackend::cached_weight_bytes() const { return impl_->weights->bytes(); }
 
 }  // namespace dgemma

@@ -60,6 +60,9 @@ class OpenClBackend : public Backend {
   void release_weight_copies() override;
   std::optional<DeviceTraffic> device_traffic() const override;
   void reset_traffic() override;
+  // Device time per op from the queue's profiling stamps (docs/opencl.md §1).
+  bool set_profiling(bool on) override;
+  std::vector<OpDeviceTime> take_profile() override;
 
   const OpenClDeviceInfo& device() const;
   const OpenClBackendOptions& options() const { return options_; }
