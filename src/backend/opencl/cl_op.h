@@ -38,6 +38,8 @@ class ClOp {
   // kernels' intermediate results), released with the op.
   cl_mem scratch(size_t bytes, const std::string& what);
   cl_mem weight(size_t k) { return weights_.get(*call_.w[k], where_); }
+  // Weight k when quantized (w.quant set): its packed buffers on the device.
+  const ClQuantWeight& quant_weight(size_t k) { return weights_.quant(*call_.w[k], where_); }
   // Output k's buffer (its element count must be > 0), attached by finish().
   cl_mem output(size_t k);
 
@@ -63,7 +65,8 @@ class ClOp {
   WeightCache& weights_;
   const OpCall& call_;
   std::string where_;
-  std::vector<cl_mem> uploads_;  // uploads and scratch buffers, released with the op (the driver keeps them while kernels read them)
+  std::vector<cl_mem>
+      uploads_;  // uploads and scratch buffers, released with the op (the driver keeps them while kernels read them)
   std::vector<cl_mem> outputs_;  // per output; null until allocated
 };
 

@@ -1,6 +1,7 @@
 // The row-local ops on the device (docs/opencl.md §3): embedding, rms_norm,
 // rope, the elementwise ops and concat_rows, computing like the CPU's scalar
-// reference (src/backend/cpu/cpu_elementwise.cc).
+// reference (src/backend/cpu/cpu_elementwise.cc; quantized tables:
+// src/backend/cpu/quant_embedding.cc).
 #include <cmath>
 #include <vector>
 
@@ -22,9 +23,17 @@ void run_embedding(ClOp& op) {
     for (int32_t id : ids.i)
       if (id < 0 || id >= V)
         throw Error("embedding: token id " + std::to_string(id) + " is out of range [0, " + std::to_string(V) + ")");
-  const cl_mem in = op.input(0), w = op.weight(0), out = op.output(0);
+  const cl_mem in = op.input(0), out = op.output(0);
   const int h = int(H), v = as_int(V, "vocabulary", op);
   const float s = c.attrs.scale;
+  if (table.quant) {  // decoded per element, rounded to bf16 in a bf16 run (src/backend/cpu/quant_embedding.cc)
+    const ClQuantWeight& q = op.quant_weight(0);
+    const int to_bf16 = c.attrs.round_to_bf16 ? 1 : 0;
+    op.launch(quant_kernel("embedding", q), {size_t(n)}, {kGroup}, in, q.codes, q.scales, q.extra, q.table, q.cols,
+              q.block, q.p0, q.p1, q.f0, out, h, v, to_bf16, s, n);
+    return;
+  }
+  const cl_mem w = op.weight(0);
   op.launch(typed("embedding", table.dtype), {size_t(n)}, {kGroup}, in, w, out, h, v, s, n);
 }
 

@@ -28,3 +28,31 @@
 LINEAR(f32)
 LINEAR(bf16)
 LINEAR(f16)
+LINEAR(f8e4m3)
+
+// linear over a quantized W (QPARAMS, kernels_quant.cl): the same tiling, the
+// W tile decoded element by element while it is staged in local memory.
+#define LINEAR_Q(S)                                                                                              \
+  __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void linear_q_##S(                             \
+      __global const float* x, QPARAMS, __global float* out, int M, int N, int K) {                            \
+    __local float xs[TILE][TILE + 1];                                                                          \
+    __local float ws[TILE][TILE + 1];                                                                          \
+    const int tx = get_local_id(0), ty = get_local_id(1);                                                      \
+    const int n0 = get_group_id(0) * TILE, m0 = get_group_id(1) * TILE;                                        \
+    const int m = m0 + ty, n = n0 + tx, wn = n0 + ty;                                                          \
+    float acc = 0.0f;                                                                                          \
+    for (int k0 = 0; k0 < K; k0 += TILE) {                                                                     \
+      const int k = k0 + tx;                                                                                   \
+      xs[ty][tx] = (m < M && k < K) ? x[(size_t)m * (size_t)K + (size_t)k] : 0.0f;                             \
+      ws[ty][tx] = (wn < N && k < K) ? QLOAD(S, wn, k) : 0.0f;                                                 \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
+      for (int j = 0; j < TILE; ++j) acc += xs[ty][j] * ws[tx][j];                                             \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
+    }                                                                                                          \
+    if (m < M && n < N) out[(size_t)m * (size_t)N + (size_t)n] = acc;                                          \
+  }
+LINEAR_Q(nf4)
+LINEAR_Q(nvfp4)
+LINEAR_Q(affine)
+LINEAR_Q(int8)
+LINEAR_Q(fp8)
