@@ -180,13 +180,26 @@ TEST(OpenClResidency, AChainKeepsItsIntermediateOnTheDevice) {
   expect_near_all(want_normed, normed, "rms_norm");
   expect_near_all(want, out, "linear");
 
-  // Again: the weights are cached (no upload), the input goes up again.
+  // Again: the weights are cached, and so is x, a small host input whose
+  // bytes have not changed: nothing goes up.
   cl.reset_traffic();
   Tensor normed2, out2;
   chain(cl, normed2, out2);
   t = *cl.device_traffic();
   EXPECT_EQ(t.weight_h2d_bytes, 0);
-  EXPECT_EQ(t.h2d_bytes, M * K * 4);
+  EXPECT_EQ(t.h2d_bytes, 0) << "x was kept on the device from the first chain";
+  // x changed on the host (without host_written): its bytes differ from the
+  // kept copy's, so it goes up again, and the result follows the new values.
+  x.f[3] += 1.0f;
+  cl.reset_traffic();
+  Tensor normed3, out3;
+  chain(cl, normed3, out3);
+  EXPECT_EQ(cl.device_traffic()->h2d_bytes, M * K * 4);
+  Tensor want_normed3, want3;
+  chain(cpu, want_normed3, want3);
+  out3.ensure_host();
+  expect_near_all(want3, out3, "linear after x changed");
+  x.f[3] -= 1.0f;
   // The output of the device is an input the device reads in place; a host
   // write drops it, and the next op uploads the new host data.
   out2.ensure_host();

@@ -3,6 +3,7 @@
 // output left on the device (docs/opencl.md §1). It keeps the device's
 // runtime alive and releases the buffer when the last tensor sharing it goes.
 #include <memory>
+#include <vector>
 
 #include "backend/opencl/cl_runtime.h"
 #include "core/tensor.h"
@@ -21,6 +22,11 @@ class ClDeviceData final : public DeviceData {
   ClDeviceData& operator=(const ClDeviceData&) = delete;
 
   const void* owner() const override { return runtime_.get(); }
+  // An upload of host data kept for reuse (docs/opencl.md §1): valid while the
+  // host bytes equal `snapshot`. Otherwise an op's output, current by
+  // construction.
+  bool from_host = false;
+  std::vector<unsigned char> snapshot;
   void copy_to_host(Tensor& t) const override;
   cl_mem mem() const { return mem_; }
   size_t bytes() const { return bytes_; }

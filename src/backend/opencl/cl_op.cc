@@ -1,5 +1,7 @@
 #include "backend/opencl/cl_op.h"
 
+#include <cstring>
+
 #include "backend/opencl/cl_device_data.h"
 #include "dgemma/error.h"
 
@@ -24,6 +26,18 @@ ClOp::~ClOp() {
     if (m) clReleaseMemObject(m);
 }
 
+namespace {
+
+// Host inputs up to this size are uploaded once and reused while their bytes
+// stay the same (positions, token ids, the step's uniforms: docs/opencl.md §1).
+constexpr size_t kKeptUploadBytes = 64 << 10;
+
+const void* host_bytes(const Tensor& t) {
+  return t.dtype == DType::kF32 ? static_cast<const void*>(t.f.data()) : static_cast<const void*>(t.i.data());
+}
+
+}  // namespace
+
 cl_mem ClOp::input(size_t k) {
   const Tensor& t = *call_.in[k];
   const size_t bytes = size_t(t.numel()) * 4;
@@ -34,15 +48,23 @@ cl_mem ClOp::input(size_t k) {
     if (d.bytes() != bytes)
       throw Error("opencl backend: " + what + ": its device data holds " + std::to_string(d.bytes()) +
                   " bytes, its shape " + t.shape_string() + " needs " + std::to_string(bytes));
-    return d.mem();
+    if (!d.from_host || (!t.host_stale && std::memcmp(d.snapshot.data(), host_bytes(t), bytes) == 0)) return d.mem();
   }
   t.ensure_host();  // device data of another backend comes through the host
   const size_t have = (t.dtype == DType::kF32 ? t.f.size() : t.i.size()) * 4;
   if (have < bytes)
     throw Error("opencl backend: " + what + ": its storage holds fewer elements than its shape " + t.shape_string());
-  const void* src =
-      t.dtype == DType::kF32 ? static_cast<const void*>(t.f.data()) : static_cast<const void*>(t.i.data());
-  return upload(src, bytes, what);
+  if (bytes > kKeptUploadBytes) return upload(host_bytes(t), bytes, what);
+  // A small input: uploaded once and attached to the tensor, so that the next
+  // op (and the next step, while the bytes are the same) finds it there.
+  cl_mem m = runtime_->alloc(bytes, what);
+  auto data = std::make_shared<ClDeviceData>(runtime_, m, bytes);
+  const auto* h = static_cast<const unsigned char*>(host_bytes(t));
+  data->from_host = true;
+  data->snapshot.assign(h, h + bytes);
+  runtime_->write(m, data->snapshot.data(), bytes, what);
+  t.device = std::move(data);
+  return m;
 }
 
 cl_mem ClOp::upload(const void* data, size_t bytes, const std::string& what) {

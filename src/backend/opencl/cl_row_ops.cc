@@ -3,6 +3,7 @@
 // reference (src/backend/cpu/cpu_elementwise.cc; quantized tables:
 // src/backend/cpu/quant_embedding.cc).
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "backend/opencl/cl_ops.h"
@@ -68,7 +69,10 @@ void run_rope(ClOp& op) {
   std::vector<float> inv_freq(static_cast<size_t>(pairs));
   for (int i = 0; i < pairs; ++i)
     inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
-  const cl_mem pos = op.input(1), f = op.upload(inv_freq.data(), inv_freq.size() * 4, "rope frequencies");
+  char key[96];
+  std::snprintf(key, sizeof key, "rope %d %lld %.17g", pairs, static_cast<long long>(d), c.attrs.rope_theta);
+  const cl_mem pos = op.input(1), f = op.runtime().constant(key, inv_freq.data(), inv_freq.size() * 4,
+                                                            "rope frequencies of " + op.where());
   const int n = as_int(M * heads * (d / 2), "pair count", op);
   const int h = int(heads), dd = int(d);
   op.launch("rope", {size_t(n)}, {kGroup}, in, pos, f, out, h, dd, pairs, n);

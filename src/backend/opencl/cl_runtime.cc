@@ -44,6 +44,7 @@ ClRuntime::ClRuntime(const ClDevice& device, const char* source) : device_(devic
 ClRuntime::~ClRuntime() {
   // Best effort, never throwing: outstanding work finishes before release.
   clFinish(queue_);
+  for (auto& [key, m] : constants_) clReleaseMemObject(m);
   for (auto& [name, k] : kernels_) clReleaseKernel(k);
   clReleaseProgram(program_);
   clReleaseCommandQueue(queue_);
@@ -102,6 +103,20 @@ void ClRuntime::read(void* dst, cl_mem src, size_t bytes, const std::string& whe
   cl_check(clEnqueueReadBuffer(queue_, src, CL_TRUE, 0, bytes, dst, 0, nullptr, nullptr), "clEnqueueReadBuffer", where);
   traffic.d2h_bytes += int64_t(bytes);
   ++traffic.synchronizations;
+}
+
+cl_mem ClRuntime::constant(const std::string& key, const void* data, size_t bytes, const std::string& where) {
+  auto it = constants_.find(key);
+  if (it != constants_.end()) return it->second;
+  cl_mem m = alloc(bytes, where);
+  try {
+    write(m, data, bytes, where, /*weight=*/true);
+  } catch (...) {
+    clReleaseMemObject(m);
+    throw;
+  }
+  constants_[key] = m;
+  return m;
 }
 
 void ClRuntime::finish(const std::string& where) {

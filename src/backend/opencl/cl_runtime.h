@@ -39,6 +39,10 @@ class ClRuntime {
   void read(void* dst, cl_mem src, size_t bytes, const std::string& where);
   // Waits for the queue (counted as a synchronization).
   void finish(const std::string& where);
+  // A constant the host computed (RoPE frequencies), uploaded the first time
+  // `key` is asked for and kept for the runtime's life; counted as weight
+  // traffic (docs/opencl.md §1).
+  cl_mem constant(const std::string& key, const void* data, size_t bytes, const std::string& where);
 
   DeviceTraffic traffic;
 
@@ -50,6 +54,7 @@ class ClRuntime {
   cl_command_queue queue_ = nullptr;
   cl_program program_ = nullptr;
   std::map<std::string, cl_kernel> kernels_;
+  std::map<std::string, cl_mem> constants_;
   int tile_ = 16, norm_group_ = 256;
 };
 
