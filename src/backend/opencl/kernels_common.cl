@@ -38,3 +38,12 @@ float round_to_bf16(float f);
 // Plain FP8 (E4M3FN) weights: one byte per element.
 #define WTYPE_f8e4m3 uchar
 #define WLOAD_f8e4m3(p, i) e4m3_to_f32((p)[i])
+
+// A kernel written once for plain and quantized weights takes its weight as
+// WP(T) and reads element [r, c] (ld: the weight's row length) as
+// WAT(T, r, c, ld): (WP, WAT) = (W_PLAIN, W_PLAIN_AT) with T a stored dtype
+// (f32, bf16, f16, f8e4m3), or (W_QUANT, W_QUANT_AT) with T a scheme.
+#define W_PLAIN(T) __global const WTYPE_##T* w
+#define W_PLAIN_AT(T, r, c, ld) WLOAD_##T(w, (size_t)(r) * (size_t)(ld) + (size_t)(c))
+#define W_QUANT(S) QPARAMS
+#define W_QUANT_AT(S, r, c, ld) QLOAD(S, (int)(r), (int)(c))
