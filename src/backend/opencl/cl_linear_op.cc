@@ -1,7 +1,7 @@
 // The matrix product on the device (docs/opencl.md §3), computing like the
 // CPU's scalar reference (src/backend/cpu/cpu_linear.cc); quantized weights are
 // decoded in the kernel as src/backend/cpu/quant_gemm.cc decodes them.
-#include "backend/opencl/cl_ops.h"
+#include "backend/opencl/cl_weight_launch.h"
 
 namespace dgemma::opencl {
 
@@ -22,14 +22,7 @@ void run_linear(ClOp& op) {
   }
   const cl_mem in = op.input(0);
   const size_t tile = size_t(op.runtime().tile());
-  if (W.quant) {
-    const ClQuantWeight& q = op.quant_weight(0);
-    op.launch(quant_kernel("linear", q), {size_t(N), size_t(M)}, {tile, tile}, in, q.codes, q.scales, q.extra, q.table,
-              q.cols, q.block, q.p0, q.p1, q.f0, out, M, N, K);
-    return;
-  }
-  const cl_mem w = op.weight(0);
-  op.launch(typed("linear", W.dtype), {size_t(N), size_t(M)}, {tile, tile}, in, w, out, M, N, K);
+  launch_with_weight(op, "linear", 0, {size_t(N), size_t(M)}, {tile, tile}, std::tuple(in), std::tuple(out, M, N, K));
 }
 
 }  // namespace dgemma::opencl

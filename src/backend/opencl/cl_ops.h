@@ -14,9 +14,6 @@ namespace dgemma::opencl {
 // The kernel of a weight-reading op for the weight's stored dtype: base + "_f32",
 // "_bf16", "_f16" or "_f8e4m3".
 std::string typed(const std::string& base, DType dt);
-// The kernel of a weight-reading op for a quantized weight: base + "_q_" + its
-// scheme ("linear_q_nf4"; kernels_quant.cl).
-inline std::string quant_kernel(const std::string& base, const ClQuantWeight& q) { return base + "_q_" + q.scheme; }
 // Element counts and sizes passed to kernels as `int`, with room for the
 // work-items that round a launch up to whole work-groups; throws naming `what`
 // and the op when `v` does not fit.

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "backend/opencl/cl_ops.h"
+#include "backend/opencl/cl_weight_launch.h"
 #include "dgemma/error.h"
 
 namespace dgemma::opencl {
@@ -28,14 +28,11 @@ void run_embedding(ClOp& op) {
   const int h = int(H), v = as_int(V, "vocabulary", op);
   const float s = c.attrs.scale;
   if (table.quant) {  // decoded per element, rounded to bf16 in a bf16 run (src/backend/cpu/quant_embedding.cc)
-    const ClQuantWeight& q = op.quant_weight(0);
     const int to_bf16 = c.attrs.round_to_bf16 ? 1 : 0;
-    op.launch(quant_kernel("embedding", q), {size_t(n)}, {kGroup}, in, q.codes, q.scales, q.extra, q.table, q.cols,
-              q.block, q.p0, q.p1, q.f0, out, h, v, to_bf16, s, n);
+    launch_with_weight(op, "embedding", 0, {size_t(n)}, {kGroup}, std::tuple(in), std::tuple(out, h, v, to_bf16, s, n));
     return;
   }
-  const cl_mem w = op.weight(0);
-  op.launch(typed("embedding", table.dtype), {size_t(n)}, {kGroup}, in, w, out, h, v, s, n);
+  launch_with_weight(op, "embedding", 0, {size_t(n)}, {kGroup}, std::tuple(in), std::tuple(out, h, v, s, n));
 }
 
 void run_rms_norm(ClOp& op) {
