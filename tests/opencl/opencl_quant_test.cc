@@ -193,6 +193,40 @@ TEST(OpenClQuant, AQuantizedWeightIsUploadedOnceInPackedForm) {
   }
 }
 
+// Layouts the decoders do not read are refused before any device work,
+// naming the weight and what is wrong; so are quantized weights in ops
+// without a quantized kernel.
+TEST(OpenClQuant, RefusesLayoutsTheDecodersDoNotRead) {
+  Rng rng(3);
+  Scheme affine{"experts", QuantScheme::kAffine, 32, 4, false, DType::kBF16, 8, 64};
+  WeightRef w = quantized(affine, rng);
+  Tensor x = Tensor::f32({2, 64}), out;
+  OpCall lin;
+  lin.kind = OpKind::kLinear;
+  lin.in = {&x};
+  lin.w = {&w};
+  lin.out = {&out};
+  std::string why;
+  EXPECT_TRUE(opencl_supports(lin, &why)) << why;
+  auto& q = const_cast<QuantizedWeight&>(*w.quant);
+  q.scale_dtype = DType::kF64;
+  EXPECT_FALSE(opencl_supports(lin, &why));
+  EXPECT_EQ(why, "weight 'experts': affine weight with F64 scales: the OpenCL decoders read F32, BF16 and F16 scales");
+  q.scale_dtype = DType::kBF16;
+  q.block = 48;
+  EXPECT_FALSE(opencl_supports(lin, &why));
+  EXPECT_EQ(why,
+            "weight 'experts': affine weight of 64 columns in blocks of 48: the OpenCL decoders need whole blocks per "
+            "row");
+  q.block = 32;
+  OpCall scale = lin;
+  scale.kind = OpKind::kScale;
+  EXPECT_FALSE(opencl_supports(scale, &why));
+  EXPECT_EQ(why,
+            "weight 'experts' is quantized: scale does not take quantized weights on OpenCL (linear and "
+            "embedding do)");
+}
+
 #else
 
 TEST(OpenClQuant, NotBuilt) { GTEST_SKIP() << "this build has no OpenCL backend (DGEMMA_OPENCL)"; }
