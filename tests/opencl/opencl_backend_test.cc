@@ -251,8 +251,7 @@ TEST(OpenClBackend, RefusesWhatItDoesNotRunYet) {
             "weight 'proj' is F8_E4M3: the OpenCL backend reads F32, BF16 and F16 weights (and F8_E4M3 in linear and "
             "embedding)");
 
-  for (OpKind k :
-       {OpKind::kAttention, OpKind::kRouterTopk, OpKind::kMoeExperts, OpKind::kSoftEmbedding, OpKind::kSample}) {
+  for (OpKind k : {OpKind::kAttention, OpKind::kRouterTopk, OpKind::kSoftEmbedding}) {
     OpCall c;
     c.kind = k;
     EXPECT_FALSE(cl->supports(c, &why)) << op_name(k);

@@ -36,7 +36,9 @@ bool implemented_on_opencl(OpKind kind) {
     case OpKind::kAdd:
     case OpKind::kScale:
     case OpKind::kSoftcap:
-    case OpKind::kConcatRows: return true;
+    case OpKind::kConcatRows:
+    case OpKind::kMoeExperts:
+    case OpKind::kSample: return true;
     default: return false;
   }
 }
@@ -52,6 +54,8 @@ void run_op(ClOp& op) {
     case OpKind::kScale: return run_elementwise(op, "scale");
     case OpKind::kSoftcap: return run_elementwise(op, "softcap");
     case OpKind::kConcatRows: return run_concat_rows(op);
+    case OpKind::kMoeExperts: return run_moe_experts(op);
+    case OpKind::kSample: return run_sample(op);
     default:
       throw Error("opencl backend: " + std::string(op_name(op.call().kind)) + " is not yet on OpenCL (" + op.where() +
                   ")");

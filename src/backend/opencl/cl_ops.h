@@ -29,5 +29,9 @@ void run_elementwise(ClOp& op, const char* kernel);  // gelu_glu, add, scale, so
 void run_concat_rows(ClOp& op);
 // cl_linear_op.cc
 void run_linear(ClOp& op);
+// cl_moe_op.cc
+void run_moe_experts(ClOp& op);
+// cl_sample_op.cc (needs fp64 on the device)
+void run_sample(ClOp& op);
 
 }  // namespace dgemma::opencl

@@ -94,7 +94,13 @@ bool opencl_supports(const OpCall& call, std::string* why) {
   return true;
 }
 
-bool OpenClBackend::supports(const OpCall& call, std::string* why) const { return opencl_supports(call, why); }
+bool OpenClBackend::supports(const OpCall& call, std::string* why) const {
+  if (call.kind == OpKind::kSample && !impl_->runtime->info().fp64) {  // its sums are the CPU's, in double
+    if (why) *why = "sample needs fp64 (cl_khr_fp64), which " + impl_->runtime->info().name + " does not offer";
+    return false;
+  }
+  return opencl_supports(call, why);
+}
 
 void OpenClBackend::run(const OpCall& call) {
   std::string why;
