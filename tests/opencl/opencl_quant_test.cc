@@ -223,8 +223,8 @@ TEST(OpenClQuant, RefusesLayoutsTheDecodersDoNotRead) {
   scale.kind = OpKind::kScale;
   EXPECT_FALSE(opencl_supports(scale, &why));
   EXPECT_EQ(why,
-            "weight 'experts' is quantized: scale does not take quantized weights on OpenCL (linear and "
-            "embedding do)");
+            "weight 'experts' is quantized: scale does not take quantized weights on OpenCL (linear, embedding and "
+            "moe_experts do)");
 }
 
 #else

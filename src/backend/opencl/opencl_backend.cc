@@ -75,18 +75,19 @@ bool opencl_supports(const OpCall& call, std::string* why) {
   if (!opencl::implemented_on_opencl(call.kind))
     return refuse(std::string(op_name(call.kind)) + " is not yet on OpenCL");
   // Quantized and FP8 weights: the ops whose kernels decode them (docs/opencl.md §3).
-  const bool decodes = call.kind == OpKind::kLinear || call.kind == OpKind::kEmbedding;
+  const bool fp8 = call.kind == OpKind::kLinear || call.kind == OpKind::kEmbedding;
+  const bool decodes = fp8 || call.kind == OpKind::kMoeExperts;
   for (const WeightRef* w : call.w) {
     if (w->quant) {
       if (!decodes)
         return refuse("weight '" + w->name + "' is quantized: " + std::string(op_name(call.kind)) +
-                      " does not take quantized weights on OpenCL (linear and embedding do)");
+                      " does not take quantized weights on OpenCL (linear, embedding and moe_experts do)");
       const std::string layout = opencl::opencl_quant_refusal(*w->quant);
       if (!layout.empty()) return refuse("weight '" + w->name + "': " + layout);
       continue;
     }
     if (call.kind == OpKind::kScale) continue;  // its one value is read on the host
-    if (w->dtype == DType::kF8_E4M3 && decodes) continue;
+    if (w->dtype == DType::kF8_E4M3 && fp8) continue;
     if (w->dtype != DType::kF32 && w->dtype != DType::kBF16 && w->dtype != DType::kF16)
       return refuse("weight '" + w->name + "' is " + std::string(dtype_name(w->dtype)) +
                     ": the OpenCL backend reads F32, BF16 and F16 weights (and F8_E4M3 in linear and embedding)");
