@@ -193,6 +193,40 @@ TEST(OpenClQuant, AQuantizedWeightIsUploadedOnceInPackedForm) {
   }
 }
 
+// Expert weights as ModelOpt stores them, NVFP4 per expert and projection
+// (docs/formats.md §3.2): each fused weight goes up once, its slices joined,
+// with a first row and global scale per slice.
+TEST(OpenClQuant, ExpertWeightsAreUploadedOnceInPackedForm) {
+  REQUIRE_OPENCL_DEVICE(devices);
+  std::unique_ptr<OpenClBackend> cl = device_backend(devices);
+  Rng rng(9);
+  const int64_t M = 3, k = 2, E = 4, H = 64, I = 32;
+  Scheme gu_s{"experts.gate_up_proj", QuantScheme::kNVFP4, 16, 4, false, DType::kBF16, E * 2 * I, H, I, 2 * I};
+  Scheme down_s{"experts.down_proj", QuantScheme::kNVFP4, 16, 4, false, DType::kBF16, E * H, I, H, H};
+  WeightRef gu = quantized(gu_s, rng), down = quantized(down_s, rng);
+  gu.shape = {E, 2 * I, H};
+  down.shape = {E, H, I};
+  ASSERT_EQ(gu.quant->slices.size(), size_t(2 * E));
+  ASSERT_EQ(down.quant->slices.size(), size_t(E));
+  Tensor x = uniform_tensor({M, H}, rng, -1, 1), idx = Tensor::i32({M, k}), wts = uniform_tensor({M, k}, rng, 0, 1);
+  idx.i = {0, 3, 1, 2, 3, 0};
+  Tensor out;
+  OpCall c;
+  c.kind = OpKind::kMoeExperts;
+  c.in = {&x, &idx, &wts};
+  c.w = {&gu, &down};
+  c.out = {&out};
+  const int64_t packed =
+      (E * 2 * I * H / 2 + E * 2 * I * H / 16 + 2 * E * 8) + (E * H * I / 2 + E * H * I / 16 + E * 8);
+  for (int run = 0; run < 2; ++run) {
+    cl->reset_traffic();
+    Executor(*cl).run(c);
+    out.ensure_host();
+    EXPECT_EQ(cl->device_traffic()->weight_h2d_bytes, run == 0 ? packed : 0) << "run " << run;
+    EXPECT_EQ(cl->cached_weight_bytes(), packed);
+  }
+}
+
 // Layouts the decoders do not read are refused before any device work,
 // naming the weight and what is wrong; so are quantized weights in ops
 // without a quantized kernel.
