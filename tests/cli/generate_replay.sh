@@ -16,7 +16,7 @@
 # (a GPU, or the emulated device of a DGEMMA_CUDA=EMULATE build: the sanitizer
 # build of scripts/build.sh): the whole trajectory, every op on the device,
 # must give the reference's output too. Without one, `--backend cuda` must
-# fail with a clear message.
+# fail with a clear message. The same for the OpenCL backend (PoCL in CI).
 #
 # usage: generate_replay.sh DGEMMA_BINARY SOURCE_DIR
 set -u
@@ -33,6 +33,19 @@ elif grep -qE "no CUDA device found|has no CUDA backend" "$TMP/probe.err"; then
   ok "no CUDA device in this build/machine, and --backend cuda says so: $(head -c 120 "$TMP/probe.err")"
 else
   bad "--backend cuda failed without saying that no device is available: $(cat "$TMP/probe.err")"
+fi
+
+# The OpenCL backend: "opencl" when the build has it and a device is there (CI:
+# PoCL), else a clear message. The whole trajectory on the device, every op
+# included, must give the reference's output too.
+opencl_backends=()
+if "$BIN" generate -m "$MODEL" --backend opencl --prompt-ids 2,10 --max-new-tokens 1 -q --json >"$TMP/probe.json" \
+    2>"$TMP/probe.err"; then
+  opencl_backends=(opencl)
+elif grep -qE "has no OpenCL backend|no OpenCL platform|no OpenCL device" "$TMP/probe.err"; then
+  ok "no OpenCL device in this build/machine, and --backend opencl says so: $(head -c 120 "$TMP/probe.err")"
+else
+  bad "--backend opencl failed without saying that no device is available: $(cat "$TMP/probe.err")"
 fi
 
 for case_json in "$MODEL"/cases/generate_*.json; do
@@ -59,7 +72,7 @@ print(" ".join([
 ]))
 EOF
 )
-  for backend in cpu "${cuda_backends[@]}"; do
+  for backend in cpu "${cuda_backends[@]}" "${opencl_backends[@]}"; do
     # shellcheck disable=SC2086
     if "$BIN" generate -m "$MODEL" --replay "$tape" --replay-self-conditioning --backend "$backend" --json -q $args \
         >"$TMP/$name.json" 2>"$TMP/$name.err"; then

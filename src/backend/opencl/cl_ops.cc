@@ -39,6 +39,9 @@ bool implemented_on_opencl(OpKind kind) {
     case OpKind::kConcatRows:
     case OpKind::kMoeExperts:
     case OpKind::kSample: return true;
+    case OpKind::kAttention:
+    case OpKind::kSoftEmbedding:
+    case OpKind::kRouterTopk: return true;
     default: return false;
   }
 }
@@ -56,6 +59,9 @@ void run_op(ClOp& op) {
     case OpKind::kConcatRows: return run_concat_rows(op);
     case OpKind::kMoeExperts: return run_moe_experts(op);
     case OpKind::kSample: return run_sample(op);
+    case OpKind::kAttention: return run_attention(op);
+    case OpKind::kSoftEmbedding: return run_soft_embedding(op);
+    case OpKind::kRouterTopk: return run_router_topk(op);
     default:
       throw Error("opencl backend: " + std::string(op_name(op.call().kind)) + " is not yet on OpenCL (" + op.where() +
                   ")");

@@ -33,5 +33,11 @@ void run_linear(ClOp& op);
 void run_moe_experts(ClOp& op);
 // cl_sample_op.cc (needs fp64 on the device)
 void run_sample(ClOp& op);
+// cl_attention_op.cc
+void run_attention(ClOp& op);
+// cl_soft_embedding_op.cc
+void run_soft_embedding(ClOp& op);
+// cl_router_op.cc
+void run_router_topk(ClOp& op);
 
 }  // namespace dgemma::opencl

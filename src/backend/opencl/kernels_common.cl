@@ -4,7 +4,8 @@
 // The host defines, when it builds the program:
 //   TILE      edge of the square work-group of the matrix product (16, or less
 //             where the device's work-groups are smaller)
-//   NORM_WG   work-items of rms_norm's work-group (a power of two)
+//   NORM_WG   work-items of the work-group of a per-row reduction (rms_norm,
+//             attention, soft_embedding, router_topk; a power of two)
 // Every kernel computes like the CPU's scalar reference (docs/model.md §1.2-§1.5):
 // fp32 arithmetic in the same order of operations, no contraction into fused
 // multiply-adds (the reference does not contract either).

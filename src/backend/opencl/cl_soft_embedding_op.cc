@@ -1,0 +1,39 @@
+// soft_embedding on the device (docs/opencl.md §3), computing like the CPU's
+// scalar reference (src/backend/cpu/cpu_elementwise.cc soft_embedding):
+// the probabilities of each row into a scratch buffer, then their product
+// with the table. Plain F32, BF16 and F16 tables (quantized ones are refused
+// by opencl_supports).
+#include "backend/opencl/cl_ops.h"
+#include "dgemma/error.h"
+
+namespace dgemma::opencl {
+
+void run_soft_embedding(ClOp& op) {
+  const OpCall& c = op.call();
+  const Tensor& logits = *c.in[0];
+  const WeightRef& table = *c.w[0];
+  const int M = as_int(logits.dim(0), "rows", op), V = as_int(table.shape[0], "vocabulary", op);
+  const int H = as_int(table.shape[1], "hidden size", op);
+  as_int(int64_t(M) * V, "logit count", op);
+  as_int(int64_t(M) * H, "output element count", op);
+  as_int(int64_t(V) * H, "table element count", op);
+  if (M == 0 || H == 0) return;  // an empty output
+  const cl_mem out = op.output(0);
+  if (V == 0) {  // softmax over nothing: the reference's sums stay 0
+    const float zero = 0.0f;
+    cl_check(clEnqueueFillBuffer(op.runtime().queue(), out, &zero, sizeof zero, 0, size_t(M) * size_t(H) * 4, 0,
+                                 nullptr, nullptr),
+             "clEnqueueFillBuffer", op.where());
+    return;
+  }
+  const cl_mem in = op.input(0), w = op.weight(0);
+  const cl_mem probs = op.scratch(size_t(M) * size_t(V) * 4, "soft_embedding probabilities");
+  const int to_bf16 = c.attrs.round_to_bf16 ? 1 : 0;
+  const size_t group = size_t(op.runtime().norm_group()), tile = size_t(op.runtime().tile());
+  op.launch("soft_embedding_probs", {size_t(M) * group}, {group}, in, probs, V, to_bf16);
+  const float scale = c.attrs.scale;
+  op.launch(typed("soft_embedding_out", table.dtype), {size_t(H), size_t(M)}, {tile, tile}, probs, w, out, M, V, H,
+            scale);
+}
+
+}  // namespace dgemma::opencl
