@@ -241,8 +241,8 @@ TEST(OpenClBackend, RefusesWhatItDoesNotRunYet) {
   norm.out = {&out};
   EXPECT_FALSE(cl->supports(norm, &why));
   EXPECT_EQ(why,
-            "weight 'proj' is quantized: rms_norm does not take quantized weights on OpenCL (linear, embedding and "
-            "moe_experts do)");
+            "weight 'proj' is quantized: rms_norm does not take quantized weights on OpenCL (linear, embedding, "
+            "soft_embedding and moe_experts do)");
   w.quant.reset();
   EXPECT_TRUE(cl->supports(lin, &why));
   w.dtype = DType::kF8_E4M3;

@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/backend.h"
@@ -139,6 +141,45 @@ TEST(OpenClQuant, EveryDecoderGivesTheReferenceValues) {
   }
 }
 
+// soft_embedding over a quantized table computes, bit for bit, what it
+// computes over the table's dense copy (quantize/quantized_weight.h: fp32, or
+// bf16 in a bf16 run), made by the CPU's reference dequantization.
+TEST(OpenClQuant, SoftEmbeddingOverAQuantizedTableIsThatOverItsDenseCopy) {
+  REQUIRE_OPENCL_DEVICE(devices);
+  std::unique_ptr<OpenClBackend> cl = device_backend(devices);
+  Rng rng(13);
+  const int64_t M = 4, V = 40, H = 64;
+  // Every table (and so its dense copies) lives to the end: the cache finds
+  // plain weights by their data pointer, which a freed copy's successor could
+  // reuse.
+  std::deque<WeightRef> tables;
+  for (const Scheme& s : {Scheme{"nf4_dq", QuantScheme::kNF4, 64, 4, true, DType::kBF16, V, H},
+                          Scheme{"affine4", QuantScheme::kAffine, 32, 4, false, DType::kBF16, V, H},
+                          Scheme{"fp8", QuantScheme::kFP8, 16, 8, false, DType::kF32, V, H}}) {
+    SCOPED_TRACE(s.name);
+    const WeightRef& table = tables.emplace_back(quantized(s, rng));
+    Tensor logits = uniform_tensor({M, V}, rng, -4, 4);
+    for (bool bf16_run : {false, true}) {
+      const WeightRef& dense = table.quant->dense(bf16_run ? DType::kBF16 : DType::kF32);
+      Tensor got, want;
+      for (auto [w, out] : {std::pair{&table, &got}, std::pair{&dense, &want}}) {
+        OpCall c;
+        c.kind = OpKind::kSoftEmbedding;
+        c.in = {&logits};
+        c.w = {w};
+        c.out = {out};
+        c.attrs.scale = 1.5f;
+        c.attrs.round_to_bf16 = bf16_run;
+        Executor(*cl).run(c);
+        out->ensure_host();
+      }
+      ASSERT_EQ(got.f.size(), size_t(M * H));
+      for (size_t k = 0; k < got.f.size(); ++k)
+        ASSERT_EQ(bits_of(got.f[k]), bits_of(want.f[k])) << "bf16 run " << bf16_run << ", element " << k;
+    }
+  }
+}
+
 // One linear over `w`, x of M rows; returns the weight bytes it uploaded.
 int64_t run_linear(OpenClBackend& cl, const WeightRef& w, int64_t M, Rng& rng) {
   Tensor x = uniform_tensor({M, w.shape[1]}, rng, -1, 1), out;
@@ -257,8 +298,21 @@ TEST(OpenClQuant, RefusesLayoutsTheDecodersDoNotRead) {
   scale.kind = OpKind::kScale;
   EXPECT_FALSE(opencl_supports(scale, &why));
   EXPECT_EQ(why,
-            "weight 'experts' is quantized: scale does not take quantized weights on OpenCL (linear, embedding and "
-            "moe_experts do)");
+            "weight 'experts' is quantized: scale does not take quantized weights on OpenCL (linear, embedding, "
+            "soft_embedding and moe_experts do)");
+  // Bound with its dense fp32 copy (router.proj of MLX conversions,
+  // quantize/quantized_weight.h), an op that does not decode reads the copy.
+  q.bound_dense = true;
+  WeightRef bound = w;
+  const WeightRef& dense = w.quant->dense(DType::kF32);
+  bound.data = dense.data;
+  bound.dtype = DType::kF32;
+  OpCall router;
+  router.kind = OpKind::kRouterTopk;
+  router.w = {&bound};
+  EXPECT_TRUE(opencl_supports(router, &why)) << why;
+  lin.w = {&bound};
+  EXPECT_TRUE(opencl_supports(lin, &why)) << why;  // decoded from the codes
 }
 
 #else

@@ -76,12 +76,15 @@ bool opencl_supports(const OpCall& call, std::string* why) {
     return refuse(std::string(op_name(call.kind)) + " is not yet on OpenCL");
   // Quantized and FP8 weights: the ops whose kernels decode them (docs/opencl.md §3).
   const bool fp8 = call.kind == OpKind::kLinear || call.kind == OpKind::kEmbedding;
-  const bool decodes = fp8 || call.kind == OpKind::kMoeExperts;
+  const bool decodes = fp8 || call.kind == OpKind::kMoeExperts || call.kind == OpKind::kSoftEmbedding;
   for (const WeightRef* w : call.w) {
-    if (w->quant) {
+    // A quantized weight bound with a dense fp32 copy (quantize/quantized_weight.h
+    // bound_dense: router.proj) is read as that copy by the ops that do not decode.
+    if (w->quant && (decodes || !w->quant->bound_dense)) {
       if (!decodes)
-        return refuse("weight '" + w->name + "' is quantized: " + std::string(op_name(call.kind)) +
-                      " does not take quantized weights on OpenCL (linear, embedding and moe_experts do)");
+        return refuse(
+            "weight '" + w->name + "' is quantized: " + std::string(op_name(call.kind)) +
+            " does not take quantized weights on OpenCL (linear, embedding, soft_embedding and moe_experts do)");
       const std::string layout = opencl::opencl_quant_refusal(*w->quant);
       if (!layout.empty()) return refuse("weight '" + w->name + "': " + layout);
       continue;
