@@ -29,7 +29,17 @@
 #      (DGEMMA_GPU_SKIP_CPU_BENCH=1 leaves it out): canvas positions/s, step
 #      seconds, the slowest ops and the 30-layer estimate in ms per canvas;
 #   5. generates on the default model with --backend cuda and --debug-device;
-#   6. if compute-sanitizer is there, runs the op tests under memcheck.
+#   6. if compute-sanitizer is there, runs the op tests under memcheck;
+#   7. OpenCL on the NVIDIA driver, when the machine has its ICD
+#      (/etc/OpenCL/vendors/nvidia.icd) and the build found the OpenCL headers
+#      and loader (-DDGEMMA_OPENCL=AUTO): the op catalogue's opencl rows and
+#      tests/opencl, `doctor --backend opencl:P.D` (and its debug mode) on
+#      golden_a, a golden replay of a generate_* case with --backend
+#      opencl:P.D, and `bench step` with --backend opencl:P.D beside --backend
+#      cuda, with the ratio of their step times. Until every op runs on
+#      OpenCL, the doctor names the first op it refuses and the model runs say
+#      so (reported, not failed). Without the ICD the section says so and is
+#      skipped.
 # Logs and JSON reports go to $OUT/gpu-check.tgz when $OUT is set (the device
 # tool's output folder), else to build-gpu/out. Exit status: 0 when every
 # step passed.
@@ -78,7 +88,7 @@ if [ "${1:-}" = "--stage-prebuilt" ]; then
   src=${2:-build/release}
   rm -rf build-gpu
   mkdir -p build-gpu/lib
-  for b in dgemma cuda_tests dgemma_cuda_roofline; do
+  for b in dgemma cuda_tests dgemma_cuda_roofline opencl_tests ops_tests; do
     [ -x "$src/$b" ] && cp "$src/$b" build-gpu/ && strip build-gpu/$b
   done
   ldd build-gpu/dgemma build-gpu/cuda_tests 2>/dev/null | awk '/=> \//{print $3}' | sort -u |
@@ -131,7 +141,10 @@ num = lambda x: nan if x is None else x
 print(f"ops compared {r['ops_compared']}, child {r['child_status']}")
 print(f"{'op':16} {'count':>6} {'max_abs':>11} {'max_rel':>11} {'min_cosine':>12}")
 for op, s in sorted(r["ops"].items()):
-    print(f"{op:16} {s['count']:>6} {num(s['max_abs']):>11.3g} {num(s['max_rel']):>11.3g} {num(s['min_cosine']):>12.9f}")
+    if s["count"]:
+        print(f"{op:16} {s['count']:>6} {num(s['max_abs']):>11.3g} {num(s['max_rel']):>11.3g} {num(s['min_cosine']):>12.9f}")
+    if s.get("unsupported"):
+        print(f"{op:16} {s['unsupported']:>6}   not run: the target does not support it")
 f = r.get("first_failure")
 if f:
     print(f"FIRST FAILURE: {f['op']} ({f['site']}) layer {f['layer']} {f['pass']} step {f['step']}: {f['kind']}")
@@ -204,7 +217,7 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 configure() {
   cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDGEMMA_CUDA=$cuda_mode -DDGEMMA_BENCH=OFF \
-    -DDGEMMA_TESTS="$tests" "${prefix[@]}" >"$out/configure.log" 2>&1
+    -DDGEMMA_OPENCL=AUTO -DDGEMMA_TESTS="$tests" "${prefix[@]}" >"$out/configure.log" 2>&1
 }
 if ! configure; then
   if grep -q -i gtest "$out/configure.log"; then
@@ -217,10 +230,14 @@ if ! configure; then
     exit 1
   fi
 fi
-grep "dgemma: CUDA" "$out/configure.log"
+grep -E "dgemma: (CUDA|OpenCL)" "$out/configure.log"
 targets=(dgemma)
 [ $emulate = 0 ] && targets+=(dgemma_cuda_roofline)  # nvcc-only: no such target in the emulated build
 [ "$tests" = ON ] && targets+=(cuda_tests)
+# The OpenCL tests of section 7, where the build has OpenCL and the NVIDIA ICD is there to run them.
+if [ "$tests" = ON ] && [ -f /etc/OpenCL/vendors/nvidia.icd ] && grep -q "dgemma: OpenCL backend ON" "$out/configure.log"; then
+  targets+=(opencl_tests ops_tests)
+fi
 start=$(date +%s)
 if ! timeout 420 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$out/build.log" 2>&1; then
   grep -E "error|FAILED" -A5 "$out/build.log" | head -60
@@ -363,6 +380,122 @@ if [ "$tests" = ON ] && [ $emulate = 0 ] && command -v compute-sanitizer >/dev/n
     grep -E "=========|ERROR SUMMARY|FAILED" "$out/memcheck.log" | head -40
     [ $rc -eq 124 ] && echo "(memcheck timed out: not a failure of the backend)" || fail "memcheck (log: $out/memcheck.log)"
   fi
+fi
+
+section "OpenCL on the NVIDIA driver: catalogue rows, doctor, replay, bench step beside CUDA"
+# The OpenCL device of the NVIDIA platform ("" when there is none), from `dgemma devices --json`.
+opencl_nvidia_device() {
+  "$build/dgemma" devices --json 2>"$out/devices.err" | tee "$out/devices.json" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)["opencl"]
+print(next((d["backend"] for d in o.get("devices", []) if "NVIDIA" in d["platform_name"]), ""))'
+}
+# Whether an error log says the model reached an op OpenCL does not run yet.
+refused() { grep -q "is not yet on OpenCL" "$1"; }
+if [ ! -f /etc/OpenCL/vendors/nvidia.icd ]; then
+  echo "skipped: no OpenCL ICD for the NVIDIA driver here (/etc/OpenCL/vendors/nvidia.icd)"
+elif ! ocl=$(opencl_nvidia_device) || [ -z "$ocl" ]; then
+  echo "skipped: the NVIDIA ICD is there, but this build lists no NVIDIA OpenCL device:"
+  "$build/dgemma" devices 2>&1 | head -12
+else
+  "$build/dgemma" devices 2>&1 | sed -n "/  $ocl /,/extensions/p"
+  if [ "$tests" = ON ] && [ -x "$build/ops_tests" ] && [ -x "$build/opencl_tests" ]; then
+    # The catalogue's opencl target is the default device where there is no PoCL: the GPU.
+    # The doctor tests fork, so each runs in a process of its own (as under ctest).
+    opencl_tests_ok=1
+    timeout 120 "$build/opencl_tests" --gtest_filter='-OpenClDoctor.*' --gtest_color=no >"$out/opencl_tests.log" 2>&1 ||
+      opencl_tests_ok=0
+    for t in $("$build/opencl_tests" --gtest_list_tests --gtest_filter='OpenClDoctor.*' | awk '/^  /{print "OpenClDoctor." $1}'); do
+      timeout 120 "$build/opencl_tests" --gtest_filter="$t" --gtest_color=no >>"$out/opencl_tests.log" 2>&1 ||
+        opencl_tests_ok=0
+    done
+    if timeout 240 "$build/ops_tests" --gtest_filter='*__opencl' --gtest_color=no >"$out/opencl_catalogue.log" 2>&1 &&
+        [ $opencl_tests_ok = 1 ]; then
+      grep -hE "^\[==========\] .* ran|^\[  (PASSED|SKIPPED) \] [0-9]+ test" "$out/opencl_catalogue.log" "$out/opencl_tests.log"
+    else
+      grep -hE "Failure|FAILED|Expected|Which is" -A3 "$out/opencl_catalogue.log" "$out/opencl_tests.log" | head -60
+      fail "OpenCL catalogue rows or tests/opencl on $ocl"
+    fi
+  fi
+  for spec in "$ocl" "$ocl,debug"; do
+    name=doctor_opencl
+    [ "$spec" != "$ocl" ] && name=doctor_opencl_debug
+    timeout 120 "$build/dgemma" doctor -m tests/data/golden_a --backend "$spec" -t 4 --json >"$out/$name.json" \
+      2>"$out/$name.err"
+    rc=$?
+    echo "-- doctor --backend $spec: exit $rc"
+    if [ $rc -eq 1 ] && grep -q '"kind": "unsupported"' "$out/$name.json"; then
+      echo "   (the first op OpenCL does not run yet is named below; the ops before it were compared)"
+    elif [ $rc -ne 0 ]; then
+      fail "doctor --backend $spec"
+      tail -5 "$out/$name.err"
+    fi
+    doctor_table "$out/$name.json"
+  done
+  # A golden replay (the recorded draws and self-conditioning) on the device:
+  # the reference's sequences exactly.
+  case_json=$(ls tests/data/golden_a/cases/generate_*.json | head -1)
+  replay_args=$(python3 - "$case_json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+g = d["effective_generation_config"]
+eos = g["eos_token_id"] if isinstance(g["eos_token_id"], list) else [g["eos_token_id"]]
+print(" ".join(["--prompt-ids", ",".join(map(str, d["sequences"][0][: d["prompt_len"]])),
+                "--max-new-tokens", str(g["max_new_tokens"]), "--max-denoising-steps", str(g["max_denoising_steps"]),
+                "--eos-token-id", ",".join(map(str, eos)), "--pad-token-id", str(g["pad_token_id"]),
+                "--stability-threshold", str(g["stability_threshold"]),
+                "--confidence-threshold", repr(g["confidence_threshold"]),
+                "--entropy-bound", repr(g["sampler_config"]["entropy_bound"]),
+                "--t-min", repr(g["t_min"]), "--t-max", repr(g["t_max"])]))
+EOF
+)
+  # shellcheck disable=SC2086
+  if timeout 120 "$build/dgemma" generate -m tests/data/golden_a --replay "${case_json%.json}.safetensors" \
+      --replay-self-conditioning --backend "$ocl" --json -q $replay_args >"$out/replay_opencl.json" \
+      2>"$out/replay_opencl.err"; then
+    if python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); g=json.load(open(sys.argv[2])); sys.exit(0 if g["sequences"] == r["sequences"] else 1)' \
+        "$case_json" "$out/replay_opencl.json"; then
+      echo "-- replay $(basename "$case_json" .json) on $ocl: the reference's sequences"
+    else
+      fail "replay $(basename "$case_json" .json) on $ocl: sequences differ from the reference"
+    fi
+  elif refused "$out/replay_opencl.err"; then
+    echo "-- replay on $ocl: not yet ($(grep -o '[a-z_]* is not yet on OpenCL' "$out/replay_opencl.err" | head -1))"
+  else
+    fail "replay on $ocl"
+    tail -5 "$out/replay_opencl.err"
+  fi
+  # bench step, OpenCL beside CUDA on the same model: the ratio of the
+  # self-conditioned step times (golden_a, and the slice when it was written).
+  bench_models=(tests/data/golden_a)
+  [ -f "$slice/config.json" ] && bench_models+=("$slice")
+  for model in "${bench_models[@]}"; do
+    tag=$(basename "$model")
+    for backend in cuda "$ocl"; do
+      json=$out/bench_step_${tag}_${backend%%:*}.json
+      timeout 150 "$build/dgemma" bench step -m "$model" --backend "$backend" --json --context 64 --steps 3 \
+        >"$json" 2>"${json%.json}.err"
+      rc=$?
+      echo "-- bench step -m $tag --backend $backend: exit $rc$([ $rc -eq 124 ] && echo ' (timed out after 150 s)')"
+      if [ $rc -eq 0 ]; then
+        bench_summary "$json"
+      elif [ "$backend" = "$ocl" ] && refused "${json%.json}.err"; then
+        echo "   not yet: $(grep -o '[a-z_]* is not yet on OpenCL' "${json%.json}.err" | head -1)"
+      else
+        fail "bench step -m $tag --backend $backend"
+        tail -5 "${json%.json}.err"
+      fi
+    done
+    python3 - "$out/bench_step_${tag}_cuda.json" "$out/bench_step_${tag}_opencl.json" <<'EOF' || true
+import json, os, sys
+if all(os.path.exists(p) and os.path.getsize(p) > 0 for p in sys.argv[1:]):
+    c, o = (json.load(open(p)) for p in sys.argv[1:])
+    print(f"   opencl / cuda step time on this model: {o['step_sc_s'] / c['step_sc_s']:.2f}x "
+          f"({o['step_sc_s'] * 1e3:.2f} ms vs {c['step_sc_s'] * 1e3:.2f} ms per self-conditioned step)")
+else:
+    print("   (no ratio: a run did not finish)")
+EOF
+  done
 fi
 
 section "summary"

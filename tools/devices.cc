@@ -1,6 +1,7 @@
 // dgemma devices [--json]: the devices the backends can run on
 // (docs/opencl.md §2): every OpenCL device with the --backend string that
-// selects it, and the number of CUDA devices when the CUDA backend is built.
+// selects it, and the CUDA devices (name, memory, compute capability) when
+// the CUDA backend is built.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -59,8 +60,8 @@ int run_devices(const Args& args) {
   FlagParser p("dgemma devices [--json]",
                "Lists the devices the backends can run on: every OpenCL device (platform, name, type, memory, "
                "compute units, work-group limit, OpenCL C version, the fp16/fp64/subgroup/int8-dot extensions) "
-               "with the --backend string that selects it, and the number of CUDA devices when this build has the "
-               "CUDA backend.");
+               "with the --backend string that selects it, and the CUDA devices (name, memory, compute capability, "
+               "multiprocessors) when this build has the CUDA backend.");
   p.add_bool("--json", &as_json, "print the list as JSON");
   if (!p.parse(args)) return 0;
   if (!p.positional().empty()) throw UsageError("devices: unexpected argument '" + p.positional()[0] + "'");
@@ -91,21 +92,45 @@ int run_devices(const Args& args) {
 #endif
   out.set("opencl", std::move(ocl));
   const int cuda = cuda_devices_in_this_build();
+  const std::vector<CudaDeviceSummary> gpus = cuda_device_list();
   json::Value cu = json::Object{};
   cu.set("built", cuda >= 0);
-  if (cuda >= 0) cu.set("count", cuda);
+  if (cuda >= 0) {
+    cu.set("count", cuda);
+    json::Array list;
+    for (const CudaDeviceSummary& d : gpus) {
+      json::Value v = json::Object{};
+      v.set("backend", d.backend);
+      v.set("name", d.name);
+      v.set("memory_bytes", d.memory_bytes);
+      v.set("compute_capability", d.compute_capability);
+      v.set("multiprocessors", d.multiprocessors);
+      list.push_back(std::move(v));
+    }
+    cu.set("devices", json::Value(std::move(list)));
+  }
   out.set("cuda", std::move(cu));
   if (as_json) {
     std::printf("%s\n", json::dump(out, 2).c_str());
     return 0;
   }
-  if (cuda < 0)
+  if (cuda < 0) {
     std::printf("CUDA: this build has no CUDA backend (DGEMMA_CUDA)\n");
-  else if (cuda == 0)
-    std::printf("CUDA devices: 0\n");
-  else
-    std::printf("CUDA devices: %d (--backend cuda:0 to cuda:%d; their details are not listed here yet)\n", cuda,
-                cuda - 1);
+    return 0;
+  }
+  std::printf("CUDA devices: %d\n", cuda);
+  for (const CudaDeviceSummary& d : gpus) {
+    if (d.name.empty()) {
+      std::printf("  %s  (its properties could not be read)\n", d.backend.c_str());
+      continue;
+    }
+    std::printf("  %s  %s\n", d.backend.c_str(), d.name.c_str());
+    std::printf("    memory              %s\n", human_bytes(d.memory_bytes).c_str());
+    std::printf("    compute capability  %s\n", d.compute_capability.c_str());
+    std::printf("    multiprocessors     %d\n", d.multiprocessors);
+  }
+  if (cuda > int(gpus.size()))
+    std::printf("  (%d more, cuda:%zu to cuda:%d, not listed)\n", cuda - int(gpus.size()), gpus.size(), cuda - 1);
   return 0;
 }
 

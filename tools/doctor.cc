@@ -26,11 +26,13 @@ int run_doctor_cmd(const Args& args) {
       "op whose output diverges, is NaN, writes out of bounds (canary), throws or crashes — with its\n"
       "layer, pass, step and shapes. The checked run happens in a child process: a crash is reported,\n"
       "not suffered. Backends: cpu; cuda, cuda:N (CUDA device N), with ,sync or ,debug options (a CUDA\n"
-      "GPU; built when CMake finds nvcc); inject:OP:LAYER:PASS:STEP:KIND (KIND value|nan|oob|crash; LAYER\n"
-      "may be 'model' for once-per-pass ops) for testing the checker itself.");
+      "GPU; built when CMake finds nvcc); opencl, opencl:P.D, with ,debug (built when CMake finds OpenCL;\n"
+      "an op it does not run yet is reported as unsupported); inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]\n"
+      "(KIND value|nan|oob|crash; LAYER may be 'model' for once-per-pass ops; the fault in an op of BACKEND,\n"
+      "default cpu, e.g. @opencl:0.0) for testing the checker itself.");
   p.add_string("-m,--model", &o.model_dir, "checkpoint folder", "DIR");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
-  p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, cpu or inject:...", "NAME");
+  p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, opencl, opencl:P.D, cpu or inject:...", "NAME");
   p.add_int("--steps", &steps, "denoising steps after the prefill", 1, 1000);
   p.add_string("--prompt-ids", &prompt_ids, "prompt token ids (default: a fixed 12-token prompt)", "IDS");
   p.add_choice("--precision", &precision,
@@ -77,9 +79,14 @@ int run_doctor_cmd(const Args& args) {
       if (v < 0 || v > INT32_MAX) throw UsageError("--prompt-ids: id " + std::to_string(v) + " is out of range");
       o.prompt.push_back(int32_t(v));
     }
-  // The checked run makes its backend in a child process; making it here
-  // first (which leaves CUDA uninitialized) turns "no GPU" into a plain error.
-  make_cli_backend(o.backend, 1);
+  // The checked run makes its backend in a child process; making a CUDA one
+  // here first (which leaves CUDA uninitialized) turns "no GPU" into a plain
+  // error. Other names are only checked: an OpenCL driver started here would
+  // not survive the fork (its device is found in the child).
+  if (o.backend == "cuda" || o.backend.rfind("cuda:", 0) == 0)
+    make_cli_backend(o.backend, 1);
+  else
+    check_backend_name(o.backend);
   if (sync) o.backend = with_device_option(o.backend, "sync");
   // The model loads in each checked run's child process, which inherits the
   // bar as it is here (fresh): it ends it once all weights are bound.

@@ -55,8 +55,9 @@ void ModelFlags::add_to(FlagParser& p) {
                "decides what each step accepts",
                "NAME");
   p.add_bool("--debug-device", &debug_device,
-             "device fault guards in a normal run (CUDA): synchronize after every launch, canary-padded and "
-             "NaN-filled buffers, index bounds checks, and the last launches printed on a fault");
+             "device fault guards in a normal run (CUDA, OpenCL): synchronize after every op, canary-padded and "
+             "NaN-filled buffers, an output holding NaN or Inf fails its op; CUDA also checks index bounds and "
+             "prints the last launches on a fault");
   p.add_bool("--no-progress", &no_progress,
              "no progress bar on stderr while the model loads (drawn only on a terminal, for a slow load)");
   p.add_string("--plan", &plan,
@@ -92,6 +93,9 @@ ModelOptions ModelFlags::options() const {
 namespace {
 
 bool is_cuda_device(const std::string& name) { return name == "cuda" || name.rfind("cuda:", 0) == 0; }
+bool is_opencl_device(const std::string& name) { return name == "opencl" || name.rfind("opencl:", 0) == 0; }
+// A device with buffers of its own (CUDA or OpenCL), as opposed to a virtual CPU device.
+bool is_gpu_device(const std::string& name) { return is_cuda_device(name) || is_opencl_device(name); }
 
 }  // namespace
 
@@ -134,29 +138,29 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
       const std::string spec = device_spec(backend);
       if (debug_device && spec == backend)
         throw UsageError("--debug-device: backend '" + backend +
-                         "' has no device buffers to guard (use --backend cuda)");
+                         "' has no device buffers to guard (use --backend cuda or opencl)");
       backend_ = make_cli_backend(precision_spec(spec), int(threads));
       model->set_backend(*backend_);
     }
     return model;
   }
   const PlanLayout layout = read_plan_layout(plan, model->config().num_layers);
-  if (debug_device && std::none_of(layout.devices.begin(), layout.devices.end(), is_cuda_device))
-    throw Error("--debug-device: the plan " + plan + " has no CUDA device whose buffers could be guarded");
-  // The backend of one device of the plan.
+  if (debug_device && std::none_of(layout.devices.begin(), layout.devices.end(), is_gpu_device))
+    throw Error("--debug-device: the plan " + plan + " has no CUDA or OpenCL device whose buffers could be guarded");
+  // The backend of one device of the plan: cuda:N, opencl:P.D (docs/opencl.md §2), else a virtual CPU device.
   auto device_backend = [&](const std::string& name) -> std::unique_ptr<Backend> {
-    if (is_cuda_device(name)) return make_cli_backend(precision_spec(device_spec(name)), int(threads));
+    if (is_gpu_device(name)) return make_cli_backend(precision_spec(device_spec(name)), int(threads));
     return make_cpu_backend(int(threads), bf16_dot(), int8_dot());
   };
   if (launched_under_mpi()) {
     // Every rank computes the model-level ops (embedding, LM head, sampler
     // inputs) itself, so all ranks must compute them alike: one device kind.
-    const bool any_cuda = std::any_of(layout.devices.begin(), layout.devices.end(), is_cuda_device);
-    const bool all_cuda = std::all_of(layout.devices.begin(), layout.devices.end(), is_cuda_device);
-    if (any_cuda && !all_cuda)
-      throw Error("--plan " + plan +
-                  ": under mpirun the devices must be all CUDA or all CPU (every rank computes "
-                  "the LM head and sampler inputs itself); run a mixed plan in one process instead");
+    auto kind = [](const std::string& name) { return is_cuda_device(name) ? 1 : is_opencl_device(name) ? 2 : 0; };
+    for (const std::string& name : layout.devices)
+      if (kind(name) != kind(layout.devices.front()))
+        throw Error("--plan " + plan +
+                    ": under mpirun the devices must be all CUDA, all OpenCL or all CPU (every rank computes "
+                    "the LM head and sampler inputs itself); run a mixed plan in one process instead");
     transport_ = make_mpi_transport(layout.owners);
     model->set_stage_transport(transport_.get());
     output_rank_ = transport_->rank() == 0;
@@ -166,7 +170,7 @@ std::unique_ptr<DiffusionGemma> ModelFlags::load() const {
                   std::to_string(layout.devices.size()));
     // This rank's layers (and its copy of the model-level work) run on its device.
     const std::string& mine = layout.devices[size_t(transport_->rank())];
-    if (is_cuda_device(mine)) {
+    if (is_gpu_device(mine)) {
       backend_ = device_backend(mine);
       model->set_backend(*backend_);
     }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "cli.h"
+#include "backend/backend_factory.h"
 #include "dgemma/error.h"
 #include "flags.h"
 #include "io/safetensors.h"
@@ -29,7 +30,10 @@ int run_plan(const Args& args) {
                "--quantize MODE plans with the weights as `--quantize MODE` would hold them after loading\n"
                "(estimated from the shapes: codes + scales), answering \"would it fit if quantized?\".");
   p.add_string("-m,--model", &dir, "checkpoint folder", "DIR");
-  p.add_string("--devices", &devices, "devices and capacities, e.g. cuda:0=80GiB,cuda:1=80GiB", "LIST");
+  p.add_string("--devices", &devices,
+               "devices and capacities, e.g. cuda:0=80GiB,cuda:1=80GiB or opencl:0.0=16GiB; an OpenCL or CUDA device "
+               "without =SIZE is sized by the memory it reports",
+               "LIST");
   p.add_string("--strategy", &strategy, "single, sequential or balanced", "S");
   p.add_int("--max-batch", &max_batch, "sequences in flight (KV cache and workspace are sized for it)", 1);
   p.add_int("--context", &context, "maximum committed context per sequence", 1);
@@ -49,7 +53,8 @@ int run_plan(const Args& args) {
     throw UsageError(std::string("option --quantize: expected ") + load_quantization_names() + ", got '" + quantize +
                      "'");
   PlanRequest r;
-  r.devices = parse_flag_value("--devices", [&] { return parse_device_list(devices); });
+  // A device given without a size (opencl:0.0, cuda:1) is sized by its own memory.
+  r.devices = parse_flag_value("--devices", [&] { return parse_device_list(devices, device_memory_bytes); });
   r.strategy = parse_flag_value("--strategy", [&] { return parse_strategy(strategy); });
   r.max_batch = max_batch;
   r.max_context = context;

@@ -14,16 +14,22 @@ namespace dgemma {
 
 namespace {
 #if DGEMMA_HAVE_OPENCL
-const char* const kAvailable = "cpu, opencl, opencl:P.D, inject:OP:LAYER:PASS:STEP:KIND";
+const char* const kAvailable = "cpu, opencl, opencl:P.D, inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]";
 #else
-const char* const kAvailable = "cpu, inject:OP:LAYER:PASS:STEP:KIND";
+const char* const kAvailable = "cpu, inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]";
 #endif
+
+bool is_opencl_name(const std::string& spec) { return spec == "opencl" || spec.rfind("opencl:", 0) == 0; }
 }  // namespace
 
 std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
   if (spec == "cpu") return std::make_unique<CpuBackend>(threads);
-  if (spec.rfind("inject:", 0) == 0)
-    return std::make_unique<InjectBackend>(std::make_unique<CpuBackend>(threads), parse_inject_spec(spec));
+  if (spec.rfind("inject:", 0) == 0) {
+    InjectSpec inject = parse_inject_spec(spec);
+    std::unique_ptr<Backend> inner =
+        inject.inner == "cpu" ? std::make_unique<CpuBackend>(threads) : make_backend(inject.inner, threads);
+    return std::make_unique<InjectBackend>(std::move(inner), std::move(inject));
+  }
   if (spec == "cuda" || spec.rfind("cuda:", 0) == 0) {
 #if DGEMMA_HAVE_CUDA
     // "cuda", "cuda:sync", "cuda:debug", "cuda:1,sync". The device check runs
@@ -43,7 +49,7 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
                 kAvailable + ")");
 #endif
   }
-  if (spec == "opencl" || spec.rfind("opencl:", 0) == 0) {
+  if (is_opencl_name(spec)) {
 #if DGEMMA_HAVE_OPENCL
     // "opencl" (the first GPU, else the first device), "opencl:P.D", "opencl:P.D,debug"
     // (docs/opencl.md §2); the device is found and the kernels built here.
@@ -56,6 +62,26 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int threads) {
 #endif
   }
   throw Error("unknown backend '" + spec + "' (available: " + kAvailable + ")");
+}
+
+void check_backend_name(const std::string& spec) {
+  if (spec.rfind("inject:", 0) == 0) return check_backend_name(parse_inject_spec(spec).inner);
+#if DGEMMA_HAVE_OPENCL
+  if (is_opencl_name(spec)) {
+    parse_opencl_spec(spec);
+    return;
+  }
+#endif
+  make_backend(spec, 1);
+}
+
+bool opencl_unusable_after_fork(const std::string& spec) {
+  if (spec.rfind("inject:", 0) == 0) return opencl_unusable_after_fork(parse_inject_spec(spec).inner);
+#if DGEMMA_HAVE_OPENCL
+  return is_opencl_name(spec) && opencl_started_in_this_process();
+#else
+  return false;
+#endif
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, bool bf16_dot, bool int8_dot) {
@@ -72,6 +98,50 @@ int cuda_devices_in_this_build() {
 #else
   return -1;
 #endif
+}
+
+std::vector<CudaDeviceSummary> cuda_device_list() {
+  std::vector<CudaDeviceSummary> out;
+#if DGEMMA_HAVE_CUDA
+  for (const CudaDeviceInfo& d : cuda_devices()) {
+    CudaDeviceSummary s;
+    s.backend = "cuda:" + std::to_string(d.index);
+    s.name = d.name;
+    s.memory_bytes = d.memory_bytes;
+    s.compute_capability = d.name.empty() ? "" : std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
+    s.multiprocessors = d.multiprocessors;
+    out.push_back(std::move(s));
+  }
+#endif
+  return out;
+}
+
+uint64_t device_memory_bytes(const std::string& name) {
+  const std::string ask = "device '" + name + "': ";
+  if (is_opencl_name(name)) {
+#if DGEMMA_HAVE_OPENCL
+    const OpenClBackendOptions o = parse_opencl_spec(name);
+    std::string why;
+    const std::vector<OpenClDeviceInfo> devices = opencl_devices(&why);
+    if (devices.empty()) throw Error(ask + "no OpenCL device here (" + why + "); give its size as " + name + "=SIZE");
+    if (o.platform < 0) return uint64_t(default_opencl_device(devices).global_mem_bytes);
+    for (const OpenClDeviceInfo& d : devices)
+      if (d.platform == o.platform && d.device == o.device) return uint64_t(d.global_mem_bytes);
+    throw Error(ask + "no such OpenCL device (`dgemma devices` lists them); give its size as " + name + "=SIZE");
+#else
+    throw Error(ask + "this build has no OpenCL backend to read its memory from; give its size as " + name + "=SIZE");
+#endif
+  }
+  if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
+    const std::string index = name == "cuda" ? "0" : name.substr(5);
+    for (const CudaDeviceSummary& d : cuda_device_list())
+      if (d.backend == "cuda:" + index && d.memory_bytes > 0) return d.memory_bytes;
+    throw Error(ask +
+                (cuda_devices_in_this_build() < 0 ? "this build has no CUDA backend to read its memory from"
+                                                  : "no such CUDA device here") +
+                "; give its size as " + name + "=SIZE");
+  }
+  throw Error(ask + "only OpenCL and CUDA devices report their memory; give its size as " + name + "=SIZE");
 }
 
 std::string with_device_option(const std::string& spec, const std::string& option) {

@@ -116,6 +116,16 @@ void DifferentialBackend::run(const OpCall& call) {
   }
   listener_.on_begin(index, call);
   OpComparison result;
+  // An op the target refuses (not implemented there) is reported as such,
+  // not as the error its run() would throw; the model goes on with the
+  // reference's outputs, so later ops are still compared.
+  if (std::string why; !target_.supports(tc, &why)) {
+    result.ok = false;
+    result.failure = "unsupported";
+    result.message = target_.name() + " does not run this op: " + why;
+    listener_.on_result(index, call, result);
+    return;
+  }
   try {
     target_.run(tc);
   } catch (const std::exception& e) {

@@ -20,7 +20,9 @@ struct Tolerance {
 
 struct OpComparison {
   bool ok = true;
-  std::string failure;  // "value", "nan", "oob", "error" or "" when ok
+  // "value", "nan", "oob", "error", "unsupported" (the target's supports()
+  // refused the op) or "" when ok
+  std::string failure;
   std::string message;  // error text for "error"
   double max_abs = 0.0, max_rel = 0.0, cosine = 1.0;
   int output = 0;  // which output failed

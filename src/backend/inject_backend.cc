@@ -29,12 +29,21 @@ OpKind parse_op_name(std::string_view name) {
 
 InjectSpec parse_inject_spec(const std::string& text) {
   std::string s = text.rfind("inject:", 0) == 0 ? text.substr(7) : text;
+  std::string inner = "cpu";
+  if (const size_t at = s.find('@'); at != std::string::npos) {
+    inner = s.substr(at + 1);
+    s.resize(at);
+    if (inner.empty())
+      throw Error("injection spec '" + text + "': nothing after '@' (the backend the op runs on, e.g. @opencl:0.0)");
+    if (inner.rfind("inject", 0) == 0)
+      throw Error("injection spec '" + text + "': BACKEND after '@' cannot be another injection, got '" + inner + "'");
+  }
   std::vector<std::string> parts;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ':')) parts.push_back(item);
   if (parts.size() != 5 && parts.size() != 6)
-    throw Error("injection spec '" + text + "': expected inject:OP:LAYER:PASS:STEP:KIND[:SITE]");
+    throw Error("injection spec '" + text + "': expected inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]");
   InjectSpec spec;
   spec.op = parse_op_name(parts[0]);
   if (parts[1] == "model" || parts[1] == "-1") {
@@ -73,6 +82,7 @@ InjectSpec parse_inject_spec(const std::string& text) {
   else
     throw Error("injection spec '" + text + "': KIND must be value, nan, oob or crash, got '" + k + "'");
   if (parts.size() == 6) spec.site = parts[5];
+  spec.inner = inner;
   return spec;
 }
 
@@ -87,13 +97,22 @@ void InjectBackend::run(const OpCall& call) {
   const bool hit = matches(call);
   if (hit && spec_.kind == FaultKind::kCrash) {
     fired_ = true;
-    std::raise(SIGSEGV);  // what a device page fault looks like to the host process
+    // What a device page fault looks like to the host process. The default
+    // action, whatever handler a driver installed (PoCL's LLVM has its own).
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
   }
   inner_->run(call);
   if (!hit) return;
   fired_ = true;
   for (Tensor* o : call.out) {
     const size_t n = size_t(o->numel());
+    // An output the inner backend left on its device is corrupted on the
+    // host, where it lives from now on.
+    if (spec_.kind != FaultKind::kOutOfBounds) {
+      o->ensure_host();
+      o->host_written();
+    }
     if (spec_.kind == FaultKind::kValue) {
       for (size_t k = 0; k < n; ++k) {
         if (o->dtype == DType::kF32)

@@ -3,7 +3,7 @@
 // testing that the differential checker (`dgemma doctor`) names exactly the
 // op, layer, pass and step that went wrong. Runs everywhere, no GPU needed.
 //
-// Spec string: "inject:OP:LAYER:PASS:STEP:KIND"
+// Spec string: "inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]"
 //   OP     an op name of the vocabulary (ops/op.h), e.g. "moe_experts"
 //   LAYER  layer index, or "model" / -1 for ops that run once per pass
 //   PASS   "encoder" or "decoder"
@@ -12,6 +12,15 @@
 //          nan:   fill the outputs with NaN
 //          oob:   write past the end of the first output (into a canary)
 //          crash: kill the process with SIGSEGV inside the op
+//   SITE    optional: the site within the layer (below)
+//   BACKEND optional: the backend the op runs on, any backend_factory.h
+//           name but another inject: (default cpu), e.g.
+//           "inject:linear:1:decoder:1:value@opencl:0.0" puts the fault
+//           in the OpenCL device's linear. The fault is applied to the op's
+//           outputs on the host after the inner backend ran it (outputs it
+//           left on its device are read back first and then live on the
+//           host), so the checker sees the op itself go wrong; `oob` writes
+//           into the canary padding of the host copy the checker hands out.
 #include <memory>
 #include <string>
 
@@ -31,9 +40,11 @@ struct InjectSpec {
   // The site within the layer when the op kind occurs several times (e.g.
   // "self_attn.q_proj"); empty: the first matching invocation.
   std::string site;
+  std::string inner = "cpu";  // the backend that runs the ops (after '@')
 };
 
-InjectSpec parse_inject_spec(const std::string& spec);  // "inject:..." (prefix optional)
+// "inject:..." (prefix optional); throws naming the field and value that are wrong.
+InjectSpec parse_inject_spec(const std::string& spec);
 OpKind parse_op_name(std::string_view name);
 
 class InjectBackend : public Backend {
@@ -43,6 +54,10 @@ class InjectBackend : public Backend {
   void run(const OpCall& call) override;
   ThreadPool* host_pool() override { return inner_->host_pool(); }
   bool supports(const OpCall& call, std::string* why = nullptr) const override { return inner_->supports(call, why); }
+  bool supports_device_outputs() const override { return inner_->supports_device_outputs(); }
+  void release_weight_copies() override { inner_->release_weight_copies(); }
+  std::optional<DeviceTraffic> device_traffic() const override { return inner_->device_traffic(); }
+  void reset_traffic() override { inner_->reset_traffic(); }
   bool fired() const { return fired_; }
 
  private:

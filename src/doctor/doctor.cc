@@ -200,12 +200,15 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
       const int64_t idx = r->as_int();
       const json::Value& b = *begun.at(idx);
       begun.erase(idx);
-      ++rep.ops_compared;
       OpStats& st = rep.per_op[b.find("op")->as_string()];
-      ++st.count;
-      st.max_abs = worst_max(st.max_abs, from_wire(*v.find("max_abs")));
-      st.max_rel = worst_max(st.max_rel, from_wire(*v.find("max_rel")));
-      st.min_cosine = worst_min(st.min_cosine, from_wire(*v.find("cosine")));
+      const bool refused = v.find("kind")->as_string() == "unsupported";
+      ++(refused ? rep.ops_unsupported : rep.ops_compared);
+      ++(refused ? st.unsupported : st.count);
+      if (!refused) {
+        st.max_abs = worst_max(st.max_abs, from_wire(*v.find("max_abs")));
+        st.max_rel = worst_max(st.max_rel, from_wire(*v.find("max_rel")));
+        st.min_cosine = worst_min(st.min_cosine, from_wire(*v.find("cosine")));
+      }
       if (!v.find("ok")->as_bool() && !rep.first_failure) {
         OpFailure f;
         f.index = idx;
@@ -252,7 +255,11 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
 
 DoctorReport run_doctor(const DoctorOptions& opt) {
   if (opt.steps < 1) throw Error("doctor: --steps must be >= 1, got " + std::to_string(opt.steps));
-  make_backend(opt.backend, 1);  // validate the name before forking
+  check_backend_name(opt.backend);  // before forking, without starting an OpenCL driver here
+  if (opencl_unusable_after_fork(opt.backend))
+    throw Error("doctor: --backend " + opt.backend +
+                ": this process has already started an OpenCL driver, which does not work in the forked child "
+                "that runs the check; run the doctor from a process that has not used OpenCL");
   DoctorReport rep = fold(run_child(opt, -1), opt.backend);
   if (opt.bisect && rep.first_failure) {
     // Smallest prefix of target-executed ops that still fails: for faults
@@ -283,6 +290,7 @@ json::Value doctor_report_json(const DoctorReport& r) {
   o.set("backend", r.backend);
   o.set("reference", "cpu");
   o.set("ops_compared", r.ops_compared);
+  o.set("ops_unsupported", r.ops_unsupported);
   o.set("child_status", r.child_status);
   if (r.first_failure) {
     const OpFailure& f = *r.first_failure;
@@ -308,6 +316,7 @@ json::Value doctor_report_json(const DoctorReport& r) {
   for (const auto& [name, st] : r.per_op) {
     json::Value s = json::Object{};
     s.set("count", st.count);
+    s.set("unsupported", st.unsupported);
     s.set("max_abs", report_number(st.max_abs));
     s.set("max_rel", report_number(st.max_rel));
     s.set("min_cosine", report_number(st.min_cosine));
@@ -324,12 +333,24 @@ std::string doctor_report_text(const DoctorReport& r) {
   std::snprintf(line, sizeof line, "doctor: %s vs cpu reference, %lld ops compared (teacher-forced), child %s\n",
                 r.backend.c_str(), (long long)r.ops_compared, r.child_status.c_str());
   s += line;
+  if (r.ops_unsupported > 0) {
+    std::snprintf(line, sizeof line, "%lld ops not run: the target does not support them (listed below)\n",
+                  (long long)r.ops_unsupported);
+    s += line;
+  }
   std::snprintf(line, sizeof line, "\n%-16s %7s %12s %12s %12s\n", "op", "count", "max_abs", "max_rel", "min_cosine");
   s += line;
   for (const auto& [name, st] : r.per_op) {
-    std::snprintf(line, sizeof line, "%-16s %7lld %12.3g %12.3g %12.8f\n", name.c_str(), (long long)st.count,
-                  st.max_abs, st.max_rel, st.min_cosine);
-    s += line;
+    if (st.count > 0) {
+      std::snprintf(line, sizeof line, "%-16s %7lld %12.3g %12.3g %12.8f\n", name.c_str(), (long long)st.count,
+                    st.max_abs, st.max_rel, st.min_cosine);
+      s += line;
+    }
+    if (st.unsupported > 0) {
+      std::snprintf(line, sizeof line, "%-16s %7lld   not run: the target does not support it\n", name.c_str(),
+                    (long long)st.unsupported);
+      s += line;
+    }
   }
   if (!r.first_failure) {
     s += "\nall ops agree with the reference\n";

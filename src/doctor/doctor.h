@@ -55,13 +55,15 @@ struct OpFailure {
 };
 
 struct OpStats {
-  int64_t count = 0;
+  int64_t count = 0;                                // calls compared
+  int64_t unsupported = 0;                          // calls the target refused (not compared, not in the measures)
   double max_abs = 0, max_rel = 0, min_cosine = 1;  // NaN once any output of the op held a NaN
 };
 
 struct DoctorReport {
   std::string backend;
-  int64_t ops_compared = 0;
+  int64_t ops_compared = 0;  // the calls the target refused not counted
+  int64_t ops_unsupported = 0;
   std::optional<OpFailure> first_failure;
   std::map<std::string, OpStats> per_op;
   std::string child_status;  // "exited 0", "killed by signal 11 (Segmentation fault)", ...

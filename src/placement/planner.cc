@@ -214,16 +214,19 @@ uint64_t parse_bytes(const std::string& text) {
   return uint64_t(bytes);
 }
 
-std::vector<DeviceSpec> parse_device_list(const std::string& text) {
+std::vector<DeviceSpec> parse_device_list(const std::string& text,
+                                          const std::function<uint64_t(const std::string&)>& capacity_of) {
   std::vector<DeviceSpec> out;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
     const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("device '" + item + "': expected NAME=SIZE, e.g. cuda:0=80GiB");
+    if (eq == 0 || item.empty() || (eq == std::string::npos && !capacity_of))
+      throw Error("device '" + item + "': expected NAME=SIZE, e.g. cuda:0=80GiB");
     DeviceSpec d;
     d.name = item.substr(0, eq);
-    d.capacity_bytes = parse_bytes(item.substr(eq + 1));
+    // Without a size: the device's own memory.
+    d.capacity_bytes = eq == std::string::npos ? capacity_of(d.name) : parse_bytes(item.substr(eq + 1));
     for (const auto& o : out)
       if (o.name == d.name) throw Error("device '" + d.name + "' is listed twice");
     out.push_back(d);

@@ -15,6 +15,7 @@
 //    fits; nothing is silently offloaded — a plan that does not fit is an
 //    error stating the minimum memory needed per device.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -79,7 +80,14 @@ struct PlanError : Error {
   uint64_t min_bytes_per_device;
 };
 
-std::vector<DeviceSpec> parse_device_list(const std::string& text);  // "cuda:0=80GiB,cuda:1=80GiB"
+// "cuda:0=80GiB,cuda:1=80GiB", "opencl:0.0=16GiB,cpu:1=64GiB". A name
+// without "=SIZE" ("opencl:0.0") is sized by `capacity_of(name)`, the
+// device's own memory (the tools pass backend_factory.h
+// device_memory_bytes); without `capacity_of` it is an error asking for the
+// size. Names are "cuda:N", "opencl:P.D" or, for a virtual CPU device, any
+// other (docs/placement.md §3.1).
+std::vector<DeviceSpec> parse_device_list(const std::string& text,
+                                          const std::function<uint64_t(const std::string&)>& capacity_of = nullptr);
 uint64_t parse_bytes(const std::string& text);  // "80GiB", "24G" (= GiB), "512MiB", "1.5TB", "1000"
 PlanStrategy parse_strategy(const std::string& name);
 

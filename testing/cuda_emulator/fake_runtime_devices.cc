@@ -68,6 +68,20 @@ cudaError_t cudaGetDevice(int* dev) {
   return cudaSuccess;
 }
 
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev) {
+  if (!prop) return emu::fail(cudaErrorInvalidValue);
+  if (dev < 0 || dev >= emu::device_count()) return emu::fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "dgemma emulated device %d", dev);
+  prop->totalGlobalMem = size_t(16) << 30;  // nominal: the emulator allocates host memory
+  prop->major = 8;
+  prop->minor = 0;
+  prop->multiProcessorCount = 1;
+  prop->maxThreadsPerBlock = 1024;
+  prop->warpSize = 32;
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int dev) {
   if (!value) return emu::fail(cudaErrorInvalidValue);
   if (dev < 0 || dev >= emu::device_count()) return emu::fail(cudaErrorInvalidDevice);

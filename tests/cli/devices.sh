@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI test of `dgemma devices` and of --backend opencl:P.D (docs/opencl.md §2):
 # the JSON list is well formed and each device's --backend string selects it;
+# the CUDA devices (where the build has CUDA) with their properties;
 # a device that does not exist is an error naming the ones that do.
 # usage: bash devices.sh <dgemma-binary> <source-dir>
 set -euo pipefail
@@ -17,7 +18,22 @@ import json, re, sys
 d = json.load(open(sys.argv[1]))
 text = open(sys.argv[2]).read()
 ocl = d["opencl"]
-assert isinstance(d["cuda"]["built"], bool), d["cuda"]
+cu = d["cuda"]
+assert isinstance(cu["built"], bool), cu
+if cu["built"]:
+    # Each CUDA device with its --backend string, name, memory and compute
+    # capability (the first 16 of them), in the text as in the JSON.
+    assert "CUDA devices: %d\n" % cu["count"] in text, text
+    assert len(cu["devices"]) == min(cu["count"], 16), cu
+    for k, g in enumerate(cu["devices"]):
+        assert g["backend"] == "cuda:%d" % k, g
+        if g["name"]:
+            assert g["memory_bytes"] > 0 and g["multiprocessors"] > 0, g
+            assert re.fullmatch(r"[0-9]+\.[0-9]+", g["compute_capability"]), g
+            assert "  %s  %s\n" % (g["backend"], g["name"]) in text, (g, text)
+            assert "    compute capability  %s\n" % g["compute_capability"] in text, (g, text)
+else:
+    assert "this build has no CUDA backend" in text, text
 if not ocl["built"]:
     assert "no OpenCL backend" in text, text
     sys.exit(0)

@@ -79,6 +79,6 @@ ok "too many ranks is an error"
 if timeout 120 mpirun -np 2 "$bin" "${args[@]}" --plan "$tmp/mixed_plan.json" >/dev/null 2>"$tmp/errm"; then
   echo "a mixed CPU/CUDA plan ran under mpirun"; exit 1
 fi
-grep -q "under mpirun the devices must be all CUDA or all CPU" "$tmp/errm" || { cat "$tmp/errm"; exit 1; }
+grep -q "under mpirun the devices must be all CUDA, all OpenCL or all CPU" "$tmp/errm" || { cat "$tmp/errm"; exit 1; }
 ok "a mixed CPU/CUDA plan under mpirun is an error"
 echo "$passed passed, 0 failed"

@@ -243,6 +243,52 @@ TEST(Planner, DeterministicAndInputErrors) {
   EXPECT_THROW(parse_strategy("random"), Error);
 }
 
+// OpenCL devices by their `dgemma devices` names, with or without a size: a
+// device given without one is sized by the callback (the tools read the
+// device's memory, backend_factory.h device_memory_bytes), and only it is asked.
+TEST(Planner, OpenClDevicesWithAndWithoutSizes) {
+  const std::vector<DeviceSpec> given = parse_device_list("opencl:0.0=16GiB,opencl:1.0=8GiB,cuda:0=80GiB");
+  ASSERT_EQ(given.size(), 3u);
+  EXPECT_EQ(given[0].name, "opencl:0.0");
+  EXPECT_EQ(given[0].capacity_bytes, 16 * kGiB);
+  EXPECT_EQ(given[1].name, "opencl:1.0");
+  std::vector<std::string> asked;
+  const auto capacity_of = [&](const std::string& name) {
+    asked.push_back(name);
+    return uint64_t(12) * kGiB + asked.size();
+  };
+  const std::vector<DeviceSpec> read = parse_device_list("opencl:0.0,cpu:1=64GiB,opencl:0.1", capacity_of);
+  EXPECT_EQ(asked, (std::vector<std::string>{"opencl:0.0", "opencl:0.1"}));
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_EQ(read[0].capacity_bytes, 12 * kGiB + 1);
+  EXPECT_EQ(read[1].capacity_bytes, 64 * kGiB);
+  EXPECT_EQ(read[2].capacity_bytes, 12 * kGiB + 2);
+  // Without the callback a size is required, and the error says so.
+  try {
+    parse_device_list("opencl:0.0");
+    ADD_FAILURE() << "a device without a size was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "device 'opencl:0.0': expected NAME=SIZE, e.g. cuda:0=80GiB");
+  }
+  EXPECT_THROW(parse_device_list("opencl:0.0=16GiB,opencl:0.0", capacity_of), Error);  // listed twice
+}
+
+// A host with four GPUs that OpenCL drives (docs/placement.md §2.4): the
+// 26B-A4B model over four 24 GiB devices, balanced, one stage each, named as
+// `dgemma devices` names them.
+TEST(Planner, FourOpenClDevices) {
+  const auto& m = real_model();
+  PlanRequest r;
+  r.devices = parse_device_list("opencl:0.0=24GiB,opencl:0.1=24GiB,opencl:0.2=24GiB,opencl:0.3=24GiB");
+  r.strategy = PlanStrategy::kBalanced;
+  const Plan p = make_plan(m.config, m.bytes, r);
+  check_invariants(p, r, m);
+  ASSERT_EQ(p.devices.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(p.devices[k].name, "opencl:0." + std::to_string(k));
+  EXPECT_EQ(p.tensor_device.at("lm_head.weight"), "opencl:0.0");
+  EXPECT_EQ(p.devices.back().last_layer, m.config.num_layers - 1);
+}
+
 TEST(PipelineExecution, VirtualCpuDevicesMatchSingleDeviceBitForBit) {
   const std::string golden = kData + "/golden_a";
   auto single = test::load_on_cpu(golden);

@@ -214,9 +214,18 @@ const CublasApi& cublas_api() {
 
 // ---- device probe (no CUDA in this process) --------------------------------
 
+struct ProbedDevice {
+  char name[256] = {};
+  uint64_t memory_bytes = 0;
+  int cc_major = 0, cc_minor = 0, multiprocessors = 0;
+};
+
+constexpr int kProbedDevices = 16;  // properties kept for the first 16 devices
+
 struct DeviceProbe {
   int count = 0;
   char reason[240] = {};
+  ProbedDevice devices[kProbedDevices];
 };
 
 DeviceProbe probe_in_process() {
@@ -230,6 +239,19 @@ DeviceProbe probe_in_process() {
   }
   p.count = n;
   if (n == 0) std::snprintf(p.reason, sizeof p.reason, "cudaGetDeviceCount reported 0 devices");
+  for (int k = 0; k < n && k < kProbedDevices; ++k) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, k) != cudaSuccess) {
+      cudaGetLastError();
+      continue;  // listed without properties
+    }
+    ProbedDevice& d = p.devices[k];
+    std::snprintf(d.name, sizeof d.name, "%s", prop.name);
+    d.memory_bytes = uint64_t(prop.totalGlobalMem);
+    d.cc_major = prop.major;
+    d.cc_minor = prop.minor;
+    d.multiprocessors = prop.multiProcessorCount;
+  }
   return p;
 }
 
@@ -286,6 +308,23 @@ const DeviceProbe& device_probe() {
 }  // namespace
 
 int cuda_device_count() { return device_probe().count; }
+
+std::vector<CudaDeviceInfo> cuda_devices() {
+  const DeviceProbe& p = device_probe();
+  std::vector<CudaDeviceInfo> out;
+  for (int k = 0; k < p.count && k < kProbedDevices; ++k) {
+    const ProbedDevice& d = p.devices[k];
+    CudaDeviceInfo info;
+    info.index = k;
+    info.name = std::string(d.name, strnlen(d.name, sizeof d.name));
+    info.memory_bytes = d.memory_bytes;
+    info.cc_major = d.cc_major;
+    info.cc_minor = d.cc_minor;
+    info.multiprocessors = d.multiprocessors;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
 bool cuda_device_available() { return cuda_device_count() > 0; }
 std::string cuda_unavailable_reason() { return cuda_device_available() ? "" : device_probe().reason; }
 bool cuda_initialized_in_this_process() { return g_cuda_initialized.load(); }

@@ -168,6 +168,17 @@ class CudaBackend : public Backend {
 // is no driver or no device. Cached after the first call.
 int cuda_device_count();
 bool cuda_device_available();
+// The devices' properties (`dgemma devices`), taken by the same child
+// process as the count (cudaGetDeviceProperties); the first 16 devices. A
+// device whose properties could not be read has an empty name.
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;
+  uint64_t memory_bytes = 0;       // total global memory
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  int multiprocessors = 0;
+};
+std::vector<CudaDeviceInfo> cuda_devices();
 // Why no device is available ("" when one is), for error messages.
 std::string cuda_unavailable_reason();
 // Whether this process has initialized CUDA (the backend ran an op).

@@ -4,12 +4,16 @@
 // weights from the cache, its outputs allocated and, when the op is done,
 // attached to their tensors (left on the device when the call allows it,
 // copied to the host otherwise), and kernel launches whose errors name the
-// op.
+// op. In the debug mode (ClRuntime::debug, docs/opencl.md §4) every buffer
+// the op allocates has guard zones (cl_guard.h), fresh outputs and scratch
+// hold NaN until a kernel writes them, and finish() checks the zones and the
+// outputs for NaN and infinities.
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/opencl/cl_guard.h"
 #include "backend/opencl/cl_runtime.h"
 #include "backend/opencl/cl_weights.h"
 #include "ops/op.h"
@@ -54,10 +58,19 @@ class ClOp {
   }
   void copy(cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes);
 
-  // Attaches the outputs; waits for the device in the debug mode.
+  // Attaches the outputs; waits for the device when `debug`. In the debug
+  // mode, first checks every guard zone of the op's buffers and of its
+  // inputs' (a kernel that wrote outside a buffer) and then the outputs (an
+  // fp32 output holding NaN or an infinity); throws naming the op, the
+  // buffer and the side.
   void finish(bool debug);
 
  private:
+  // A buffer for this op only, guarded in the debug mode (`poison`: NaN-filled).
+  cl_mem fresh(size_t bytes, bool poison, std::string label);
+  void check_guards_or_throw();
+  void check_finite_or_throw();
+
   void set_arg(cl_kernel k, const std::string& name, cl_uint index, size_t size, const void* value);
   void enqueue(cl_kernel k, const std::string& name, std::vector<size_t> global, std::vector<size_t> local);
 
@@ -68,6 +81,10 @@ class ClOp {
   std::vector<cl_mem>
       uploads_;  // uploads and scratch buffers, released with the op (the driver keeps them while kernels read them)
   std::vector<cl_mem> outputs_;  // per output; null until allocated
+  // Debug mode: the guarded buffers (their parents released with the op,
+  // an output's with its tensor) and what each is ("output 0", "scratch 'x'").
+  std::vector<std::pair<GuardedBuffer, std::string>> guarded_;
+  std::vector<GuardedBuffer> output_guards_;
 };
 
 // The op kinds this backend runs (the others are not yet on OpenCL).

@@ -30,6 +30,8 @@ ClRuntime::ClRuntime(const ClDevice& device, const char* source) : device_(devic
   while (tile_ > 1 && int64_t(tile_) * tile_ > max_wg) tile_ /= 2;
   norm_group_ = 256;
   while (norm_group_ > 1 && norm_group_ > max_wg) norm_group_ /= 2;
+  const size_t align = device_value<cl_uint>(device_.device, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8;  // bits
+  guard_bytes_ = align > 256 ? align : (align > 0 && 256 % align != 0 ? (256 / align + 1) * align : 256);
   try {
     build_program(source ? source : kKernelSource);
   } catch (...) {
@@ -100,7 +102,12 @@ void ClRuntime::write(cl_mem dst, const void* src, size_t bytes, const std::stri
 }
 
 void ClRuntime::read(void* dst, cl_mem src, size_t bytes, const std::string& where) {
-  cl_check(clEnqueueReadBuffer(queue_, src, CL_TRUE, 0, bytes, dst, 0, nullptr, nullptr), "clEnqueueReadBuffer", where);
+  read_at(dst, src, 0, bytes, where);
+}
+
+void ClRuntime::read_at(void* dst, cl_mem src, size_t offset, size_t bytes, const std::string& where) {
+  cl_check(clEnqueueReadBuffer(queue_, src, CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr), "clEnqueueReadBuffer",
+           where);
   traffic.d2h_bytes += int64_t(bytes);
   ++traffic.synchronizations;
 }

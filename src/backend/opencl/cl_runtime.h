@@ -29,6 +29,15 @@ class ClRuntime {
   cl_kernel kernel(const std::string& name);
   int tile() const { return tile_; }
   int norm_group() const { return norm_group_; }
+  // Bytes of each guard zone of the debug mode's buffers (cl_guard.h): at
+  // least 256 and a multiple of the device's base address alignment, where a
+  // sub-buffer must start.
+  size_t guard_bytes() const { return guard_bytes_; }
+
+  // The debug mode (docs/opencl.md §4): ClOp allocates the op's buffers with
+  // guard zones, fills fresh outputs with NaN and checks the zones after the
+  // op. Set by the backend from its options (or by a test).
+  bool debug = false;
 
   // A buffer of `bytes` (> 0) bytes; `where` names the op in errors.
   cl_mem alloc(size_t bytes, const std::string& where);
@@ -37,6 +46,8 @@ class ClRuntime {
   void write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight = false,
              size_t offset = 0);
   void read(void* dst, cl_mem src, size_t bytes, const std::string& where);
+  // Reads `bytes` bytes of `src` from `offset` on.
+  void read_at(void* dst, cl_mem src, size_t offset, size_t bytes, const std::string& where);
   // Waits for the queue (counted as a synchronization).
   void finish(const std::string& where);
   // A constant the host computed (RoPE frequencies), uploaded the first time
@@ -56,6 +67,7 @@ class ClRuntime {
   std::map<std::string, cl_kernel> kernels_;
   std::map<std::string, cl_mem> constants_;
   int tile_ = 16, norm_group_ = 256;
+  size_t guard_bytes_ = 256;
 };
 
 }  // namespace dgemma::opencl

@@ -58,6 +58,7 @@ OpenClBackend::OpenClBackend(OpenClBackendOptions options) : options_(options), 
                          : "opencl:" + std::to_string(options.platform) + "." + std::to_string(options.device);
   const opencl::ClDevice device = opencl::find_device(options.platform, options.device, spec);
   impl_->runtime = std::make_shared<opencl::ClRuntime>(device);
+  impl_->runtime->debug = options.debug;  // guard zones and NaN-filled outputs (docs/opencl.md §4)
   impl_->weights = std::make_unique<opencl::WeightCache>(impl_->runtime);
 }
 

@@ -26,7 +26,10 @@ namespace dgemma {
 struct OpenClBackendOptions {
   int platform = -1, device = -1;  // -1: the default device (the first GPU, else the first device)
   // `debug` (spec option "debug", or "sync" as for CUDA): wait for the device
-  // after every op, so that a fault is reported at the op that caused it.
+  // after every op, so that a fault is reported at the op that caused it;
+  // the op's buffers get guard zones checked after it, fresh outputs hold
+  // NaN until written, and an output holding NaN or an infinity fails the
+  // op (cl_op.h, docs/opencl.md §4).
   bool debug = false;
 };
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "backend/opencl/cl_devices.h"
@@ -11,7 +12,10 @@ using opencl::cl_check;
 
 const char* const kWhere = "listing the OpenCL devices";
 
+std::atomic<bool> g_started{false};
+
 std::vector<cl_platform_id> platforms(cl_int* status) {
+  g_started = true;  // the ICD loader loads the drivers here
   cl_uint n = 0;
   *status = clGetPlatformIDs(0, nullptr, &n);
   if (*status != CL_SUCCESS || n == 0) return {};
@@ -93,6 +97,8 @@ std::string list_of(const std::vector<OpenClDeviceInfo>& all) {
 }
 
 }  // namespace
+
+bool opencl_started_in_this_process() { return g_started.load(); }
 
 std::vector<OpenClDeviceInfo> opencl_devices(std::string* why) {
   cl_int status = CL_SUCCESS;

@@ -29,6 +29,12 @@ struct OpenClDeviceInfo {
 // OpenCL error other than "no platform".
 std::vector<OpenClDeviceInfo> opencl_devices(std::string* why = nullptr);
 
+// Whether this process has asked the ICD loader for its platforms (listed
+// devices or made a backend): the drivers are loaded then, and some (PoCL)
+// start threads that a forked child does not have, so a fork() after it
+// cannot use OpenCL (backend_factory.h check_backend_name, `doctor`).
+bool opencl_started_in_this_process();
+
 // The device `--backend opencl` takes: the first GPU, else the first device.
 // Throws dgemma::Error when there is none.
 const OpenClDeviceInfo& default_opencl_device(const std::vector<OpenClDeviceInfo>& devices);
