@@ -229,12 +229,28 @@ TEST(OpenClBackend, RefusesWhatItDoesNotRunYet) {
   lin.w = {&w};
   lin.out = {&out};
   std::string why;
+  // A quantized weight whose layout the decoders cannot read (here: empty),
+  // and one in an op without a quantized kernel.
   EXPECT_FALSE(cl->supports(lin, &why));
-  EXPECT_EQ(why, "weight 'proj' is quantized: quantized weights are not yet on OpenCL");
-  EXPECT_NE(error_of([&] { Executor(*cl).run(lin); }).find("quantized weights are not yet on OpenCL"),
-            std::string::npos);
+  EXPECT_EQ(why, "weight 'proj': nf4 weight of 0x0 is empty");
+  EXPECT_NE(error_of([&] { Executor(*cl).run(lin); }).find("nf4 weight of 0x0 is empty"), std::string::npos);
+  OpCall norm;
+  norm.kind = OpKind::kRmsNorm;
+  norm.in = {&x};
+  norm.w = {&w};
+  norm.out = {&out};
+  EXPECT_FALSE(cl->supports(norm, &why));
+  EXPECT_EQ(why,
+            "weight 'proj' is quantized: rms_norm does not take quantized weights on OpenCL (linear, embedding, "
+            "soft_embedding and moe_experts do)");
   w.quant.reset();
   EXPECT_TRUE(cl->supports(lin, &why));
+  w.dtype = DType::kF8_E4M3;
+  EXPECT_TRUE(cl->supports(lin, &why)) << why;
+  EXPECT_FALSE(cl->supports(norm, &why));
+  EXPECT_EQ(why,
+            "weight 'proj' is F8_E4M3: the OpenCL backend reads F32, BF16 and F16 weights (and F8_E4M3 in linear and "
+            "embedding)");
 }
 
 // Token ids the host holds are checked before the launch, with the CPU's

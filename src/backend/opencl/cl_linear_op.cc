@@ -1,6 +1,7 @@
 // The matrix product on the device (docs/opencl.md §3), computing like the
-// CPU's scalar reference (src/backend/cpu/cpu_linear.cc).
-#include "backend/opencl/cl_ops.h"
+// CPU's scalar reference (src/backend/cpu/cpu_linear.cc); quantized weights are
+// decoded in the kernel as src/backend/cpu/quant_gemm.cc decodes them.
+#include "backend/opencl/cl_weight_launch.h"
 
 namespace dgemma::opencl {
 
@@ -19,9 +20,9 @@ void run_linear(ClOp& op) {
              "clEnqueueFillBuffer", op.where());
     return;
   }
-  const cl_mem in = op.input(0), w = op.weight(0);
+  const cl_mem in = op.input(0);
   const size_t tile = size_t(op.runtime().tile());
-  op.launch(typed("linear", W.dtype), {size_t(N), size_t(M)}, {tile, tile}, in, w, out, M, N, K);
+  launch_with_weight(op, "linear", 0, {size_t(N), size_t(M)}, {tile, tile}, std::tuple(in), std::tuple(out, M, N, K));
 }
 
 }  // namespace dgemma::opencl

@@ -1,11 +1,12 @@
 // The routed experts on the device (docs/opencl.md §3), computing like the
-// CPU's scalar reference (src/backend/cpu/cpu_moe.cc). The routing (indices
+// CPU's scalar reference (src/backend/cpu/cpu_moe.cc; quantized experts:
+// src/backend/cpu/quant_moe.cc). The routing (indices
 // and weights) is used where it lies, usually on the device where the router
 // left it: it is grouped by expert there (moe_route), so the host never reads
 // it and never waits.
 #include <algorithm>
 
-#include "backend/opencl/cl_ops.h"
+#include "backend/opencl/cl_weight_launch.h"
 #include "dgemma/error.h"
 
 namespace dgemma::opencl {
@@ -26,7 +27,7 @@ void fill_zero(ClOp& op, size_t k) {
 void run_moe_experts(ClOp& op) {
   const OpCall& c = op.call();
   const Tensor &x = *c.in[0], &idx = *c.in[1];
-  const WeightRef &gu = *c.w[0], &down = *c.w[1];
+  const WeightRef& gu = *c.w[0];
   const int M = as_int(x.dim(0), "rows", op), H = as_int(x.dim(1), "hidden size", op);
   const int k = as_int(idx.dim(1), "experts per token", op), E = as_int(gu.shape[0], "experts", op);
   const int I = as_int(gu.shape[1] / 2, "expert width", op);
@@ -58,11 +59,12 @@ void run_moe_experts(ClOp& op) {
   const size_t row_tiles = (size_t(n) + t - 1) / t + size_t(std::min(E, n));
   const cl_mem act = op.scratch(size_t(n) * size_t(std::max(I, 1)) * 4, "expert activations");
   const cl_mem y = op.scratch(size_t(n) * size_t(H) * 4, "expert outputs");
+  // Plain or quantized expert weights (cl_weight_launch.h).
   if (I > 0)
-    op.launch(typed("moe_gate_up", gu.dtype), {(size_t(I) + t - 1) / t * t, row_tiles * t}, {t, t}, d_x, rows, k,
-              starts, tile_first, E, op.weight(0), act, H, I);
-  op.launch(typed("moe_down", down.dtype), {(size_t(H) + t - 1) / t * t, row_tiles * t}, {t, t}, act, starts,
-            tile_first, E, op.weight(1), y, H, I);
+    launch_with_weight(op, "moe_gate_up", 0, {(size_t(I) + t - 1) / t * t, row_tiles * t}, {t, t},
+                       std::tuple(d_x, rows, k, starts, tile_first, E), std::tuple(act, H, I));
+  launch_with_weight(op, "moe_down", 1, {(size_t(H) + t - 1) / t * t, row_tiles * t}, {t, t},
+                     std::tuple(act, starts, tile_first, E), std::tuple(y, H, I));
   const int elements = as_int(int64_t(M) * H, "output elements", op);
   op.launch("moe_combine", {size_t(elements)}, {kGroup}, y, d_idx, d_wts, row_of, k, H, op.output(0), elements);
   if (acts && I > 0) {

@@ -42,6 +42,8 @@ class ClOp {
   // kernels' intermediate results), released with the op.
   cl_mem scratch(size_t bytes, const std::string& what);
   cl_mem weight(size_t k) { return weights_.get(*call_.w[k], where_); }
+  // Weight k when quantized (w.quant set): its packed buffers on the device.
+  const ClQuantWeight& quant_weight(size_t k) { return weights_.quant(*call_.w[k], where_); }
   // Output k's buffer (its element count must be > 0), attached by finish().
   cl_mem output(size_t k);
 

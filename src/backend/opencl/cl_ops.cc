@@ -13,6 +13,7 @@ std::string typed(const std::string& base, DType dt) {
     case DType::kF32: return base + "_f32";
     case DType::kBF16: return base + "_bf16";
     case DType::kF16: return base + "_f16";
+    case DType::kF8_E4M3: return base + "_f8e4m3";
     default:
       throw Error("opencl backend: internal: no " + base + " kernel for " + std::string(dtype_name(dt)) + " weights");
   }

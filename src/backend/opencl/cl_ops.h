@@ -12,7 +12,7 @@
 namespace dgemma::opencl {
 
 // The kernel of a weight-reading op for the weight's stored dtype: base + "_f32",
-// "_bf16" or "_f16".
+// "_bf16", "_f16" or "_f8e4m3".
 std::string typed(const std::string& base, DType dt);
 // Element counts and sizes passed to kernels as `int`, with room for the
 // work-items that round a launch up to whole work-groups; throws naming `what`

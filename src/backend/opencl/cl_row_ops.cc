@@ -1,11 +1,12 @@
 // The row-local ops on the device (docs/opencl.md §3): embedding, rms_norm,
 // rope, the elementwise ops and concat_rows, computing like the CPU's scalar
-// reference (src/backend/cpu/cpu_elementwise.cc).
+// reference (src/backend/cpu/cpu_elementwise.cc; quantized tables:
+// src/backend/cpu/quant_embedding.cc).
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
-#include "backend/opencl/cl_ops.h"
+#include "backend/opencl/cl_weight_launch.h"
 #include "dgemma/error.h"
 
 namespace dgemma::opencl {
@@ -23,10 +24,15 @@ void run_embedding(ClOp& op) {
     for (int32_t id : ids.i)
       if (id < 0 || id >= V)
         throw Error("embedding: token id " + std::to_string(id) + " is out of range [0, " + std::to_string(V) + ")");
-  const cl_mem in = op.input(0), w = op.weight(0), out = op.output(0);
+  const cl_mem in = op.input(0), out = op.output(0);
   const int h = int(H), v = as_int(V, "vocabulary", op);
   const float s = c.attrs.scale;
-  op.launch(typed("embedding", table.dtype), {size_t(n)}, {kGroup}, in, w, out, h, v, s, n);
+  if (table.quant) {  // decoded per element, rounded to bf16 in a bf16 run (src/backend/cpu/quant_embedding.cc)
+    const int to_bf16 = c.attrs.round_to_bf16 ? 1 : 0;
+    launch_with_weight(op, "embedding", 0, {size_t(n)}, {kGroup}, std::tuple(in), std::tuple(out, h, v, to_bf16, s, n));
+    return;
+  }
+  launch_with_weight(op, "embedding", 0, {size_t(n)}, {kGroup}, std::tuple(in), std::tuple(out, h, v, s, n));
 }
 
 void run_rms_norm(ClOp& op) {

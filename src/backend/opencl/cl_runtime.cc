@@ -97,8 +97,8 @@ cl_mem ClRuntime::alloc(size_t bytes, const std::string& where) {
   return m;
 }
 
-void ClRuntime::write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight) {
-  cl_check(clEnqueueWriteBuffer(queue_, dst, CL_TRUE, 0, bytes, src, 0, nullptr, nullptr), "clEnqueueWriteBuffer",
+void ClRuntime::write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight, size_t offset) {
+  cl_check(clEnqueueWriteBuffer(queue_, dst, CL_TRUE, offset, bytes, src, 0, nullptr, nullptr), "clEnqueueWriteBuffer",
            where);
   (weight ? traffic.weight_h2d_bytes : traffic.h2d_bytes) += int64_t(bytes);
   ++traffic.synchronizations;

@@ -42,8 +42,10 @@ class ClRuntime {
 
   // A buffer of `bytes` (> 0) bytes; `where` names the op in errors.
   cl_mem alloc(size_t bytes, const std::string& where);
-  // Blocking copies between host and device, counted in traffic().
-  void write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight = false);
+  // Blocking copies between host and device, counted in traffic(); a write
+  // lands `offset` bytes into `dst`.
+  void write(cl_mem dst, const void* src, size_t bytes, const std::string& where, bool weight = false,
+             size_t offset = 0);
   void read(void* dst, cl_mem src, size_t bytes, const std::string& where);
   // Reads `bytes` bytes of `src` from `offset` on.
   void read_at(void* dst, cl_mem src, size_t offset, size_t bytes, const std::string& where);

@@ -1,9 +1,10 @@
 // soft_embedding on the device (docs/opencl.md §3), computing like the CPU's
 // scalar reference (src/backend/cpu/cpu_elementwise.cc soft_embedding):
 // the probabilities of each row into a scratch buffer, then their product
-// with the table. Plain F32, BF16 and F16 tables (quantized ones are refused
-// by opencl_supports).
-#include "backend/opencl/cl_ops.h"
+// with the table. Plain F32, BF16 and F16 tables, and quantized ones decoded
+// in the kernel (src/backend/cpu/quant_embedding.cc multiplies with their
+// dense copy).
+#include "backend/opencl/cl_weight_launch.h"
 #include "dgemma/error.h"
 
 namespace dgemma::opencl {
@@ -26,14 +27,16 @@ void run_soft_embedding(ClOp& op) {
              "clEnqueueFillBuffer", op.where());
     return;
   }
-  const cl_mem in = op.input(0), w = op.weight(0);
+  const cl_mem in = op.input(0);
   const cl_mem probs = op.scratch(size_t(M) * size_t(V) * 4, "soft_embedding probabilities");
   const int to_bf16 = c.attrs.round_to_bf16 ? 1 : 0;
   const size_t group = size_t(op.runtime().norm_group()), tile = size_t(op.runtime().tile());
   op.launch("soft_embedding_probs", {size_t(M) * group}, {group}, in, probs, V, to_bf16);
   const float scale = c.attrs.scale;
-  op.launch(typed("soft_embedding_out", table.dtype), {size_t(H), size_t(M)}, {tile, tile}, probs, w, out, M, V, H,
-            scale);
+  // A plain or quantized table (cl_weight_launch.h); a quantized one's values
+  // are rounded to bf16 in a bf16 run, as the CPU's dense copy of it is.
+  launch_with_weight(op, "soft_embedding_out", 0, {size_t(H), size_t(M)}, {tile, tile}, std::tuple(probs),
+                     std::tuple(out, M, V, H, scale, to_bf16));
 }
 
 }  // namespace dgemma::opencl

@@ -19,3 +19,32 @@
 #define WLOAD_f32(p, i) ((p)[i])
 #define WLOAD_bf16(p, i) as_float(((uint)(p)[i]) << 16)
 #define WLOAD_f16(p, i) vload_half((i), (p))
+
+// Quantized weights (kernels_quant.cl defines the decoders; declared here so
+// that every kernel file can use them). A kernel taking one quantized weight
+// lists QPARAMS among its parameters and reads element [r, c] of the weight,
+// as fp32, with QLOAD(S, r, c), S one of nf4, nvfp4, affine, int8, fp8.
+#define QPARAMS                                                                                                  \
+  __global const uchar *q_codes, __global const uchar *q_scales, __global const uchar *q_extra,                 \
+      __global const float *q_table, int q_cols, int q_block, int q_p0, int q_p1, float q_f0
+#define QLOAD(S, r, c) qload_##S(q_codes, q_scales, q_extra, q_table, q_cols, q_block, q_p0, q_p1, q_f0, (r), (c))
+float qload_nf4(QPARAMS, int r, int c);
+float qload_nvfp4(QPARAMS, int r, int c);
+float qload_affine(QPARAMS, int r, int c);
+float qload_int8(QPARAMS, int r, int c);
+float qload_fp8(QPARAMS, int r, int c);
+float e4m3_to_f32(uchar v);
+float round_to_bf16(float f);
+
+// Plain FP8 (E4M3FN) weights: one byte per element.
+#define WTYPE_f8e4m3 uchar
+#define WLOAD_f8e4m3(p, i) e4m3_to_f32((p)[i])
+
+// A kernel written once for plain and quantized weights takes its weight as
+// WP(T) and reads element [r, c] (ld: the weight's row length) as
+// WAT(T, r, c, ld): (WP, WAT) = (W_PLAIN, W_PLAIN_AT) with T a stored dtype
+// (f32, bf16, f16, f8e4m3), or (W_QUANT, W_QUANT_AT) with T a scheme.
+#define W_PLAIN(T) __global const WTYPE_##T* w
+#define W_PLAIN_AT(T, r, c, ld) WLOAD_##T(w, (size_t)(r) * (size_t)(ld) + (size_t)(c))
+#define W_QUANT(S) QPARAMS
+#define W_QUANT_AT(S, r, c, ld) QLOAD(S, (int)(r), (int)(c))

@@ -81,15 +81,20 @@ int moe_tile_expert(__global const int* tile_first, int E, int g) {
     }                                                       \
   }
 
+// moe_gate_up and moe_down are written once for plain and quantized weights
+// (NAME: the kernel's suffix; T, WP, WAT: the weight, kernels_common.cl); a
+// quantized expert weight is decoded element by element into the tiles
+// (kernels_quant.cl), the fused [E, rows, cols] weight read as a matrix of
+// E·rows rows.
 // moe_gate_up: act[j, i] = gelu_tanh(gate_e · x_t) · (up_e · x_t) for the row
 // j of expert e (token t = rows[j] / k), gate = rows i and up = rows I + i of
 // gate_up[e]. A TILE×TILE work-group computes TILE rows × TILE columns i of one
 // expert (grid: columns × row tiles); the tiles of x's rows and of both weight
 // blocks go through local memory along H, as in linear.
-#define MOE_GATE_UP(T)                                                                                          \
-  __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void moe_gate_up_##T(                         \
+#define MOE_GATE_UP_KERNEL(NAME, T, WP, WAT)                                                                  \
+  __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void moe_gate_up_##NAME(                      \
       __global const float* x, __global const int* rows, int k, __global const int* starts,                   \
-      __global const int* tile_first, int E, __global const WTYPE_##T* w, __global float* act, int H, int I) {  \
+      __global const int* tile_first, int E, WP(T), __global float* act, int H, int I) {                      \
     __local float xs[TILE][TILE + 1];                                                                         \
     __local float gs[TILE][TILE + 1];                                                                         \
     __local float us[TILE][TILE + 1];                                                                         \
@@ -99,57 +104,71 @@ int moe_tile_expert(__global const int* tile_first, int E, int g) {
     const int end = starts[e + 1], row = starts[e] + (g - tile_first[e]) * TILE + ty;                         \
     const int i0 = get_group_id(0) * TILE, wi = i0 + ty;                                                      \
     const size_t token = row < end ? (size_t)(rows[row] / k) : 0;                                             \
-    const size_t gate_row = (size_t)e * 2 * (size_t)I + (size_t)wi, up_row = gate_row + (size_t)I;           \
+    const size_t gate_row = (size_t)e * 2 * (size_t)I + (size_t)wi, up_row = gate_row + (size_t)I;            \
     const int K4 = H & ~3;                                                                                    \
     float g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f, u0 = 0.0f, u1 = 0.0f, u2 = 0.0f, u3 = 0.0f;             \
     for (int k0 = 0; k0 < H; k0 += TILE) {                                                                    \
       const int kk = k0 + tx;                                                                                 \
       xs[ty][tx] = (row < end && kk < H) ? x[token * (size_t)H + (size_t)kk] : 0.0f;                          \
-      gs[ty][tx] = (wi < I && kk < H) ? WLOAD_##T(w, gate_row * (size_t)H + (size_t)kk) : 0.0f;               \
-      us[ty][tx] = (wi < I && kk < H) ? WLOAD_##T(w, up_row * (size_t)H + (size_t)kk) : 0.0f;                 \
+      gs[ty][tx] = (wi < I && kk < H) ? WAT(T, gate_row, kk, H) : 0.0f;                                       \
+      us[ty][tx] = (wi < I && kk < H) ? WAT(T, up_row, kk, H) : 0.0f;                                         \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                           \
       DOT4_SLAB(g, xs[ty], gs[tx], k0, K4)                                                                    \
       DOT4_SLAB(u, xs[ty], us[tx], k0, K4)                                                                    \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                           \
     }                                                                                                         \
     const int i = i0 + tx;                                                                                    \
-    if (row < end && i < I) act[(size_t)row * (size_t)I + (size_t)i] = gelu_tanh((g0 + g1) + (g2 + g3)) *    \
+    if (row < end && i < I) act[(size_t)row * (size_t)I + (size_t)i] = gelu_tanh((g0 + g1) + (g2 + g3)) *     \
                                                                        ((u0 + u1) + (u2 + u3));               \
   }
+#define MOE_GATE_UP(T) MOE_GATE_UP_KERNEL(T, T, W_PLAIN, W_PLAIN_AT)
+#define MOE_GATE_UP_Q(S) MOE_GATE_UP_KERNEL(q_##S, S, W_QUANT, W_QUANT_AT)
 MOE_GATE_UP(f32)
 MOE_GATE_UP(bf16)
 MOE_GATE_UP(f16)
+MOE_GATE_UP_Q(nf4)
+MOE_GATE_UP_Q(nvfp4)
+MOE_GATE_UP_Q(affine)
+MOE_GATE_UP_Q(int8)
+MOE_GATE_UP_Q(fp8)
 
 // moe_down: y[j, h] = down_e[h] · act[j] for the rows j of expert e, the same
 // tiling over I.
-#define MOE_DOWN(T)                                                                                            \
-  __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void moe_down_##T(                           \
-      __global const float* act, __global const int* starts, __global const int* tile_first, int E,          \
-      __global const WTYPE_##T* w, __global float* y, int H, int I) {                                         \
-    __local float as[TILE][TILE + 1];                                                                        \
-    __local float ws[TILE][TILE + 1];                                                                        \
-    const int g = get_group_id(1), e = moe_tile_expert(tile_first, E, g);                                    \
-    if (e < 0) return; /* the whole work-group, before any barrier */                                        \
-    const int tx = get_local_id(0), ty = get_local_id(1);                                                    \
-    const int end = starts[e + 1], row = starts[e] + (g - tile_first[e]) * TILE + ty;                        \
-    const int h0 = get_group_id(0) * TILE, wh = h0 + ty;                                                     \
-    const size_t w_row = (size_t)e * (size_t)H + (size_t)wh;                                                 \
-    const int K4 = I & ~3;                                                                                   \
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;                                                        \
-    for (int k0 = 0; k0 < I; k0 += TILE) {                                                                   \
-      const int kk = k0 + tx;                                                                                \
-      as[ty][tx] = (row < end && kk < I) ? act[(size_t)row * (size_t)I + (size_t)kk] : 0.0f;                 \
-      ws[ty][tx] = (wh < H && kk < I) ? WLOAD_##T(w, w_row * (size_t)I + (size_t)kk) : 0.0f;                 \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                                          \
-      DOT4_SLAB(s, as[ty], ws[tx], k0, K4)                                                                   \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                                          \
-    }                                                                                                        \
-    const int h = h0 + tx;                                                                                   \
-    if (row < end && h < H) y[(size_t)row * (size_t)H + (size_t)h] = (s0 + s1) + (s2 + s3);                  \
+#define MOE_DOWN_KERNEL(NAME, T, WP, WAT)                                                                     \
+  __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void moe_down_##NAME(                         \
+      __global const float* act, __global const int* starts, __global const int* tile_first, int E,           \
+      WP(T), __global float* y, int H, int I) {                                                               \
+    __local float as[TILE][TILE + 1];                                                                         \
+    __local float ws[TILE][TILE + 1];                                                                         \
+    const int g = get_group_id(1), e = moe_tile_expert(tile_first, E, g);                                     \
+    if (e < 0) return; /* the whole work-group, before any barrier */                                         \
+    const int tx = get_local_id(0), ty = get_local_id(1);                                                     \
+    const int end = starts[e + 1], row = starts[e] + (g - tile_first[e]) * TILE + ty;                         \
+    const int h0 = get_group_id(0) * TILE, wh = h0 + ty;                                                      \
+    const size_t w_row = (size_t)e * (size_t)H + (size_t)wh;                                                  \
+    const int K4 = I & ~3;                                                                                    \
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;                                                         \
+    for (int k0 = 0; k0 < I; k0 += TILE) {                                                                    \
+      const int kk = k0 + tx;                                                                                 \
+      as[ty][tx] = (row < end && kk < I) ? act[(size_t)row * (size_t)I + (size_t)kk] : 0.0f;                  \
+      ws[ty][tx] = (wh < H && kk < I) ? WAT(T, w_row, kk, I) : 0.0f;                                          \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                           \
+      DOT4_SLAB(s, as[ty], ws[tx], k0, K4)                                                                    \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                           \
+    }                                                                                                         \
+    const int h = h0 + tx;                                                                                    \
+    if (row < end && h < H) y[(size_t)row * (size_t)H + (size_t)h] = (s0 + s1) + (s2 + s3);                   \
   }
+#define MOE_DOWN(T) MOE_DOWN_KERNEL(T, T, W_PLAIN, W_PLAIN_AT)
+#define MOE_DOWN_Q(S) MOE_DOWN_KERNEL(q_##S, S, W_QUANT, W_QUANT_AT)
 MOE_DOWN(f32)
 MOE_DOWN(bf16)
 MOE_DOWN(f16)
+MOE_DOWN_Q(nf4)
+MOE_DOWN_Q(nvfp4)
+MOE_DOWN_Q(affine)
+MOE_DOWN_Q(int8)
+MOE_DOWN_Q(fp8)
 
 // moe_combine: out[m, h] = Σ weight[m, s] · y[row_of[m, s], h] over token m's
 // slots in ascending expert order, a repeated expert's slots in slot order

@@ -15,6 +15,30 @@
 EMBEDDING(f32)
 EMBEDDING(bf16)
 EMBEDDING(f16)
+EMBEDDING(f8e4m3)
+
+// embedding from a quantized table (QPARAMS, kernels_quant.cl): each element
+// decoded as the CPU's dequantization gives it, rounded to bf16 in a bf16 run
+// (to_bf16; quantize/quantized_weight.h), then scaled.
+#define EMBEDDING_Q(S)                                                                                           \
+  __kernel void embedding_q_##S(__global const int* ids, QPARAMS, __global float* out, int H, int V,            \
+                                int to_bf16, float scale, int n) {                                             \
+    const int g = get_global_id(0);                                                                            \
+    if (g >= n) return;                                                                                        \
+    const int m = g / H, h = g - m * H;                                                                        \
+    const int id = ids[m];                                                                                     \
+    if (id < 0 || id >= V) {                                                                                   \
+      out[g] = NAN;                                                                                            \
+      return;                                                                                                  \
+    }                                                                                                          \
+    const float v = QLOAD(S, id, h);                                                                           \
+    out[g] = (to_bf16 ? round_to_bf16(v) : v) * scale;                                                         \
+  }
+EMBEDDING_Q(nf4)
+EMBEDDING_Q(nvfp4)
+EMBEDDING_Q(affine)
+EMBEDDING_Q(int8)
+EMBEDDING_Q(fp8)
 
 // rms_norm (docs/model.md §1.2): x · (mean(x²) + eps)^(-1/2) · w, one work-group
 // per row; the sum of squares is reduced in local memory.

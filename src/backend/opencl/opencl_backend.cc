@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "backend/opencl/cl_op.h"
+#include "backend/opencl/cl_quant_upload.h"
 #include "backend/opencl/cl_runtime.h"
 #include "backend/opencl/cl_weights.h"
 #include "dgemma/error.h"
@@ -74,12 +75,26 @@ bool opencl_supports(const OpCall& call, std::string* why) {
   };
   if (!opencl::implemented_on_opencl(call.kind))
     return refuse(std::string(op_name(call.kind)) + " is not yet on OpenCL");
+  // Quantized and FP8 weights: the ops whose kernels decode them (docs/opencl.md §3).
+  const bool fp8 = call.kind == OpKind::kLinear || call.kind == OpKind::kEmbedding;
+  const bool decodes = fp8 || call.kind == OpKind::kMoeExperts || call.kind == OpKind::kSoftEmbedding;
   for (const WeightRef* w : call.w) {
-    if (w->quant) return refuse("weight '" + w->name + "' is quantized: quantized weights are not yet on OpenCL");
+    // A quantized weight bound with a dense fp32 copy (quantize/quantized_weight.h
+    // bound_dense: router.proj) is read as that copy by the ops that do not decode.
+    if (w->quant && (decodes || !w->quant->bound_dense)) {
+      if (!decodes)
+        return refuse(
+            "weight '" + w->name + "' is quantized: " + std::string(op_name(call.kind)) +
+            " does not take quantized weights on OpenCL (linear, embedding, soft_embedding and moe_experts do)");
+      const std::string layout = opencl::opencl_quant_refusal(*w->quant);
+      if (!layout.empty()) return refuse("weight '" + w->name + "': " + layout);
+      continue;
+    }
     if (call.kind == OpKind::kScale) continue;  // its one value is read on the host
+    if (w->dtype == DType::kF8_E4M3 && fp8) continue;
     if (w->dtype != DType::kF32 && w->dtype != DType::kBF16 && w->dtype != DType::kF16)
       return refuse("weight '" + w->name + "' is " + std::string(dtype_name(w->dtype)) +
-                    ": the OpenCL backend reads F32, BF16 and F16 weights");
+                    ": the OpenCL backend reads F32, BF16 and F16 weights (and F8_E4M3 in linear and embedding)");
   }
   return true;
 }
