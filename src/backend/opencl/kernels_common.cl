@@ -34,7 +34,6 @@ float qload_affine(QPARAMS, int r, int c);
 float qload_int8(QPARAMS, int r, int c);
 float qload_fp8(QPARAMS, int r, int c);
 float e4m3_to_f32(uchar v);
-float round_to_bf16(float f);
 
 // Plain FP8 (E4M3FN) weights: one byte per element.
 #define WTYPE_f8e4m3 uchar
@@ -48,3 +47,12 @@ float round_to_bf16(float f);
 #define W_PLAIN_AT(T, r, c, ld) WLOAD_##T(w, (size_t)(r) * (size_t)(ld) + (size_t)(c))
 #define W_QUANT(S) QPARAMS
 #define W_QUANT_AT(S, r, c, ld) QLOAD(S, (int)(r), (int)(c))
+
+// fp32 rounded to the nearest bf16 (ties to even, NaN kept quiet), as
+// core/dtype.h round_bf16: the bf16 runs of embedding and soft_embedding.
+float round_to_bf16(float f) {
+  uint u = as_uint(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return as_float(((u >> 16) | 0x40u) << 16);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return as_float(u & 0xFFFF0000u);
+}

@@ -29,14 +29,6 @@ float e4m3_to_f32(uchar v) {
   return sign ? -r : r;
 }
 
-// fp32 rounded to the nearest bf16 (ties to even), as core/dtype.h round_bf16.
-float round_to_bf16(float f) {
-  uint u = as_uint(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return as_float(((u >> 16) | 0x40u) << 16);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return as_float(u & 0xFFFF0000u);
-}
-
 // A float scale stored as F32, BF16 or F16 (dtype 0, 1, 2), element i.
 float qscale_at(__global const uchar* p, size_t i, int dtype) {
   if (dtype == 1) return as_float(((uint)((__global const ushort*)p)[i]) << 16);

@@ -2,15 +2,6 @@
 // embedding under softmax(logits) (docs/model.md §2.3, §3.3), out[M, H] =
 // softmax(logits)[M, V] · table[V, H] · scale.
 
-// Round to the nearest bf16, ties to even, NaN kept quiet (core/dtype.h
-// round_bf16).
-float soft_embedding_round_bf16(float f) {
-  uint u = as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return as_float(((u >> 16) | 0x40u) << 16);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return as_float((u >> 16) << 16);
-}
-
 // The probabilities of one row per work-group of NORM_WG work-items, into
 // probs[M, V]: in a bf16 run (to_bf16) the logits are rounded to bf16 first
 // and the probabilities again; the maximum and Σexp are tree reductions of
@@ -25,7 +16,7 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void soft_embeddin
   __global float* p = probs + m * (size_t)V;
   float mx = -INFINITY;
   for (int v = l; v < V; v += NORM_WG) {
-    const float x = to_bf16 ? soft_embedding_round_bf16(z[v]) : z[v];
+    const float x = to_bf16 ? round_to_bf16(z[v]) : z[v];
     p[v] = x;
     mx = mx < x ? x : mx;
   }
@@ -52,7 +43,7 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void soft_embeddin
   sum = red[0];
   for (int v = l; v < V; v += NORM_WG) {
     const float x = p[v] / sum;
-    p[v] = to_bf16 ? soft_embedding_round_bf16(x) : x;
+    p[v] = to_bf16 ? round_to_bf16(x) : x;
   }
 }
 
