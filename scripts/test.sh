@@ -21,6 +21,7 @@ ctest --test-dir build/release --output-on-failure -j 2
 echo "== ASan + UBSan build and tests =="
 scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions=$PWD/scripts/lsan-suppressions.txt \
   ctest --test-dir build/asan --output-on-failure -j 2
 
 echo "== fuzzing (${fuzz_seconds} s per target) =="

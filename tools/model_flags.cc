@@ -48,7 +48,7 @@ void ModelFlags::add_to(FlagParser& p) {
                "MODE");
   p.add_string("--backend", &backend,
                "where the ops run: cpu, cuda (cuda:N for device N), opencl (opencl:P.D for platform P's device D, as "
-               "`dgemma devices` lists them; a first part: not every op runs there yet), or "
+               "`dgemma devices` lists them; the sampler needs fp64 there), or "
                "inject:OP:LAYER:PASS:STEP:KIND (the CPU "
                "with one injected fault, for testing). The per-step sampler (temperature, entropy, argmax, draw) "
                "runs there too, where the logits are; only its per-position results come back to the host, which "

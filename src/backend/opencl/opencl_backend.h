@@ -7,10 +7,12 @@
 // Like the CUDA backend (docs/cuda.md §1), activations are device-resident:
 // an op's outputs stay in device buffers, attached to their Tensor, when the
 // call allows it (OpCall::device_outputs), and the next op reads them there;
-// host inputs are uploaded for the op. Plain weights (F32, BF16, F16) are
-// uploaded once, in their stored dtype, and cached. What it does not run yet
-// (attention, router_topk, moe_experts, soft_embedding, sample, quantized
-// weights) it refuses through supports() with the reason.
+// small host inputs are uploaded once and kept while their bytes stay the
+// same. Weights are uploaded once, plain ones in their stored dtype and
+// quantized ones packed (decoded in the kernels), and cached. What it does
+// not run (a quantized weight in an op that reads only plain ones, a layout
+// the decoders do not read, the sample op without fp64) it refuses through
+// supports() with the reason.
 //
 // No OpenCL types in this header. Not thread-safe: one thread drives one
 // backend.
@@ -37,9 +39,10 @@ struct OpenClBackendOptions {
 // dgemma::Error naming the spec and what is wrong.
 OpenClBackendOptions parse_opencl_spec(const std::string& spec);
 
-// What OpenClBackend::supports answers, which depends on no device: the ops
-// not yet on OpenCL, quantized weights, and plain weights of a dtype other
-// than F32, BF16 and F16 are refused, with the reason in `why`.
+// What OpenClBackend::supports answers without a device (the sample op's
+// fp64 is the backend's own check): quantized weights in ops that read only
+// plain ones, layouts the decoders do not read, and plain weights of a dtype
+// they do not read are refused, with the reason in `why`.
 bool opencl_supports(const OpCall& call, std::string* why = nullptr);
 
 class OpenClBackend : public Backend {
