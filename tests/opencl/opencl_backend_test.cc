@@ -25,6 +25,7 @@
 #include "backend/opencl/cl_api.h"
 #include "backend/opencl/cl_runtime.h"
 #include "backend/opencl/opencl_backend.h"
+#include "opencl/opencl_test_support.h"
 #endif
 
 namespace dgemma {
@@ -32,20 +33,7 @@ namespace {
 
 #if DGEMMA_HAVE_OPENCL
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// The devices this machine has, or a skip when it has none.
-#define REQUIRE_OPENCL_DEVICE(devices)                                     \
-  std::string why_none;                                                    \
-  const std::vector<OpenClDeviceInfo> devices = opencl_devices(&why_none); \
-  if (devices.empty()) GTEST_SKIP() << "no OpenCL device here: " << why_none
+using testing::error_of;
 
 TEST(OpenClSpec, ParsesDevicesAndOptions) {
   const OpenClBackendOptions d = parse_opencl_spec("opencl");

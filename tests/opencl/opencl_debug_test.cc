@@ -22,6 +22,7 @@
 #include "backend/opencl/cl_runtime.h"
 #include "backend/opencl/cl_weights.h"
 #include "backend/opencl/opencl_backend.h"
+#include "opencl/opencl_test_support.h"
 #endif
 
 namespace dgemma {
@@ -29,14 +30,7 @@ namespace {
 
 #if DGEMMA_HAVE_OPENCL
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 // A program whose `add` has the real kernel's arguments (kernels_rows.cl) and
 // the body given.

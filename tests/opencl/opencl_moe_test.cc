@@ -21,25 +21,13 @@
 
 #if DGEMMA_HAVE_OPENCL
 #include "backend/opencl/opencl_backend.h"
+#include "opencl/opencl_test_support.h"
 #endif
 
 namespace dgemma {
 namespace {
 
 #if DGEMMA_HAVE_OPENCL
-
-std::unique_ptr<OpenClBackend> make_opencl() {
-  std::string why;
-  const std::vector<OpenClDeviceInfo> devices = opencl_devices(&why);
-  if (devices.empty()) return nullptr;
-  const OpenClDeviceInfo* pick = &devices.front();
-  for (const OpenClDeviceInfo& d : devices)
-    if (d.platform_name.find("Portable Computing Language") != std::string::npos) {
-      pick = &d;
-      break;
-    }
-  return std::make_unique<OpenClBackend>(OpenClBackendOptions{pick->platform, pick->device, false});
-}
 
 // One MoE layer's inputs: x, the routing in two parts of rows (as two
 // producers would leave it), bf16 expert weights.
@@ -141,7 +129,7 @@ void expect_close(const Tensor& want, const Tensor& got, int64_t row_len, const 
 // M = 70 with E = 4 gives each expert several row tiles; M = 5 with E = 8
 // leaves experts without rows.
 TEST(OpenClMoe, RoutingLeftOnTheDeviceIsGroupedThereAndNeverReadBack) {
-  std::unique_ptr<OpenClBackend> cl = make_opencl();
+  std::unique_ptr<OpenClBackend> cl = testing::make_test_backend();
   if (!cl) GTEST_SKIP() << "no OpenCL device here";
   struct Shape {
     int64_t M, H, I, E, k;
@@ -175,7 +163,7 @@ TEST(OpenClMoe, RoutingLeftOnTheDeviceIsGroupedThereAndNeverReadBack) {
 // device: its slot gets no row, the token's output row and that slot's
 // activations are NaN, and the other tokens are computed as usual.
 TEST(OpenClMoe, AnIndexOutOfRangeOnTheDeviceMakesItsTokenNaN) {
-  std::unique_ptr<OpenClBackend> cl = make_opencl();
+  std::unique_ptr<OpenClBackend> cl = testing::make_test_backend();
   if (!cl) GTEST_SKIP() << "no OpenCL device here";
   Layer L(9, 24, 16, 5, 2, 77);
   const Tensor valid = L.idx();

@@ -23,17 +23,13 @@
 
 #if DGEMMA_HAVE_OPENCL
 #include "backend/opencl/opencl_backend.h"
+#include "opencl/opencl_test_support.h"
 #endif
 
 namespace dgemma {
 namespace {
 
 #if DGEMMA_HAVE_OPENCL
-
-#define REQUIRE_OPENCL_DEVICE(devices)                                     \
-  std::string why_none;                                                    \
-  const std::vector<OpenClDeviceInfo> devices = opencl_devices(&why_none); \
-  if (devices.empty()) GTEST_SKIP() << "no OpenCL device here: " << why_none
 
 std::unique_ptr<OpenClBackend> device_backend(const std::vector<OpenClDeviceInfo>& devices) {
   return std::make_unique<OpenClBackend>(OpenClBackendOptions{devices.back().platform, devices.back().device, false});

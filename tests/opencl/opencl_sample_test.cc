@@ -25,6 +25,7 @@
 
 #if DGEMMA_HAVE_OPENCL
 #include "backend/opencl/opencl_backend.h"
+#include "opencl/opencl_test_support.h"
 #endif
 
 namespace dgemma {
@@ -38,24 +39,8 @@ using testing::run_sample;
 using testing::SampleOut;
 using testing::uniforms_tensor;
 
-// The first PoCL device (CI's), else the first device; a skip when there is
-// none or it has no fp64 (the op is refused there).
-std::unique_ptr<OpenClBackend> make_opencl() {
-  std::string why;
-  const std::vector<OpenClDeviceInfo> devices = opencl_devices(&why);
-  if (devices.empty()) return nullptr;
-  const OpenClDeviceInfo* pick = &devices.front();
-  for (const OpenClDeviceInfo& d : devices)
-    if (d.platform_name.find("Portable Computing Language") != std::string::npos) {
-      pick = &d;
-      break;
-    }
-  if (!pick->fp64) return nullptr;
-  return std::make_unique<OpenClBackend>(OpenClBackendOptions{pick->platform, pick->device, false});
-}
-
-#define REQUIRE_OPENCL_FP64(cl)                      \
-  std::unique_ptr<OpenClBackend> cl = make_opencl(); \
+#define REQUIRE_OPENCL_FP64(cl)                                                       \
+  std::unique_ptr<OpenClBackend> cl = testing::make_test_backend(/*need_fp64=*/true); \
   if (!cl) GTEST_SKIP() << "no OpenCL device with fp64 here"
 
 std::unique_ptr<CpuBackend> scalar_cpu() {

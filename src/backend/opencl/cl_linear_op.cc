@@ -14,10 +14,7 @@ void run_linear(ClOp& op) {
   if (M == 0 || N == 0) return;
   const cl_mem out = op.output(0);
   if (K == 0) {  // an empty sum
-    const float zero = 0.0f;
-    cl_check(clEnqueueFillBuffer(op.runtime().queue(), out, &zero, sizeof zero, 0, size_t(M) * size_t(N) * 4, 0,
-                                 nullptr, nullptr),
-             "clEnqueueFillBuffer", op.where());
+    op.zero_output(0);
     return;
   }
   const cl_mem in = op.input(0);

@@ -11,19 +11,6 @@
 
 namespace dgemma::opencl {
 
-namespace {
-
-// Output k all zeros (empty sums), when it has elements.
-void fill_zero(ClOp& op, size_t k) {
-  const size_t bytes = size_t(op.call().out[k]->numel()) * 4;
-  if (bytes == 0) return;
-  const float zero = 0.0f;
-  cl_check(clEnqueueFillBuffer(op.runtime().queue(), op.output(k), &zero, sizeof zero, 0, bytes, 0, nullptr, nullptr),
-           "clEnqueueFillBuffer", op.where());
-}
-
-}  // namespace
-
 void run_moe_experts(ClOp& op) {
   const OpCall& c = op.call();
   const Tensor &x = *c.in[0], &idx = *c.in[1];
@@ -36,8 +23,8 @@ void run_moe_experts(ClOp& op) {
   as_int(int64_t(n) * I, "routed activations", op);
   const bool acts = c.out.size() > 1;
   if (n == 0 || H == 0) {  // no expert (empty sums), or rows of nothing: gelu(0) · 0 = 0 activations
-    fill_zero(op, 0);
-    if (acts) fill_zero(op, 1);
+    op.zero_output(0);
+    if (acts) op.zero_output(1);
     return;
   }
   const int tile = op.runtime().tile();

@@ -208,6 +208,15 @@ void ClOp::check_finite_or_throw() {
   }
 }
 
+void ClOp::zero_output(size_t k) {
+  const size_t bytes = size_t(call_.out[k]->numel()) * 4;
+  if (bytes == 0) return;
+  const float zero = 0.0f;
+  cl_check(clEnqueueFillBuffer(runtime_->queue(), output(k), &zero, sizeof zero, 0, bytes, 0, nullptr, event_slot()),
+           "clEnqueueFillBuffer", where_);
+  ++runtime_->traffic.kernel_launches;
+}
+
 // Where the next launch puts its event: a new slot while profiling, else none.
 // The slot is added before the launch fills it, so a failed launch leaves a
 // null event behind, which nothing releases.

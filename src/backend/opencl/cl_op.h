@@ -57,6 +57,8 @@ class ClOp {
     enqueue(k, name, std::move(global), std::move(local));
   }
   void copy(cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes);
+  // Output k all zeros (an empty sum), when it has elements; timed like a launch.
+  void zero_output(size_t k);
 
   // Attaches the outputs; waits for the device when `debug`. In the debug
   // mode, first checks every guard zone of the op's buffers and of its

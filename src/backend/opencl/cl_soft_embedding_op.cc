@@ -21,10 +21,7 @@ void run_soft_embedding(ClOp& op) {
   if (M == 0 || H == 0) return;  // an empty output
   const cl_mem out = op.output(0);
   if (V == 0) {  // softmax over nothing: the reference's sums stay 0
-    const float zero = 0.0f;
-    cl_check(clEnqueueFillBuffer(op.runtime().queue(), out, &zero, sizeof zero, 0, size_t(M) * size_t(H) * 4, 0,
-                                 nullptr, nullptr),
-             "clEnqueueFillBuffer", op.where());
+    op.zero_output(0);
     return;
   }
   const cl_mem in = op.input(0);
