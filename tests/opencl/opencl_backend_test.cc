@@ -241,6 +241,47 @@ TEST(OpenClBackend, RefusesWhatItDoesNotRunYet) {
             "embedding)");
 }
 
+// A plain weight is found again by its address, dtype and shape, but only
+// while its data is the one uploaded: another weight made at the address of
+// a freed one (here: the same buffer filled anew) goes up again and is used.
+TEST(OpenClBackend, AWeightAtAFreedOnesAddressIsUploadedAgain) {
+  REQUIRE_OPENCL_DEVICE(devices);
+  std::unique_ptr<Backend> cl = make_backend("opencl");
+  const int64_t M = 3, K = 40, N = 5;
+  Rng rng(5);
+  Tensor x = uniform_tensor({M, K}, rng, -1, 1);
+  std::vector<float> wf = uniform_values(N * K, rng, -1, 1);
+  WeightRef w{"proj", DType::kF32, {N, K}, wf.data(), nullptr};
+  auto product = [&](Backend& b) {
+    Tensor out;
+    OpCall lin;
+    lin.kind = OpKind::kLinear;
+    lin.in = {&x};
+    lin.w = {&w};
+    lin.out = {&out};
+    Executor(b).run(lin);
+    out.ensure_host();
+    return out;
+  };
+  CpuBackendOptions ro;
+  ro.threads = 1;
+  ro.isa = CpuIsa::kScalar;
+  CpuBackend cpu(ro);
+  const Tensor first = product(*cl);
+  cl->reset_traffic();
+  EXPECT_EQ(product(*cl).f, first.f);
+  EXPECT_EQ(cl->device_traffic()->weight_h2d_bytes, 0) << "the same weight is not uploaded again";
+  const std::vector<float> fresh = uniform_values(N * K, rng, -1, 1);
+  std::copy(fresh.begin(), fresh.end(), wf.begin());
+  cl->reset_traffic();
+  const Tensor second = product(*cl);
+  EXPECT_EQ(cl->device_traffic()->weight_h2d_bytes, N * K * 4) << "new data at the old address goes up";
+  const Tensor want = product(cpu);
+  ASSERT_EQ(want.f.size(), second.f.size());
+  for (size_t k = 0; k < want.f.size(); ++k) EXPECT_NEAR(second.f[k], want.f[k], 1e-5) << k;
+  EXPECT_NE(second.f, first.f);
+}
+
 // Token ids the host holds are checked before the launch, with the CPU's
 // error; ids left on the device by an earlier op are not read back for it.
 TEST(OpenClBackend, EmbeddingChecksTheIdsTheHostHolds) {

@@ -17,15 +17,39 @@ cl_mem WeightCache::upload(const void* data, size_t bytes, const std::string& wh
   return m;
 }
 
+namespace {
+
+// FNV-1a over the first and the last 64 bytes of a weight's data: cheap, and
+// different for another weight made at the address of a freed one.
+uint64_t ends_of(const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  const size_t head = bytes < 64 ? bytes : 64;
+  mix(0, head);
+  mix(bytes - (bytes - head < 64 ? bytes - head : 64), bytes);
+  return h;
+}
+
+}  // namespace
+
 cl_mem WeightCache::get(const WeightRef& w, const std::string& where) {
-  Key key{w.data, w.dtype, w.shape};
-  auto it = buffers_.find(key);
-  if (it != buffers_.end()) return it->second;
   if (w.data == nullptr) throw Error("opencl backend: weight '" + w.name + "' has no data, in " + where);
   const size_t bytes = size_t(w.numel()) * size_t(dtype_bits(w.dtype) / 8);
   if (bytes == 0) throw Error("opencl backend: weight '" + w.name + "' is empty, in " + where);
+  const uint64_t ends = ends_of(w.data, bytes);
+  Key key{w.data, w.dtype, w.shape};
+  auto it = buffers_.find(key);
+  if (it != buffers_.end()) {
+    if (it->second.ends == ends) return it->second.mem;
+    clReleaseMemObject(it->second.mem);  // another weight at a freed one's address
+    bytes_ -= it->second.bytes;
+    buffers_.erase(it);
+  }
   cl_mem m = upload(w.data, bytes, "weight '" + w.name + "'", where);
-  buffers_.emplace(std::move(key), m);
+  buffers_.emplace(std::move(key), Plain{m, ends, int64_t(bytes)});
   return m;
 }
 
@@ -91,7 +115,7 @@ const ClQuantWeight& WeightCache::quant(const WeightRef& w, const std::string& w
 }
 
 void WeightCache::clear() {
-  for (auto& [key, m] : buffers_) clReleaseMemObject(m);
+  for (auto& [key, p] : buffers_) clReleaseMemObject(p.mem);
   for (auto& [key, q] : quants_) release(q);
   buffers_.clear();
   quants_.clear();

@@ -1,7 +1,9 @@
 #pragma once
 // The weights on the device (docs/opencl.md §1): each plain weight (F32, BF16,
 // F16, F8_E4M3) is uploaded once, in its stored dtype, and found again by its
-// data pointer, dtype and shape; each quantized weight is uploaded once in its
+// data pointer, dtype and shape, while the bytes at both ends of its data
+// are the ones uploaded (so that another weight made at a freed one's
+// address is not taken for it); each quantized weight is uploaded once in its
 // packed form (cl_quant_upload.h) and found again by its QuantizedWeight (held
 // weakly: a weight freed and another made at its address is not confused
 // with it, and the freed one's buffers go at the next upload).
@@ -57,7 +59,12 @@ class WeightCache {
   void release(Quant& q);
 
   std::shared_ptr<ClRuntime> runtime_;
-  std::map<Key, cl_mem> buffers_;
+  struct Plain {
+    cl_mem mem = nullptr;
+    uint64_t ends = 0;  // fingerprint of the first and last 64 bytes (ends_of)
+    int64_t bytes = 0;
+  };
+  std::map<Key, Plain> buffers_;
   std::map<std::weak_ptr<const QuantizedWeight>, Quant, std::owner_less<>> quants_;
   int64_t bytes_ = 0;
 };
