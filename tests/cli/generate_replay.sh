@@ -24,29 +24,25 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 cli_test_setup "$@"
 MODEL="$SRC/tests/data/golden_a"
 
-# The CUDA backend: "cuda" when it can run here, else nothing (checked once).
-cuda_backends=()
-if "$BIN" generate -m "$MODEL" --backend cuda --prompt-ids 2,10 --max-new-tokens 1 -q --json >"$TMP/probe.json" \
-    2>"$TMP/probe.err"; then
-  cuda_backends=(cuda)
-elif grep -qE "no CUDA device found|has no CUDA backend" "$TMP/probe.err"; then
-  ok "no CUDA device in this build/machine, and --backend cuda says so: $(head -c 120 "$TMP/probe.err")"
-else
-  bad "--backend cuda failed without saying that no device is available: $(cat "$TMP/probe.err")"
-fi
-
-# The OpenCL backend: "opencl" when the build has it and a device is there (CI:
-# PoCL), else a clear message. The whole trajectory on the device, every op
+# probe_device NAME "NO-DEVICE PATTERN": adds NAME to device_list when a
+# one-token generate runs on it here; else checks that its error says no
+# device (or no backend in this build) is there.
+device_list=()
+probe_device() {
+  if "$BIN" generate -m "$MODEL" --backend "$1" --prompt-ids 2,10 --max-new-tokens 1 -q --json >"$TMP/probe.json" \
+      2>"$TMP/probe.err"; then
+    device_list+=("$1")
+  elif grep -qE "$2" "$TMP/probe.err"; then
+    ok "no $1 device in this build/machine, and --backend $1 says so: $(head -c 120 "$TMP/probe.err")"
+  else
+    bad "--backend $1 failed without saying that no device is available: $(cat "$TMP/probe.err")"
+  fi
+}
+# The CUDA backend (a GPU, or the emulated device of the sanitizer build) and
+# the OpenCL backend (CI: PoCL): the whole trajectory on the device, every op
 # included, must give the reference's output too.
-opencl_backends=()
-if "$BIN" generate -m "$MODEL" --backend opencl --prompt-ids 2,10 --max-new-tokens 1 -q --json >"$TMP/probe.json" \
-    2>"$TMP/probe.err"; then
-  opencl_backends=(opencl)
-elif grep -qE "has no OpenCL backend|no OpenCL platform|no OpenCL device" "$TMP/probe.err"; then
-  ok "no OpenCL device in this build/machine, and --backend opencl says so: $(head -c 120 "$TMP/probe.err")"
-else
-  bad "--backend opencl failed without saying that no device is available: $(cat "$TMP/probe.err")"
-fi
+probe_device cuda "no CUDA device found|has no CUDA backend"
+probe_device opencl "has no OpenCL backend|no OpenCL platform|no OpenCL device"
 
 for case_json in "$MODEL"/cases/generate_*.json; do
   name=$(basename "$case_json" .json)
@@ -72,7 +68,7 @@ print(" ".join([
 ]))
 EOF
 )
-  for backend in cpu "${cuda_backends[@]}" "${opencl_backends[@]}"; do
+  for backend in cpu "${device_list[@]}"; do
     # shellcheck disable=SC2086
     if "$BIN" generate -m "$MODEL" --replay "$tape" --replay-self-conditioning --backend "$backend" --json -q $args \
         >"$TMP/$name.json" 2>"$TMP/$name.err"; then

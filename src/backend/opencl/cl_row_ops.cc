@@ -62,14 +62,16 @@ void run_rope(ClOp& op) {
     op.copy(in, 0, out, 0, size_t(x.numel()) * 4);
     return;
   }
-  // The frequencies as the reference computes them (fp32 pow on the host).
-  std::vector<float> inv_freq(static_cast<size_t>(pairs));
-  for (int i = 0; i < pairs; ++i)
-    inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
+  // The frequencies as the reference computes them (fp32 pow on the host),
+  // once per (pairs, head dim, theta).
+  auto inv_freq = [&] {
+    std::vector<float> f(static_cast<size_t>(pairs));
+    for (int i = 0; i < pairs; ++i) f[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
+    return f;
+  };
   char key[96];
   std::snprintf(key, sizeof key, "rope %d %lld %.17g", pairs, static_cast<long long>(d), c.attrs.rope_theta);
-  const cl_mem pos = op.input(1), f = op.runtime().constant(key, inv_freq.data(), inv_freq.size() * 4,
-                                                            "rope frequencies of " + op.where());
+  const cl_mem pos = op.input(1), f = op.runtime().constant(key, inv_freq, "rope frequencies of " + op.where());
   const int n = as_int(M * heads * (d / 2), "pair count", op);
   const int h = int(heads), dd = int(d);
   op.launch("rope", {size_t(n)}, {kGroup}, in, pos, f, out, h, dd, pairs, n);

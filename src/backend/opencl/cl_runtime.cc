@@ -115,12 +115,14 @@ void ClRuntime::read_at(void* dst, cl_mem src, size_t offset, size_t bytes, cons
   ++traffic.synchronizations;
 }
 
-cl_mem ClRuntime::constant(const std::string& key, const void* data, size_t bytes, const std::string& where) {
+cl_mem ClRuntime::constant(const std::string& key, const std::function<std::vector<float>()>& make,
+                           const std::string& where) {
   auto it = constants_.find(key);
   if (it != constants_.end()) return it->second;
-  cl_mem m = alloc(bytes, where);
+  const std::vector<float> values = make();
+  cl_mem m = alloc(values.size() * 4, where);
   try {
-    write(m, data, bytes, where, /*weight=*/true);
+    write(m, values.data(), values.size() * 4, where, /*weight=*/true);
   } catch (...) {
     clReleaseMemObject(m);
     throw;

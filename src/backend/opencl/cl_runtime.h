@@ -4,6 +4,7 @@
 // created (docs/opencl.md §3), the kernels by name, and the traffic counts.
 // Shared (std::shared_ptr) by the backend and by every tensor's device data,
 // so that a tensor can be read back after its backend is gone.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,10 +52,10 @@ class ClRuntime {
   void read_at(void* dst, cl_mem src, size_t offset, size_t bytes, const std::string& where);
   // Waits for the queue (counted as a synchronization).
   void finish(const std::string& where);
-  // A constant the host computed (RoPE frequencies), uploaded the first time
-  // `key` is asked for and kept for the runtime's life; counted as weight
-  // traffic (docs/opencl.md §1).
-  cl_mem constant(const std::string& key, const void* data, size_t bytes, const std::string& where);
+  // A constant the host computes (RoPE frequencies): `make` runs and its
+  // values go up the first time `key` is asked for, kept for the runtime's
+  // life; counted as weight traffic (docs/opencl.md §1).
+  cl_mem constant(const std::string& key, const std::function<std::vector<float>()>& make, const std::string& where);
 
   DeviceTraffic traffic;
 

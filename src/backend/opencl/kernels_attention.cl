@@ -75,18 +75,11 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void attention(
     const float sc = ATTENTION_SCORE(s);
     mx = mx < sc ? sc : mx;
   }
-  red[l] = mx;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int k = NORM_WG / 2; k > 0; k >>= 1) {
-    if (l < k) red[l] = red[l] < red[l + k] ? red[l + k] : red[l];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  mx = red[0];
+  mx = group_max(red, mx);
   for (int j = l; j < d; j += NORM_WG) o[j] = 0.0f;
   // No visible key: no second pass, a zero row (the same for the whole group,
   // which reaches every barrier below together).
   const int seen = mx == -INFINITY ? 0 : S;
-  barrier(CLK_LOCAL_MEM_FENCE);  // every work-item has read red[0]
 
   float sum = 0.0f;
   for (int t0 = 0; t0 < seen; t0 += NORM_WG) {
@@ -109,13 +102,7 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void attention(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  red[l] = sum;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int k = NORM_WG / 2; k > 0; k >>= 1) {
-    if (l < k) red[l] += red[l + k];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float inv = 1.0f / red[0];
+  const float inv = 1.0f / group_sum(red, sum);
   if (seen > 0)
     for (int j = l; j < d; j += NORM_WG) o[j] *= inv;
 }

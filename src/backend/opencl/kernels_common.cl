@@ -56,3 +56,33 @@ float round_to_bf16(float f) {
   u += 0x7FFFu + ((u >> 16) & 1u);
   return as_float(u & 0xFFFF0000u);
 }
+
+// The maximum and the sum over a work-group of NORM_WG work-items of one value
+// each, by a tree through `red` (NORM_WG floats of local memory): every
+// work-item gets the result. Each ends with a barrier, so `red` can be used
+// again at once; every work-item of the group must call them together.
+float group_max(__local float* red, float v) {
+  const int l = get_local_id(0);
+  red[l] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = NORM_WG / 2; k > 0; k >>= 1) {
+    if (l < k) red[l] = red[l] < red[l + k] ? red[l + k] : red[l];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = red[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+float group_sum(__local float* red, float v) {
+  const int l = get_local_id(0);
+  red[l] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = NORM_WG / 2; k > 0; k >>= 1) {
+    if (l < k) red[l] += red[l + k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = red[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}

@@ -52,13 +52,7 @@ EMBEDDING_Q(fp8)
     __global float* o = out + r * (size_t)D;                                                                   \
     float s = 0.0f;                                                                                            \
     for (int d = l; d < D; d += NORM_WG) s += xr[d] * xr[d];                                                   \
-    part[l] = s;                                                                                               \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                              \
-    for (int k = NORM_WG / 2; k > 0; k >>= 1) {                                                                \
-      if (l < k) part[l] += part[l + k];                                                                       \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
-    }                                                                                                          \
-    const float inv = 1.0f / sqrt(part[0] / (float)D + eps);                                                   \
+    const float inv = 1.0f / sqrt(group_sum(part, s) / (float)D + eps);                                        \
     for (int d = l; d < D; d += NORM_WG) o[d] = has_w ? xr[d] * inv * WLOAD_##T(w, d) : xr[d] * inv;           \
   }
 RMS_NORM(f32)

@@ -20,27 +20,14 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void soft_embeddin
     p[v] = x;
     mx = mx < x ? x : mx;
   }
-  red[l] = mx;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int k = NORM_WG / 2; k > 0; k >>= 1) {
-    if (l < k) red[l] = red[l] < red[l + k] ? red[l + k] : red[l];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  mx = red[0];
-  barrier(CLK_LOCAL_MEM_FENCE);  // every work-item has read red[0]
+  mx = group_max(red, mx);
   float sum = 0.0f;
   for (int v = l; v < V; v += NORM_WG) {
     const float e = exp(p[v] - mx);
     p[v] = e;
     sum += e;
   }
-  red[l] = sum;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int k = NORM_WG / 2; k > 0; k >>= 1) {
-    if (l < k) red[l] += red[l + k];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  sum = red[0];
+  sum = group_sum(red, sum);
   for (int v = l; v < V; v += NORM_WG) {
     const float x = p[v] / sum;
     p[v] = to_bf16 ? round_to_bf16(x) : x;
