@@ -21,7 +21,7 @@ dev=$(python3 -c 'import json,sys; o=json.load(open(sys.argv[1]))["opencl"]; d=o
   "$tmp/devices.json")
 if [ -z "$dev" ]; then
   echo "skip: no OpenCL device (or no OpenCL backend in this build): $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["opencl"].get("error", "not built"))' "$tmp/devices.json")"
-  exit 0
+  exit 77  # skipped (CMakeLists.txt: SKIP_RETURN_CODE)
 fi
 memory=$(python3 -c 'import json,sys; print(next(d["global_memory_bytes"] for d in json.load(open(sys.argv[1]))["opencl"]["devices"] if d["backend"] == sys.argv[2]))' \
   "$tmp/devices.json" "$dev")
