@@ -4,26 +4,35 @@
 // Every rejection rule of docs/formats.md §1.5 / §1.6 raises dgemma::Error with a
 // message naming the file, the tensor (where there is one) and the reason.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ggml_types.h"
 
 namespace dgemma {
+
+class GgufModelFiles;
 
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;   // docs/formats.md §1.4
 inline constexpr int64_t kMaxSafetensorsDim = int64_t(1) << 48;  // schema limit
 
 struct TensorInfo {
   std::string name;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // a GGUF block tensor: kF32, its values' type
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // offsets relative to the data buffer, end exclusive
   uint64_t end = 0;
+  // GGUF tensors of a ggml block type (docs/formats.md §5.2): the type; the
+  // bytes [begin, end) are its blocks. Plain tensors (safetensors, GGUF F32,
+  // F16, BF16): nullopt.
+  std::optional<GgmlType> ggml_blocks;
   int64_t numel() const;
   uint64_t nbytes() const { return end - begin; }
 };
@@ -90,6 +99,10 @@ class TensorStore {
  public:
   static TensorStore open_dir(const std::string& dir);
   static TensorStore open_file(const std::string& path);
+  // The tensors of a GGUF model (io/gguf.h), each under rename(GGUF name)
+  // (the checkpoint layer's name table; an empty result keeps the GGUF name),
+  // shapes in dgemma's order. Two tensors renamed alike are an error.
+  static TensorStore open_gguf(const GgufModelFiles& files, const std::function<std::string(std::string_view)>& rename);
 
   const std::string& dir() const { return dir_; }
   // nullptr when absent.

@@ -34,13 +34,15 @@ Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
       v.values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
       break;
     case QuantScheme::kInt8:
-    case QuantScheme::kFP8: break;  // (kFP8 never takes this path: int8_dot_supported)
+    case QuantScheme::kFP8:
+    case QuantScheme::kGgml: break;  // (never here: int8_dot_supported)
   }
   return v;
 }
 
 bool int8_dot_supported(const QuantizedWeight& w) {
   if (w.cols % kI8Block != 0 || w.block <= 0) return false;
+  if (w.scheme == QuantScheme::kGgml) return false;  // the exact path until the ggml tile decoders exist
   const SchemeTraits& t = scheme_traits(w.scheme);
   if (!t.integer_levels) return false;  // e.g. FP8: E4M3 values are not integers, the exact path
   if (t.fixed_block) return w.block == t.fixed_block;

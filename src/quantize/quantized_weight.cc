@@ -91,6 +91,7 @@ void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, in
       }
       return;
     }
+    case QuantScheme::kGgml: throw Error("internal: ggml block decoding is not built in");
   }
 }
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ggml_types.h"
 #include "core/tensor.h"
 
 namespace dgemma {
@@ -44,6 +45,8 @@ enum class QuantScheme : uint8_t {
   kInt8,    // ours (quantize at load): w = scale·q, q int8, one fp32 scale per block
   kFP8,     // ours (quantize at load): w = scale·e4m3(q), q an E4M3FN byte, one fp32 scale per block
             // of a row (the whole row: per output channel)
+  kGgml,    // a ggml block type of a GGUF file (QuantizedWeight::ggml_type; docs/formats.md §5.2):
+            // scales inside the blocks, rows of whole blocks back to back
 };
 std::string_view quant_scheme_name(QuantScheme s);
 
@@ -60,7 +63,8 @@ struct QuantSlice {
   // nibble (§3.3). kAffine: row-major [rows, cols·bits/8] (little-endian u32
   // words packed LSB first, so byte-wise: 4-bit column 2k in the low nibble,
   // §4.2). kInt8: row-major int8 [rows, cols]. kFP8: row-major E4M3FN
-  // bytes [rows, cols].
+  // bytes [rows, cols]. kGgml: the blocks, row-major, each row
+  // ggml_row_bytes(ggml_type, cols) long; scales are inside the blocks.
   const uint8_t* codes = nullptr;
   // Block scales, `scale_dtype` elements. kNF4: absmax per block of the
   // flattened tensor (F32, or U8 codes with double quant); kNVFP4: E4M3
@@ -76,10 +80,12 @@ struct QuantizedWeight {
   std::vector<int64_t> shape;  // logical shape
   DType dtype = DType::kBF16;  // logical float dtype (the original weight's)
   int64_t rows = 0, cols = 0;  // shape as [product of leading dims, last dim]
-  int block = 64;              // elements per scale (NF4 blocksize, NVFP4 16, MLX group size, int8 block)
+  int block = 64;              // elements per scale (NF4 blocksize, NVFP4 16, MLX group size, int8 block;
+                               // kGgml: elements per ggml block, 32 or 256)
   int bits = 4;                // kAffine: 4 or 8; others fixed (4, 4, 8, 8)
   DType scale_dtype = DType::kF32;
-  std::vector<QuantSlice> slices;  // ascending row_begin, covering [0, rows) without gaps
+  GgmlType ggml_type = GgmlType::kF32;  // kGgml: the block type
+  std::vector<QuantSlice> slices;       // ascending row_begin, covering [0, rows) without gaps
 
   // kNF4 only (docs/formats.md §2.1, §2.3): the 16-entry code book and, with double
   // quant, the 8-bit absmax code book, the per-nested-block fp32 scales and

@@ -376,6 +376,8 @@ std::shared_ptr<QuantizedWeight> quantize_weight(QuantScheme scheme, const Float
       q->describe = q->block == q->cols ? "fp8 e4m3 per channel" : "fp8 e4m3 block " + std::to_string(q->block);
       break;
     }
+    case QuantScheme::kGgml:
+      throw Error("quantize at load writes nf4, nvfp4, affine, int8 or fp8; ggml blocks come from GGUF files");
   }
   return q;
 }

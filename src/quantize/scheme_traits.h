@@ -38,12 +38,14 @@ struct SchemeTraits {
 };
 
 // Rows in QuantScheme order (checked below).
-inline constexpr std::array<SchemeTraits, 5> kSchemeTraits = {{
+inline constexpr std::array<SchemeTraits, 6> kSchemeTraits = {{
     {QuantScheme::kNF4, "nf4", 4, 0, std::nullopt, false, true, true, "docs/formats.md §2"},
     {QuantScheme::kNVFP4, "nvfp4", 4, 16, DType::kF8_E4M3, false, true, false, "docs/formats.md §3"},
     {QuantScheme::kAffine, "affine", 0, 0, std::nullopt, true, true, false, "docs/formats.md §4"},
     {QuantScheme::kInt8, "int8", 8, 0, DType::kF32, false, true, false, "docs/formats.md §8.2"},
     {QuantScheme::kFP8, "fp8", 8, 0, DType::kF32, false, false, false, "docs/formats.md §8.2"},
+    // Per-type facts (block, sub-block, offsets) are in core/ggml_types.h's table.
+    {QuantScheme::kGgml, "ggml", 0, 0, std::nullopt, false, true, false, "docs/formats.md §5.2"},
 }};
 
 static_assert(rows_in_enum_order(kSchemeTraits, &SchemeTraits::scheme),

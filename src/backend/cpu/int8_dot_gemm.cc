@@ -144,7 +144,8 @@ struct Decoder {
         }
         return;
       }
-      case QuantScheme::kFP8: return;  // never here: int8_dot_supported
+      case QuantScheme::kFP8:
+      case QuantScheme::kGgml: return;  // never here: int8_dot_supported
     }
   }
 };

@@ -133,6 +133,7 @@ void dequantize_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, 
     case QuantScheme::kAffine: return affine_row(isa, w, row, col, n, out);
     case QuantScheme::kInt8: return int8_row(isa, w, row, col, n, out);
     case QuantScheme::kFP8: return fp8_row(isa, w, row, col, n, out);
+    case QuantScheme::kGgml: return dequantize_reference(w, row, col, n, out);
   }
 }
 

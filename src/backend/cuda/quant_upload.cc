@@ -38,11 +38,15 @@ QScheme kernel_scheme(QuantScheme scheme) {
     case QuantScheme::kAffine: return QScheme::kAffine;
     case QuantScheme::kInt8: return QScheme::kInt8;
     case QuantScheme::kFP8: return QScheme::kFP8;
+    case QuantScheme::kGgml: break;  // refused by plan_quant_upload
   }
   return QScheme::kInt8;
 }
 
 QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name) {
+  if (q.scheme == QuantScheme::kGgml)
+    throw Error("cuda backend: weight " + name + " is a GGUF " + std::string(ggml_type_name(q.ggml_type)) +
+                " tensor; ggml block types run on the CPU backend only (docs/formats.md §5)");
   QuantUpload up;
   QView& v = up.view;
   v.block = q.block;
@@ -92,7 +96,8 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
                     std::string(dtype_name(q.scale_dtype)) + ", which the CUDA kernels cannot read (F32, BF16, F16)");
       break;
     case QuantScheme::kFP8: std::memcpy(v.e4m3, quant::e4m3_table(), sizeof v.e4m3); break;
-    case QuantScheme::kInt8: break;
+    case QuantScheme::kInt8:
+    case QuantScheme::kGgml: break;
   }
   // Row-sliced formats: each slice's buffers hold its rows only, in the
   // layouts of QuantSlice, sized from the scheme's description.

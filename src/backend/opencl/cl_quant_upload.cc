@@ -23,6 +23,9 @@ std::string opencl_quant_refusal(const QuantizedWeight& q) {
   if (q.cols > INT_MAX || q.rows > INT_MAX - 4096)
     return scheme + " weight of " + std::to_string(q.rows) + "x" + std::to_string(q.cols) +
            " exceeds the OpenCL kernels' int row and column indices";
+  if (q.scheme == QuantScheme::kGgml)
+    return "a GGUF " + std::string(ggml_type_name(q.ggml_type)) +
+           " tensor: ggml block types run on the CPU backend only (docs/formats.md §5)";
   if (q.block <= 0) return scheme + " weight with block " + std::to_string(q.block);
   if (q.slices.empty()) return scheme + " weight without slices";
   if (q.scheme == QuantScheme::kNF4) {
@@ -109,7 +112,8 @@ QuantUploadPlan plan_quant_upload(const QuantizedWeight& q, const std::string& n
       break;
     case QuantScheme::kInt8: p.scheme = "int8"; break;
     case QuantScheme::kFP8: p.scheme = "fp8"; break;
-    case QuantScheme::kNF4: break;
+    case QuantScheme::kNF4:
+    case QuantScheme::kGgml: break;
   }
   return p;
 }
