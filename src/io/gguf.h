@@ -37,14 +37,20 @@ enum class GgufValueType : uint32_t {
 };
 std::string_view gguf_value_type_name(GgufValueType t);  // "u32", "array", ...
 
+// A key or tensor name from a file, for messages: in single quotes, bytes
+// outside printable ASCII (and quotes, backslashes) as \xNN, cut after 80.
+std::string gguf_quoted(std::string_view name);
+
 // One key and its value, as a view into the file's bytes.
 struct GgufKv {
   std::string key;
   GgufValueType type = GgufValueType::kU8;       // kArray for arrays
   GgufValueType elem_type = GgufValueType::kU8;  // arrays: the element type (never kArray)
   uint64_t count = 1;                            // arrays: elements; scalars: 1
-  const uint8_t* data = nullptr;                 // the value's first byte (arrays: the first element's)
-  uint64_t nbytes = 0;                           // bytes of the value (arrays: all elements)
+  // The value's first byte (arrays: the first element's); a string starts
+  // with its u64 length. Little-endian and possibly unaligned.
+  const uint8_t* data = nullptr;
+  uint64_t nbytes = 0;  // bytes of the value (arrays: all elements)
 };
 
 // One tensor descriptor. `ne` innermost first, as stored.

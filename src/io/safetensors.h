@@ -18,6 +18,7 @@
 
 namespace dgemma {
 
+class GgufFile;
 class GgufModelFiles;
 
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;   // docs/formats.md §1.4
@@ -27,7 +28,9 @@ struct TensorInfo {
   std::string name;
   DType dtype = DType::kF32;  // a GGUF block tensor: kF32, its values' type
   std::vector<int64_t> shape;
-  uint64_t begin = 0;  // offsets relative to the data buffer, end exclusive
+  // Byte offsets, end exclusive: relative to the data buffer (safetensors),
+  // from the start of the file (GGUF).
+  uint64_t begin = 0;
   uint64_t end = 0;
   // GGUF tensors of a ggml block type (docs/formats.md §5.2): the type; the
   // bytes [begin, end) are its blocks. Plain tensors (safetensors, GGUF F32,
@@ -100,19 +103,30 @@ class TensorStore {
   static TensorStore open_dir(const std::string& dir);
   static TensorStore open_file(const std::string& path);
   // The tensors of a GGUF model (io/gguf.h), each under rename(GGUF name)
-  // (the checkpoint layer's name table; an empty result keeps the GGUF name),
-  // shapes in dgemma's order. Two tensors renamed alike are an error.
+  // (the checkpoint layer's name table; an empty result, or an empty
+  // `rename`, keeps the GGUF name), shapes in dgemma's order (GGUF's ne
+  // reversed). F32/F16/BF16 tensors get that dtype; block tensors dtype kF32
+  // and ggml_blocks set. begin/end are file offsets, TensorView::file the
+  // part's path, dir() the first part's folder. Two tensors renamed alike
+  // are an error naming both (docs/formats.md §5.1).
   static TensorStore open_gguf(const GgufModelFiles& files, const std::function<std::string(std::string_view)>& rename);
 
   const std::string& dir() const { return dir_; }
   // nullptr when absent.
   const TensorView* find(std::string_view name) const;
   const std::vector<std::string>& names() const { return names_; }  // sorted
+  // The safetensors files (empty for a GGUF store).
   const std::vector<std::shared_ptr<const SafetensorsFile>>& files() const { return files_; }
+  // The GGUF parts (empty for a safetensors store).
+  const std::vector<std::shared_ptr<const GgufFile>>& gguf_parts() const { return gguf_parts_; }
 
  private:
   std::string dir_;
   std::vector<std::shared_ptr<const SafetensorsFile>> files_;
+  // A GGUF store's parts (kept mapped) and the descriptors its views point
+  // at, shared so that copies of the store stay valid.
+  std::vector<std::shared_ptr<const GgufFile>> gguf_parts_;
+  std::shared_ptr<const std::vector<TensorInfo>> gguf_infos_;
   std::map<std::string, TensorView, std::less<>> views_;
   std::vector<std::string> names_;
 };

@@ -1,6 +1,6 @@
 // A checkpoint folder as one name -> tensor map: a sharded checkpoint through
 // `model.safetensors.index.json` (docs/formats.md §1.6), else every
-// `*.safetensors` file in the folder.
+// `*.safetensors` file in the folder; or a GGUF model (docs/formats.md §5.1).
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "core/file_io.h"
 #include "core/json.h"
 #include "dgemma/error.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 
 namespace dgemma {
@@ -161,6 +162,51 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
 const TensorView* TensorStore::find(std::string_view name) const {
   auto it = views_.find(name);
   return it == views_.end() ? nullptr : &it->second;
+}
+
+// ---- GGUF (docs/formats.md §5.1) ---------------------------------------------
+
+TensorStore TensorStore::open_gguf(const GgufModelFiles& files,
+                                   const std::function<std::string(std::string_view)>& rename) {
+  TensorStore store;
+  store.dir_ = parent_dir(files.path());
+  auto infos = std::make_shared<std::vector<TensorInfo>>();
+  size_t total = 0;
+  for (const auto& part : files.parts()) total += part->header().tensors.size();
+  infos->reserve(total);                                        // the views below point into it: no reallocation
+  std::map<std::string, std::string, std::less<>> source_name;  // dgemma name -> GGUF name
+  for (const auto& part : files.parts()) {
+    const GgufHeader& h = part->header();
+    for (const GgufTensorInfo& t : h.tensors) {
+      TensorInfo info;
+      info.name = rename ? rename(t.name) : std::string();
+      if (info.name.empty()) info.name = t.name;
+      auto [pos, inserted] = source_name.emplace(info.name, t.name);
+      if (!inserted) {
+        throw Error(files.path() + ": tensors " + gguf_quoted(pos->second) + " and " + gguf_quoted(t.name) +
+                    " both map to the name " + json::quoted(info.name));
+      }
+      switch (t.type) {
+        case GgmlType::kF32: info.dtype = DType::kF32; break;
+        case GgmlType::kF16: info.dtype = DType::kF16; break;
+        case GgmlType::kBF16: info.dtype = DType::kBF16; break;
+        default: info.dtype = DType::kF32; info.ggml_blocks = t.type;
+      }
+      info.shape.assign(t.ne.rbegin(), t.ne.rend());
+      info.begin = h.data_offset + t.offset;
+      info.end = info.begin + t.nbytes;
+      infos->push_back(std::move(info));
+      TensorView view;
+      view.info = &infos->back();
+      view.data = part->data(t);
+      view.file = part->path();
+      store.views_.emplace(infos->back().name, view);
+    }
+    store.gguf_parts_.push_back(part);
+  }
+  store.gguf_infos_ = std::move(infos);
+  for (const auto& kv : store.views_) store.names_.push_back(kv.first);
+  return store;
 }
 
 }  // namespace dgemma
