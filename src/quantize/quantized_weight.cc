@@ -6,6 +6,7 @@
 
 #include "dgemma/error.h"
 #include "quantize/format_tables.h"
+#include "quantize/ggml_blocks.h"
 #include "quantize/scheme_traits.h"
 
 namespace dgemma {
@@ -91,7 +92,13 @@ void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, in
       }
       return;
     }
-    case QuantScheme::kGgml: throw Error("internal: ggml block decoding is not built in");
+    case QuantScheme::kGgml: {
+      // docs/formats.md §5.2: rows of whole blocks back to back.
+      const QuantSlice& s = w.slice_for(row);
+      const uint8_t* r = s.codes + uint64_t(row - s.row_begin) * ggml_row_bytes(w.ggml_type, w.cols);
+      quant::ggml_decode_row(w.ggml_type, r, col, n, out);
+      return;
+    }
   }
 }
 

@@ -9,7 +9,7 @@
 // Value semantics (one definition for every reader, kernel and test):
 //   * the dequantized value of an element is the format's formula evaluated
 //     in fp32, in the order written in dequantize_reference() (docs/formats.md
-//     §2.4, §3.3, §4.2); GEMMs use exactly these values with fp32
+//     §2.4, §3.3, §4.2, §5.2); GEMMs use exactly these values with fp32
 //     accumulation (docs/model.md §6.1: the product path is an fp32-accumulate engine);
 //   * embedding rows (lookup and the dense copy used by soft_embedding) are
 //     these values in an fp32 run, and these values rounded to bf16 in a bf16
@@ -162,7 +162,7 @@ inline bool fp8_dot_weights(const QuantizedWeight& w) {
 }
 
 // Scalar reference dequantization of logical elements [col, col + n) of row
-// `row` into fp32 `out` (module comment; docs/formats.md §2.4, §3.3, §4.2). The
+// `row` into fp32 `out` (module comment; docs/formats.md §2.4, §3.3, §4.2, §5.2). The
 // oracle the fast kernels are tested against; also used for dense copies.
 void dequantize_reference(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out);
 
