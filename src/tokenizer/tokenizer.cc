@@ -109,6 +109,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& so
   return Tokenizer(tok::parse_tokenizer_json(json_text, source));
 }
 
+Tokenizer Tokenizer::from_arrays(const TokenizerArrays& arrays) { return Tokenizer(tok::build_from_arrays(arrays)); }
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
   const TextPiece piece{text, true};
   return encode_impl({&piece, 1}, add_special, false);

@@ -21,12 +21,37 @@
 
 namespace dgemma {
 
+// A tokenizer given as arrays, the way a GGUF file stores it
+// (docs/formats.md §5.4): the pieces by id, their llama.cpp token types, the
+// BPE merges in rank order, and the special ids. Plain data, so the layer
+// that reads the file fills it without this layer knowing the file.
+struct TokenizerArrays {
+  std::string source;               // names the file in errors
+  std::string model;                // tokenizer.ggml.model; "gemma4" is supported
+  std::vector<std::string> tokens;  // id -> piece
+  std::vector<int32_t> types;       // id -> type (kTokenType*); empty: every piece normal
+  std::vector<std::string> merges;  // "left right", rank = index
+  int32_t unknown_id = -1;          // -1: none
+  int32_t bos_id = -1;              // -1: none
+  int32_t eos_id = -1;              // -1: none
+  bool add_bos = false;             // encode(add_special = true) prepends bos_id
+};
+// llama.cpp's token types as GGUF files store them (docs/formats.md §5.4).
+inline constexpr int32_t kTokenTypeNormal = 1, kTokenTypeUnknown = 2, kTokenTypeControl = 3, kTokenTypeUserDefined = 4,
+                         kTokenTypeUnused = 5, kTokenTypeByte = 6;
+
 class Tokenizer {
  public:
   // Reads and parses `path` (a tokenizer.json). Throws dgemma::Error.
   static Tokenizer load(const std::string& path);
   // Parses tokenizer.json text; `source` names it in error messages.
   static Tokenizer from_json(std::string_view json_text, const std::string& source = "tokenizer.json");
+  // Builds the tokenizer of a GGUF file from its arrays (docs/formats.md
+  // §5.4): the Gemma BPE pipeline over `tokens` and `merges`; control and
+  // unknown tokens are special added tokens, user-defined ones non-special
+  // added tokens; an end-of-generation token typed otherwise counts as
+  // control. Throws dgemma::Error naming `arrays.source` and the entry.
+  static Tokenizer from_arrays(const TokenizerArrays& arrays);
 
   // Text -> ids. `add_special` applies the post-processor (Gemma 3: a leading
   // <bos>). Special-token text inside `text` is always recognized, as in the

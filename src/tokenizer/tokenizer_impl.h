@@ -1,12 +1,13 @@
 #pragma once
-// Internal state of a loaded Tokenizer (built by tokenizer_json.cc, used by
-// tokenizer.cc).
+// Internal state of a loaded Tokenizer (built by tokenizer_json.cc and
+// tokenizer_arrays.cc, used by tokenizer.cc).
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/json.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/decoder.h"
@@ -39,6 +40,13 @@ struct Tokenizer::Impl {
 namespace tok {
 // Parses tokenizer.json text into a ready Impl (tokenizer_json.cc).
 std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, const std::string& source);
+// Completes an Impl whose source, model, normalizer, pre-tokenizer, decoder
+// and added tokens are set: the added-token index (a token listed twice is
+// an error), the id -> piece/flags tables, the added-token matchers and the
+// post-processor (tokenizer_json.cc).
+void finish_impl(Tokenizer::Impl& t, const json::Value& post_processor);
+// Builds an Impl from token arrays (tokenizer_arrays.cc).
+std::shared_ptr<Tokenizer::Impl> build_from_arrays(const TokenizerArrays& arrays);
 }  // namespace tok
 
 }  // namespace dgemma

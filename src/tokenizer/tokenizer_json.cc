@@ -298,11 +298,19 @@ std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, con
       throw Error(source + ": added token " + json::quoted(a.content) + " has id " + std::to_string(a.id) +
                   ", but the reference implementation would give it id " + std::to_string(expected) +
                   (in_vocab >= 0 ? " (its id in model.vocab)" : " (the next id after the vocabulary)"));
+    max_added = std::max<int64_t>(max_added, a.id);
+  }
+  finish_impl(t, post_processor);
+  return impl;
+}
+
+void finish_impl(Tokenizer::Impl& t, const json::Value& post_processor) {
+  const std::string& source = t.source;
+  const PieceTable& vocab = t.model.vocab();
+  for (const AddedToken& a : t.added)
     if (!t.added_index.insert(a.content, a.id))
       throw Error(source + ": added token " + json::quoted(a.content) + " (id " + std::to_string(a.id) +
                   ") is listed twice");
-    max_added = std::max<int64_t>(max_added, a.id);
-  }
 
   // id -> piece/flags.
   size_t bound = vocab.id_bound();
@@ -339,7 +347,6 @@ std::shared_ptr<Tokenizer::Impl> parse_tokenizer_json(std::string_view text, con
   t.normalized_matcher.build(normalized.tokens, normalized.strings);
   t.normalized_plain_matcher.build(normalized_plain.tokens, normalized_plain.strings);
   t.post_processor = PostProcessor::from_json(post_processor, source, bound);
-  return impl;
 }
 
 }  // namespace dgemma::tok
