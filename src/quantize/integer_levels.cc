@@ -33,16 +33,32 @@ Int8WeightValues int8_weight_values(const QuantizedWeight& w) {
       for (int i = 0; i < 16; ++i) v.levels[i] = int16_t(i);
       v.values = w.bits == 8 ? I8Values::kU8 : I8Values::kS8;
       break;
+    case QuantScheme::kGgml: {
+      // The decoders read the levels from the blocks (backend/cpu/int8_dot_ggml.h;
+      // docs/formats.md §5.2): one scale per sub-block of 16 or 32, the types
+      // with an offset fold it per 32 columns like MLX's bias, and their levels
+      // are unsigned (0..31); the others are signed bytes.
+      const GgmlTypeTraits& g = ggml_traits(w.ggml_type);
+      v.sub = g.sub_block;
+      v.bias = g.has_offset;
+      v.values = g.has_offset ? I8Values::kU8 : I8Values::kS8;
+      break;
+    }
     case QuantScheme::kInt8:
-    case QuantScheme::kFP8:
-    case QuantScheme::kGgml: break;  // (never here: int8_dot_supported)
+    case QuantScheme::kFP8: break;
   }
   return v;
 }
 
 bool int8_dot_supported(const QuantizedWeight& w) {
   if (w.cols % kI8Block != 0 || w.block <= 0) return false;
-  if (w.scheme == QuantScheme::kGgml) return false;  // the exact path until the ggml tile decoders exist
+  if (w.scheme == QuantScheme::kGgml) {
+    // Every integer-level type but Q2_K, whose offsets change every 16
+    // columns and would need activation sums per 16 (docs/formats.md §5.2).
+    const GgmlTypeTraits* g = ggml_type_traits(uint32_t(w.ggml_type));
+    return g && g->integer_levels && w.ggml_type != GgmlType::kQ2_K && w.cols % g->block_elems == 0 &&
+           w.block == g->block_elems;
+  }
   const SchemeTraits& t = scheme_traits(w.scheme);
   if (!t.integer_levels) return false;  // e.g. FP8: E4M3 values are not integers, the exact path
   if (t.fixed_block) return w.block == t.fixed_block;

@@ -15,13 +15,15 @@ inline constexpr int kI8Block = 32;  // activation block (columns per scale d)
 
 // Whether `w` can run on the integer path: its scale blocks tile each row's
 // 32-column activation blocks (rows of K % 32 == 0 columns; NF4 blocks,
-// MLX groups and int8 blocks a multiple of 32, NVFP4 blocks of 16). Other
+// MLX groups and int8 blocks a multiple of 32, NVFP4 blocks of 16; the ggml
+// block types with integer levels except Q2_K). Other
 // weights (e.g. the tiny golden shapes) take the exact path.
 bool int8_dot_supported(const QuantizedWeight& w);
 
 // The range of a weight format's integer values V (backend/cpu/int8_dot.h's
 // module comment): int8, NVFP4's 2·E2M1 and MLX 4-bit fit int8; MLX 8-bit fits
-// uint8; NF4's 15-bit levels need int16. Levels with byte products (AMX)
+// uint8; NF4's 15-bit levels need int16; ggml types fit int8 (no offset) or
+// uint8 (with one: Q4_1, Q5_1, Q4_K, Q5_K). Levels with byte products (AMX)
 // choose their products from it; the others ignore it.
 enum class I8Values : uint8_t { kS8, kU8, kS16 };
 

@@ -12,6 +12,7 @@
 
 #include "core/scratch.h"
 #include "backend/cpu/int8_dot.h"
+#include "backend/cpu/int8_dot_ggml.h"
 #include "backend/cpu/quant_kernels.h"
 #include "quantize/format_tables.h"
 #include "quantize/scheme_traits.h"
@@ -50,6 +51,11 @@ struct Decoder {
     if (w.scheme == QuantScheme::kNF4) return {w.slices.front().codes + (r * K + k0) / 2, kc / 2};
     const QuantSlice& sl = w.slice_for(r);
     const int64_t lr = r - sl.row_begin;
+    if (w.scheme == QuantScheme::kGgml) {  // whole blocks: k0 and kc are multiples of the block
+      const GgmlTypeTraits& g = ggml_traits(w.ggml_type);
+      return {sl.codes + int64_t(ggml_row_bytes(w.ggml_type, K)) * lr + k0 / g.block_elems * g.block_bytes,
+              kc / g.block_elems * g.block_bytes};
+    }
     if (!four_bit()) return {sl.codes + lr * K + k0, kc};
     return {sl.codes + lr * (K / 2) + k0 / 2, kc / 2};
   }
@@ -66,14 +72,18 @@ struct Decoder {
 
   // Whether the codes are 4-bit (two per byte: pair p of a row is its byte
   // p), and which nibble holds the even column.
-  bool four_bit() const { return code_bits(w) == 4; }
+  bool four_bit() const { return w.scheme != QuantScheme::kGgml && code_bits(w) == 4; }
   bool high_first() const { return scheme_traits(w.scheme).high_nibble_first; }
 
   // Row r, columns [k0, k0 + kc): values into v (int8_dot.h's row format of
   // the level).
   void decode(const Int8DotIsa& isa, int64_t r, int64_t k0, int64_t kc, int16_t* v) const {
     const uint8_t* c = codes(r, k0, kc).first;
-    if (four_bit())
+    if (w.scheme == QuantScheme::kGgml) {  // the levels as bytes, then the level's row format
+      alignas(64) uint8_t levels[kChunk];
+      ggml_levels(w.ggml_type, c, kc, levels);
+      isa.bytes(levels, kc, values == I8Values::kS8, v);
+    } else if (four_bit())
       isa.nibbles(c, kc, high_first(), table, v);
     else
       isa.bytes(c, kc, w.scheme == QuantScheme::kInt8, v);
@@ -144,8 +154,8 @@ struct Decoder {
         }
         return;
       }
-      case QuantScheme::kFP8:
-      case QuantScheme::kGgml: return;  // never here: int8_dot_supported
+      case QuantScheme::kGgml: ggml_scales(w.ggml_type, codes(r, k0, kc).first, kc, ws, wb, kI8TileRows); return;
+      case QuantScheme::kFP8: return;  // never here: int8_dot_supported
     }
   }
 };

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/int8_dot_ggml.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/quant_simd.h"
+#include "quantize/integer_levels.h"
 #include "quantize/format_tables.h"
 
 namespace dgemma::cpu {
@@ -124,6 +126,37 @@ void fp8_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t
   }
 }
 
+// The value of a product kept as a value: an fma may not absorb it (the
+// ggml formulas round the product, then add; docs/formats.md §5.2).
+inline float rounded(float p) {
+#if defined(__x86_64__)
+  asm("" : "+x"(p));
+#endif
+  return p;
+}
+
+// ggml blocks: per element fl(fl(ws·V) + wb) from the block's levels and
+// scales (int8_dot_ggml.h), ggml's order of operations for every type; Q2_K
+// (not read there) by the reference.
+void ggml_row(const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
+  if (!int8_dot_supported(w)) return dequantize_reference(w, row, col, n, out);
+  const GgmlTypeTraits& g = ggml_traits(w.ggml_type);
+  const QuantSlice& s = w.slice_for(row);
+  const uint8_t* r = s.codes + int64_t(ggml_row_bytes(w.ggml_type, w.cols)) * (row - s.row_begin);
+  const bool is_signed = !g.has_offset;
+  uint8_t levels[256];
+  float ws[16], wb[8] = {};
+  for (int64_t b = col / g.block_elems, end = col + n; b * g.block_elems < end; ++b) {
+    ggml_levels(w.ggml_type, r + b * g.block_bytes, g.block_elems, levels);
+    ggml_scales(w.ggml_type, r + b * g.block_bytes, g.block_elems, ws, wb, 1);
+    const int64_t k0 = b * g.block_elems, e0 = std::max(col, k0) - k0, e1 = std::min(end, k0 + g.block_elems) - k0;
+    for (int64_t e = e0; e < e1; ++e) {
+      const float p = ws[e / g.sub_block] * float(is_signed ? int(int8_t(levels[e])) : int(levels[e]));
+      out[k0 + e - col] = g.has_offset ? rounded(p) + wb[e / 32] : p;
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, int64_t col, int64_t n, float* out) {
@@ -133,7 +166,7 @@ void dequantize_row(const QuantIsa& isa, const QuantizedWeight& w, int64_t row, 
     case QuantScheme::kAffine: return affine_row(isa, w, row, col, n, out);
     case QuantScheme::kInt8: return int8_row(isa, w, row, col, n, out);
     case QuantScheme::kFP8: return fp8_row(isa, w, row, col, n, out);
-    case QuantScheme::kGgml: return dequantize_reference(w, row, col, n, out);
+    case QuantScheme::kGgml: return ggml_row(w, row, col, n, out);
   }
 }
 

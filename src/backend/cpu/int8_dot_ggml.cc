@@ -1,0 +1,178 @@
+// Integer levels and scales of the ggml block types (int8_dot_ggml.h), block
+// by block, in the layouts of docs/formats.md §5.2.
+#include "backend/cpu/int8_dot_ggml.h"
+
+#include <cstring>
+
+#include "core/dtype.h"
+
+namespace dgemma::cpu {
+namespace {
+
+// The 16 non-uniform levels of IQ4_NL and IQ4_XS (docs/formats.md §5.2).
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// The 32-element types' 4-bit codes: byte j holds element j (low nibble) and
+// element j + 16 (high nibble).
+void split_nibbles(const uint8_t* qs, int bias, uint8_t* out) {
+  for (int j = 0; j < 16; ++j) {
+    out[j] = uint8_t((qs[j] & 0xF) - bias);
+    out[j + 16] = uint8_t((qs[j] >> 4) - bias);
+  }
+}
+
+// The fifth bit of Q5_0/Q5_1 element j: bit j of a little-endian u32.
+void add_fifth_bits(const uint8_t* qh, int bias, uint8_t* out) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  for (int j = 0; j < 32; ++j) out[j] = uint8_t(out[j] + (((h >> j) & 1u) << 4) - bias);
+}
+
+// Q4_K/Q5_K: the 6-bit scale and min of sub-block s from the 12 packed bytes.
+void scale_min_k4(const uint8_t* sc, int s, int& scale, int& min) {
+  if (s < 4) {
+    scale = sc[s] & 63;
+    min = sc[s + 4] & 63;
+  } else {
+    scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+    min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+  }
+}
+
+void levels_block(GgmlType t, const uint8_t* b, uint8_t* out) {
+  switch (t) {
+    case GgmlType::kQ4_0: return split_nibbles(b + 2, 8, out);
+    case GgmlType::kQ4_1: return split_nibbles(b + 4, 0, out);
+    case GgmlType::kQ5_0: split_nibbles(b + 6, 0, out); return add_fifth_bits(b + 2, 16, out);
+    case GgmlType::kQ5_1: split_nibbles(b + 8, 0, out); return add_fifth_bits(b + 4, 0, out);
+    case GgmlType::kQ8_0: std::memcpy(out, b + 2, 32); return;
+    case GgmlType::kIQ4_NL:
+      for (int j = 0; j < 16; ++j) {
+        out[j] = uint8_t(kIq4Levels[b[2 + j] & 0xF]);
+        out[j + 16] = uint8_t(kIq4Levels[b[2 + j] >> 4]);
+      }
+      return;
+    case GgmlType::kIQ4_XS:
+      for (int s = 0; s < 8; ++s)
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t c = b[8 + 16 * s + j];
+          out[32 * s + j] = uint8_t(kIq4Levels[c & 0xF]);
+          out[32 * s + j + 16] = uint8_t(kIq4Levels[c >> 4]);
+        }
+      return;
+    case GgmlType::kQ4_K:
+      for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t q = b[16 + 32 * c + l];
+          out[64 * c + l] = q & 0xF;
+          out[64 * c + 32 + l] = q >> 4;
+        }
+      return;
+    case GgmlType::kQ5_K:
+      for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t q = b[48 + 32 * c + l], h = b[16 + l];
+          out[64 * c + l] = uint8_t((q & 0xF) | (((h >> (2 * c)) & 1) << 4));
+          out[64 * c + 32 + l] = uint8_t((q >> 4) | (((h >> (2 * c + 1)) & 1) << 4));
+        }
+      return;
+    case GgmlType::kQ6_K:
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+        uint8_t* o = out + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          o[l] = uint8_t(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
+          o[l + 32] = uint8_t(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+          o[l + 64] = uint8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+          o[l + 96] = uint8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+      }
+      return;
+    case GgmlType::kQ3_K:
+      for (int h = 0; h < 2; ++h)
+        for (int s = 0; s < 4; ++s)
+          for (int l = 0; l < 32; ++l) {
+            const int low = (b[32 + 32 * h + l] >> (2 * s)) & 3, high = (b[l] >> (4 * h + s)) & 1;
+            out[128 * h + 32 * s + l] = uint8_t(low - (high ? 0 : 4));
+          }
+      return;
+    default: return;  // never here: int8_dot_supported
+  }
+}
+
+// Scales of one block: ws[s·stride] per sub-block, wb[b·stride] per 32
+// columns for the types with an offset.
+void scales_block(GgmlType t, const uint8_t* b, float* ws, float* wb, int64_t stride) {
+  switch (t) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ8_0:
+    case GgmlType::kIQ4_NL: ws[0] = half_at(b); return;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
+      ws[0] = half_at(b);
+      wb[0] = half_at(b + 2);
+      return;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const float d = half_at(b), dmin = half_at(b + 2);
+      for (int s = 0; s < 8; ++s) {
+        int sc, m;
+        scale_min_k4(b + 4, s, sc, m);
+        ws[s * stride] = d * float(sc);
+        wb[s * stride] = -(dmin * float(m));
+      }
+      return;
+    }
+    case GgmlType::kQ6_K: {
+      const float d = half_at(b + 208);
+      for (int s = 0; s < 16; ++s) ws[s * stride] = d * float(int8_t(b[192 + s]));
+      return;
+    }
+    case GgmlType::kQ3_K: {
+      const float d = half_at(b + 108);
+      const uint8_t* sc = b + 96;
+      for (int s = 0; s < 16; ++s) {
+        const int low = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4, high = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+        ws[s * stride] = d * float((low | high << 4) - 32);
+      }
+      return;
+    }
+    case GgmlType::kIQ4_XS: {
+      const float d = half_at(b);
+      uint16_t hi;
+      std::memcpy(&hi, b + 2, 2);
+      for (int s = 0; s < 8; ++s) {
+        const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((hi >> (2 * s)) & 3) << 4);
+        ws[s * stride] = d * float(ls - 32);
+      }
+      return;
+    }
+    default: return;  // never here: int8_dot_supported
+  }
+}
+
+}  // namespace
+
+void ggml_levels(GgmlType t, const uint8_t* blocks, int64_t n, uint8_t* out) {
+  const GgmlTypeTraits& g = ggml_traits(t);
+  for (int64_t k = 0; k < n; k += g.block_elems, blocks += g.block_bytes) levels_block(t, blocks, out + k);
+}
+
+void ggml_scales(GgmlType t, const uint8_t* blocks, int64_t n, float* ws, float* wb, int64_t stride) {
+  const GgmlTypeTraits& g = ggml_traits(t);
+  const int64_t subs = g.block_elems / g.sub_block, bias_step = g.block_elems / 32;
+  for (int64_t k = 0; k < n; k += g.block_elems, blocks += g.block_bytes) {
+    scales_block(t, blocks, ws, wb, stride);
+    ws += subs * stride;
+    if (g.has_offset) wb += bias_step * stride;
+  }
+}
+
+}  // namespace dgemma::cpu
