@@ -53,7 +53,7 @@ int elem_bytes(GgufValueType t) {
 bool load_integer(GgufValueType t, const uint8_t* p, int64_t* out) {
   const uint64_t raw = load_le(p, elem_bytes(t));
   switch (t) {
-    case GgufValueType::kI8: *out = int8_t(uint8_t(raw)); return true;
+    case GgufValueType::kI8: *out = raw < 0x80 ? int64_t(raw) : int64_t(raw) - 256; return true;
     case GgufValueType::kI16: *out = int16_t(uint16_t(raw)); return true;
     case GgufValueType::kI32: *out = int32_t(uint32_t(raw)); return true;
     case GgufValueType::kI64: *out = int64_t(raw); return true;

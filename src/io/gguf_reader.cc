@@ -133,6 +133,22 @@ void skip_value(Reader& r, GgufValueType t, const std::string& ctx, const std::s
   r.skip(n);
 }
 
+// Steps over one string or bool element when it is well-formed; false (not
+// moving) otherwise.
+bool element_fits(Reader& r, GgufValueType t) {
+  if (t == GgufValueType::kBool) {
+    if (r.left() < 1 || *r.here() > 1) return false;
+    r.skip(1);
+    return true;
+  }
+  if (r.left() < 8) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | r.here()[i];
+  if (n > r.left() - 8) return false;
+  r.skip(8 + n);
+  return true;
+}
+
 GgufKv read_kv(Reader& r, uint64_t index, uint64_t count) {
   const std::string pos_ctx = "header: key " + std::to_string(index + 1) + " of " + std::to_string(count);
   GgufKv kv;
@@ -171,8 +187,13 @@ GgufKv read_kv(Reader& r, uint64_t index, uint64_t count) {
   kv.data = r.here();
   const uint64_t start = r.pos();
   if (kv.elem_type == GgufValueType::kString || kv.elem_type == GgufValueType::kBool) {
-    for (uint64_t i = 0; i < kv.count; ++i)
+    // Vocabularies hold hundreds of thousands of strings: step over the ones
+    // that are fine without building a message; skip_value() reports the
+    // first that is not.
+    for (uint64_t i = 0; i < kv.count; ++i) {
+      if (element_fits(r, kv.elem_type)) continue;
       skip_value(r, kv.elem_type, ctx, "element " + std::to_string(i) + " (" + elem_name + ")");
+    }
   } else {
     r.skip(kv.count * min_elem);
   }

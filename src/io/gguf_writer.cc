@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 
@@ -61,16 +62,16 @@ std::string prefix() { return "GgufStreamWriter: "; }
 }  // namespace
 
 GgufStreamWriter::~GgufStreamWriter() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(tmp_.c_str());
+  for (const Part& part : parts_) {
+    if (part.fd >= 0) ::close(part.fd);
+    if (!part.renamed && !part.tmp.empty()) ::unlink(part.tmp.c_str());
   }
 }
 
 // ---- keys --------------------------------------------------------------------
 
 void GgufStreamWriter::add_key(const std::string& key, std::string bytes) {
-  if (fd_ >= 0 || finished_) throw Error(prefix() + "key " + gguf_quoted(key) + " added after begin()");
+  if (started() || finished_) throw Error(prefix() + "key " + gguf_quoted(key) + " added after begin()");
   if (key.empty()) throw Error(prefix() + "a key name is empty");
   if (key.size() > kMaxKeyBytes)
     throw Error(prefix() + "key " + gguf_quoted(key) + ": the name is " + std::to_string(key.size()) +
@@ -178,7 +179,7 @@ void GgufStreamWriter::declare_sparse(const std::string& name, GgmlType type, st
 
 void GgufStreamWriter::declare_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, bool sparse) {
   const std::string ctx = prefix() + "tensor " + gguf_quoted(name) + ": ";
-  if (fd_ >= 0 || finished_) throw Error(ctx + "declared after begin()");
+  if (started() || finished_) throw Error(ctx + "declared after begin()");
   if (name.empty() || name.size() > kMaxNameBytes)
     throw Error(ctx + "the name is " + std::to_string(name.size()) + " bytes (must be 1..63)");
   if (ne.empty() || ne.size() > 4) throw Error(ctx + std::to_string(ne.size()) + " dimensions (must be 1..4)");
@@ -217,29 +218,48 @@ const GgufStreamWriter::Tensor& GgufStreamWriter::tensor(const std::string& name
 uint64_t GgufStreamWriter::nbytes(const std::string& name) const { return tensor(name).nbytes; }
 uint64_t GgufStreamWriter::offset(const std::string& name) const { return tensor(name).offset; }
 
-// ---- the file ----------------------------------------------------------------
+std::vector<std::string> GgufStreamWriter::paths() const {
+  std::vector<std::string> out;
+  for (const Part& part : parts_) out.push_back(part.path);
+  return out;
+}
 
-void GgufStreamWriter::begin(const std::string& path) {
-  if (fd_ >= 0 || finished_) throw Error(prefix() + "begin() called twice");
-  // Packed layout: each tensor at the padded running sum, in declaration
-  // order (docs/formats.md §5.1).
-  uint64_t offset = 0;
-  for (Tensor& t : tensors_) {
-    t.offset = offset;
-    if (__builtin_add_overflow(offset, padded(t.nbytes), &offset))
-      throw Error(prefix() + "the tensors' total size overflows 64 bits (" + path + ")");
+// ---- the files ---------------------------------------------------------------
+
+void GgufStreamWriter::split(uint64_t max_part_bytes) {
+  if (started() || finished_) throw Error(prefix() + "split() called after begin()");
+  if (max_part_bytes == 0) throw Error(prefix() + "split(): the part size must be at least 1 byte");
+  max_part_bytes_ = max_part_bytes;
+}
+
+// The header of part `index`: the fixed header, the keys (part 1: every key,
+// later parts: only the split keys), the descriptors with packed offsets in
+// declaration order, zero padding to the alignment (docs/formats.md §5.1).
+std::string GgufStreamWriter::part_head(size_t index) const {
+  const Part& part = parts_[index];
+  std::vector<std::pair<std::string_view, std::string>> keys;
+  if (index == 0)
+    for (const Key& k : keys_) keys.emplace_back(k.name, k.bytes);
+  if (max_part_bytes_ > 0) {
+    std::string no = type_head(GgufValueType::kU16), count = type_head(GgufValueType::kU16),
+                total = type_head(GgufValueType::kI32);
+    put_le(no, index, 2);
+    put_le(count, parts_.size(), 2);
+    put_le(total, tensors_.size(), 4);
+    keys.emplace_back("split.no", std::move(no));
+    keys.emplace_back("split.count", std::move(count));
+    keys.emplace_back("split.tensors.count", std::move(total));
   }
-  data_bytes_ = offset;
-
   std::string head = "GGUF";
   put_le(head, kVersion, 4);
-  put_le(head, tensors_.size(), 8);
-  put_le(head, keys_.size(), 8);
-  for (const Key& k : keys_) {
-    put_string(head, k.name);
-    head += k.bytes;
+  put_le(head, part.count, 8);
+  put_le(head, keys.size(), 8);
+  for (const auto& [name, bytes] : keys) {
+    put_string(head, name);
+    head += bytes;
   }
-  for (const Tensor& t : tensors_) {
+  for (size_t i = part.first; i < part.first + part.count; ++i) {
+    const Tensor& t = tensors_[i];
     put_string(head, t.name);
     put_le(head, t.ne.size(), 4);
     for (int64_t d : t.ne) put_le(head, uint64_t(d), 8);
@@ -247,21 +267,66 @@ void GgufStreamWriter::begin(const std::string& path) {
     put_le(head, t.offset, 8);
   }
   head.append(size_t(padded(head.size()) - head.size()), '\0');
-  data_start_ = head.size();
+  return head;
+}
 
-  path_ = path;
-  tmp_ = path + ".tmp." + std::to_string(::getpid());
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error("cannot create " + tmp_ + ": " + std::strerror(errno));
-  // Sizing first leaves every byte not written a hole reading as zero: the
-  // padding, and the unwritten parts of sparse tensors.
-  if (::ftruncate(fd_, off_t(data_start_ + data_bytes_)) != 0)
-    throw Error("cannot size " + tmp_ + ": " + std::strerror(errno));
-  pwrite_all(fd_, reinterpret_cast<const uint8_t*>(head.data()), head.size(), 0, tmp_);
+void GgufStreamWriter::begin(const std::string& path) {
+  if (started() || finished_) throw Error(prefix() + "begin() called twice");
+  // Packed layout: each tensor of a part at the padded running sum, in
+  // declaration order.
+  std::vector<Part> parts(1);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    Tensor& t = tensors_[i];
+    const uint64_t size = padded(t.nbytes);
+    Part* part = &parts.back();
+    if (max_part_bytes_ > 0 && part->count > 0 &&
+        (part->data_bytes > max_part_bytes_ || size > max_part_bytes_ - part->data_bytes)) {
+      parts.emplace_back();
+      part = &parts.back();
+      part->first = i;
+    }
+    t.part = parts.size() - 1;
+    t.offset = part->data_bytes;
+    if (__builtin_add_overflow(part->data_bytes, size, &part->data_bytes))
+      throw Error(prefix() + "the tensors' total size overflows 64 bits (" + path + ")");
+    ++part->count;
+  }
+  if (max_part_bytes_ > 0) {
+    for (const char* key : {"split.no", "split.count", "split.tensors.count"})
+      if (key_index_.count(key)) throw Error(prefix() + "key '" + key + "' is the writer's own when splitting");
+    if (parts.size() > 99999) throw Error(prefix() + std::to_string(parts.size()) + " parts, more than 99999");
+    if (tensors_.size() > size_t(INT32_MAX)) throw Error(prefix() + "too many tensors for split.tensors.count");
+    if (path.size() < 5 || path.compare(path.size() - 5, 5, ".gguf") != 0)
+      throw Error(prefix() + "a split output's path must end in .gguf (got " + path + ")");
+    const std::string stem = path.substr(0, path.size() - 5);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      char tail[48];
+      std::snprintf(tail, sizeof tail, "-%05zu-of-%05zu.gguf", i + 1, parts.size());
+      parts[i].path = stem + tail;
+    }
+  } else {
+    parts.front().path = path;
+  }
+  parts_ = std::move(parts);
+
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    Part& part = parts_[i];
+    const std::string head = part_head(i);
+    part.data_start = head.size();
+    part.tmp = part.path + ".tmp." + std::to_string(::getpid());
+    part.fd = ::open(part.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (part.fd < 0) throw Error("cannot create " + part.tmp + ": " + std::strerror(errno));
+    // Sizing first leaves every byte not written a hole reading as zero: the
+    // padding, and the unwritten parts of sparse tensors.
+    if (::ftruncate(part.fd, off_t(part.data_start + part.data_bytes)) != 0)
+      throw Error("cannot size " + part.tmp + ": " + std::strerror(errno));
+    pwrite_all(part.fd, reinterpret_cast<const uint8_t*>(head.data()), head.size(), 0, part.tmp);
+  }
 }
 
 void GgufStreamWriter::write(const std::string& name, const void* data, uint64_t n, uint64_t offset) {
-  if (fd_ < 0) throw Error(prefix() + "write of tensor " + gguf_quoted(name) + " outside begin()..finish()");
+  if (!started() || finished_)
+    throw Error(prefix() + "write of tensor " + gguf_quoted(name) + " outside begin()..finish()");
   Tensor& t = tensor(name);
   const std::string ctx = prefix() + "tensor " + gguf_quoted(name) + ": ";
   if (offset > t.nbytes || n > t.nbytes - offset)
@@ -276,7 +341,8 @@ void GgufStreamWriter::write(const std::string& name, const void* data, uint64_t
   if ((prev != t.written.end() && prev->second > begin) || (next != t.written.end() && next->first < end))
     throw Error(ctx + "bytes [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ") overlap bytes already written");
-  pwrite_all(fd_, static_cast<const uint8_t*>(data), n, data_start_ + t.offset + offset, tmp_);
+  const Part& part = parts_[t.part];
+  pwrite_all(part.fd, static_cast<const uint8_t*>(data), n, part.data_start + t.offset + offset, part.tmp);
   if (prev != t.written.end() && prev->second == begin) {
     begin = prev->first;
     t.written.erase(prev);
@@ -289,27 +355,27 @@ void GgufStreamWriter::write(const std::string& name, const void* data, uint64_t
 }
 
 void GgufStreamWriter::finish() {
-  if (fd_ < 0) throw Error(prefix() + "finish() without begin()");
+  if (!started() || finished_) throw Error(prefix() + "finish() without begin()");
   for (const Tensor& t : tensors_) {
     if (t.sparse) continue;
     uint64_t done = 0;
     for (const auto& [b, e] : t.written) done += e - b;
     if (done != t.nbytes)
       throw Error(prefix() + "tensor " + gguf_quoted(t.name) + ": " + std::to_string(done) + " of " +
-                  std::to_string(t.nbytes) + " bytes written (" + path_ + ")");
+                  std::to_string(t.nbytes) + " bytes written (" + parts_[t.part].path + ")");
   }
-  if (::fsync(fd_) != 0) throw Error("cannot sync " + tmp_ + ": " + std::strerror(errno));
-  const int rc = ::close(fd_);
-  fd_ = -1;
+  for (Part& part : parts_) {
+    if (::fsync(part.fd) != 0) throw Error("cannot sync " + part.tmp + ": " + std::strerror(errno));
+    const int rc = ::close(part.fd);
+    part.fd = -1;
+    if (rc != 0) throw Error("cannot write " + part.tmp + ": " + std::strerror(errno));
+  }
   finished_ = true;
-  if (rc != 0) {
-    ::unlink(tmp_.c_str());
-    throw Error("cannot write " + tmp_ + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp_.c_str());
-    throw Error("cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(e));
+  // Every part is complete before any is renamed into place.
+  for (Part& part : parts_) {
+    if (::rename(part.tmp.c_str(), part.path.c_str()) != 0)
+      throw Error("cannot rename " + part.tmp + " to " + part.path + ": " + std::strerror(errno));
+    part.renamed = true;
   }
 }
 

@@ -7,7 +7,8 @@
 // tensor at the running sum of the earlier tensors' sizes padded to 32, in
 // declaration order. The file is written under PATH.tmp.<pid> and renamed into
 // place by finish(), which first checks that every byte of every tensor was
-// written. Errors are dgemma::Error naming the key, tensor or file.
+// written; optionally split over several files. Errors are dgemma::Error
+// naming the key, tensor or file.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -64,7 +65,16 @@ class GgufStreamWriter {
   void declare(const std::string& name, GgmlType type, std::vector<int64_t> ne);
   void declare_sparse(const std::string& name, GgmlType type, std::vector<int64_t> ne);
 
-  // Lays the tensors out and writes the header to `path`.tmp.<pid>.
+  // Splits the output (docs/formats.md §5.1) into parts PREFIX-00001-of-0000N
+  // .gguf ... for begin("PREFIX.gguf"): tensors in declaration order, a new
+  // part whenever the next tensor would take a part's data (padded) past
+  // `max_part_bytes` (a larger tensor gets a part of its own). Part 1 holds
+  // every key, the later parts only split.no, split.count and
+  // split.tensors.count. Called before begin(); without it one file is
+  // written.
+  void split(uint64_t max_part_bytes);
+
+  // Lays the tensors out and writes the header(s) to PATH.tmp.<pid>.
   void begin(const std::string& path);
   // Bytes [offset, offset + n) of a declared tensor; pieces may come in any
   // order but not twice.
@@ -73,9 +83,12 @@ class GgufStreamWriter {
   void finish();
 
   uint64_t nbytes(const std::string& name) const;
-  // Where the tensor's data starts, relative to the data section.
+  // Where the tensor's data starts, relative to its part's data section.
   uint64_t offset(const std::string& name) const;
-  uint64_t data_offset() const { return data_start_; }  // valid after begin()
+  // After begin(): the files written (one unless split), and where the first
+  // one's data section starts.
+  std::vector<std::string> paths() const;
+  uint64_t data_offset() const { return parts_.empty() ? 0 : parts_.front().data_start; }
 
  private:
   struct Key {
@@ -88,8 +101,18 @@ class GgufStreamWriter {
     std::vector<int64_t> ne;
     uint64_t nbytes = 0, offset = 0;
     bool sparse = false;
+    size_t part = 0;
     std::map<uint64_t, uint64_t> written;  // disjoint written ranges: begin -> end
   };
+  struct Part {
+    std::string path, tmp;
+    int fd = -1;
+    bool renamed = false;  // by finish(); until then the destructor removes tmp
+    uint64_t data_start = 0, data_bytes = 0;
+    size_t first = 0, count = 0;  // its tensors: tensors_[first, first + count)
+  };
+  std::string part_head(size_t index) const;
+  bool started() const { return !parts_.empty(); }
   void add_key(const std::string& key, std::string bytes);
   void add_scalar(const std::string& key, GgufValueType type, uint64_t bits, int n);
   template <class T>
@@ -102,10 +125,9 @@ class GgufStreamWriter {
   std::map<std::string, size_t, std::less<>> key_index_;
   std::vector<Tensor> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
-  std::string path_, tmp_;
-  int fd_ = -1;
+  std::vector<Part> parts_;
+  uint64_t max_part_bytes_ = 0;  // 0: one file
   bool finished_ = false;
-  uint64_t data_start_ = 0, data_bytes_ = 0;
 };
 
 }  // namespace dgemma

@@ -4,6 +4,7 @@
 #include "gguf_test_bytes.h"
 #include "io/gguf.h"
 #include "st_test_util.h"
+#include "support/test_rng.h"
 
 namespace dgemma {
 namespace {
@@ -400,6 +401,52 @@ TEST_F(GgufReject, EveryTruncationIsAnError) {
       EXPECT_EQ(std::string(e.what()).rfind("cut.gguf: ", 0), 0u) << e.what();
     }
   }
+}
+
+// A stand-in for the fuzz target in every build: random corruptions of a
+// valid file either raise dgemma::Error or parse into a header whose keys
+// and tensors lie inside the image (the sanitizer build catches any read
+// outside it).
+TEST_F(GgufReject, RandomCorruptionsAreErrorsOrConsistent) {
+  const GgufBytes valid = test::valid_gguf();
+  Rng rng(20261206);
+  const uint64_t extremes[] = {0, 1, 3, 63, 64, 65535, 65536, uint64_t(INT64_MAX), ~uint64_t(0), uint64_t(1) << 40};
+  int accepted = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::vector<uint8_t> image(valid.bytes.begin(), valid.bytes.end());
+    const int edits = int(rng.uniform_int(1, 3));
+    for (int e = 0; e < edits && !image.empty(); ++e) {
+      const size_t at = size_t(rng.uniform_int(0, int64_t(image.size()) - 1));
+      switch (rng.uniform_int(0, 2)) {
+        case 0: image[at] = uint8_t(rng.uniform_int(0, 255)); break;
+        case 1: {  // a little-endian u64 of an extreme value, cut at the end
+          const uint64_t v = extremes[rng.uniform_int(0, std::size(extremes) - 1)];
+          for (size_t i = 0; i < 8 && at + i < image.size(); ++i) image[at + i] = uint8_t(v >> (8 * i));
+          break;
+        }
+        default: image.resize(at); break;
+      }
+    }
+    try {
+      const GgufHeader h = parse_gguf(image.data(), image.size(), "mutant.gguf");
+      ++accepted;
+      ASSERT_LE(h.data_offset, image.size());
+      for (const GgufKv& kv : h.kvs) {
+        ASSERT_GE(kv.data, image.data());
+        ASSERT_LE(uint64_t(kv.data - image.data()) + kv.nbytes, image.size());
+      }
+      for (const GgufTensorInfo& t : h.tensors) {
+        ASSERT_EQ(t.offset % h.alignment, 0u);
+        ASSERT_LE(h.data_offset + t.offset + t.nbytes, image.size()) << t.name;
+      }
+    } catch (const Error& e) {
+      ASSERT_EQ(std::string(e.what()).rfind("mutant.gguf: ", 0), 0u) << e.what();
+    }
+  }
+  // Some corruptions (inside tensor data, or a value's bytes) keep the file
+  // valid; the loop must have seen both outcomes.
+  EXPECT_GT(accepted, 100);
+  EXPECT_LT(accepted, 19000);
 }
 
 }  // namespace

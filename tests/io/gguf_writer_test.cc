@@ -14,6 +14,7 @@
 #include "gguf_test_bytes.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
+#include "io/safetensors.h"
 #include "st_test_util.h"
 
 namespace dgemma {
@@ -43,6 +44,14 @@ std::vector<std::string> files_in(const std::string& dir) {
 }
 
 uint64_t pad32(uint64_t n) { return (n + 31) / 32 * 32; }
+
+// "t<i>", built without operator+(const char*, std::string&&), whose
+// insert(0, ...) trips GCC 12's -Wrestrict false positive.
+std::string tname(int i) {
+  std::string s = "t";
+  s += std::to_string(i);
+  return s;
+}
 
 struct Declared {
   std::string name;
@@ -286,6 +295,109 @@ TEST_F(GgufWriterTest, EmptyModelIsAValidFile) {
   auto f = GgufFile::open(path);
   EXPECT_TRUE(f->header().tensors.empty());
   EXPECT_EQ(f->file_size() % 32, 0u);
+}
+
+// ---- split output ----------------------------------------------------------------
+
+// Five f32 tensors of 64, 40 (padded to 64), 200 (224), 16 (32) and 64 bytes
+// with parts of at most 128 data bytes: {t0, t1}, {t2} (larger than a part:
+// alone), {t3, t4}.
+TEST_F(GgufWriterTest, SplitOutputReadsBackAsOneModel) {
+  const int64_t elems[] = {16, 10, 50, 4, 16};
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<std::string> paths;
+  {
+    GgufStreamWriter w;
+    w.add_string("general.architecture", "toy");
+    w.add_u32("toy.block_count", 2);
+    for (int i = 0; i < 5; ++i) w.declare(tname(i), GgmlType::kF32, {elems[i]});
+    w.split(128);
+    w.begin(dir_.file("model.gguf"));
+    paths = w.paths();
+    for (int i = 0; i < 5; ++i) {
+      data.push_back(bytes_of(uint64_t(elems[i]) * 4, uint8_t(i + 1)));
+      w.write(tname(i), data.back().data(), data.back().size());
+    }
+    w.finish();
+  }
+  ASSERT_EQ(paths,
+            (std::vector<std::string>{dir_.file("model-00001-of-00003.gguf"), dir_.file("model-00002-of-00003.gguf"),
+                                      dir_.file("model-00003-of-00003.gguf")}));
+  EXPECT_EQ(files_in(dir_.path()), (std::vector<std::string>{"model-00001-of-00003.gguf", "model-00002-of-00003.gguf",
+                                                             "model-00003-of-00003.gguf"}));
+  // Each part by the test-local walker: keys and tensors as laid out above.
+  const std::vector<std::vector<std::string>> keys = {
+      {"general.architecture", "toy.block_count", "split.no", "split.count", "split.tensors.count"},
+      {"split.no", "split.count", "split.tensors.count"},
+      {"split.no", "split.count", "split.tensors.count"}};
+  const std::vector<std::vector<std::pair<std::string, uint64_t>>> layout = {
+      {{"t0", 0}, {"t1", 64}}, {{"t2", 0}}, {{"t3", 0}, {"t4", 32}}};
+  for (size_t p = 0; p < 3; ++p) {
+    const test::WalkedFile f = test::walk_gguf(read_all(paths[p]));
+    EXPECT_EQ(f.keys, keys[p]) << paths[p];
+    ASSERT_EQ(f.tensors.size(), layout[p].size()) << paths[p];
+    for (size_t i = 0; i < f.tensors.size(); ++i) {
+      EXPECT_EQ(f.tensors[i].name, layout[p][i].first);
+      EXPECT_EQ(f.tensors[i].offset, layout[p][i].second);
+    }
+  }
+  // The reader takes the set from any part; the split keys have the types
+  // llama.cpp's gguf-split writes.
+  const GgufModelFiles files = GgufModelFiles::open(paths[1]);
+  ASSERT_EQ(files.parts().size(), 3u);
+  const GgufKeys k = files.keys();
+  EXPECT_EQ(k.integer("toy.block_count"), 2);
+  EXPECT_EQ(k.find("split.no")->type, GgufValueType::kU16);
+  EXPECT_EQ(k.find("split.count")->type, GgufValueType::kU16);
+  EXPECT_EQ(k.find("split.tensors.count")->type, GgufValueType::kI32);
+  EXPECT_EQ(files.parts()[2]->keys().integer("split.no"), 2);
+  EXPECT_EQ(k.integer("split.tensors.count"), 5);
+  const TensorStore store = TensorStore::open_gguf(files, {});
+  for (int i = 0; i < 5; ++i) {
+    const TensorView* v = store.find(tname(i));
+    ASSERT_NE(v, nullptr);
+    ASSERT_EQ(v->nbytes(), data[size_t(i)].size());
+    EXPECT_EQ(std::memcmp(v->data, data[size_t(i)].data(), v->nbytes()), 0) << i;
+  }
+}
+
+TEST_F(GgufWriterTest, SplitWithOnePartStillNamesIt) {
+  GgufStreamWriter w;
+  w.declare("t", GgmlType::kF32, {4});
+  w.split(uint64_t(1) << 30);
+  w.begin(dir_.file("m.gguf"));
+  const std::vector<uint8_t> v = bytes_of(16, 3);
+  w.write("t", v.data(), v.size());
+  w.finish();
+  EXPECT_EQ(files_in(dir_.path()), (std::vector<std::string>{"m-00001-of-00001.gguf"}));
+  const GgufModelFiles files = GgufModelFiles::open(dir_.file("m-00001-of-00001.gguf"));
+  EXPECT_EQ(files.parts().size(), 1u);
+}
+
+TEST_F(GgufWriterTest, IncompleteSplitOutputLeavesNothing) {
+  {
+    GgufStreamWriter w;
+    for (int i = 0; i < 3; ++i) w.declare(tname(i), GgmlType::kF32, {16});
+    w.split(64);
+    w.begin(dir_.file("m.gguf"));
+    const std::vector<uint8_t> v = bytes_of(64, 3);
+    w.write("t0", v.data(), v.size());
+    w.write("t2", v.data(), v.size());
+    expect_error([&] { w.finish(); }, {"tensor 't1': 0 of 64 bytes written (" + dir_.file("m-00002-of-00003.gguf")});
+  }
+  EXPECT_TRUE(files_in(dir_.path()).empty());
+}
+
+TEST_F(GgufWriterTest, SplitMisuse) {
+  GgufStreamWriter w;
+  w.add_u16("split.no", 0);
+  w.split(100);
+  expect_error([&] { w.begin(dir_.file("m.gguf")); }, {"key 'split.no' is the writer's own when splitting"});
+  GgufStreamWriter w2;
+  w2.split(100);
+  expect_error([&] { w2.begin(dir_.file("m.bin")); }, {"a split output's path must end in .gguf"});
+  GgufStreamWriter w3;
+  expect_error([&] { w3.split(0); }, {"the part size must be at least 1 byte"});
 }
 
 }  // namespace
