@@ -1,4 +1,5 @@
 // dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4 [--quantize-embeddings] [--quantize-router]
+// dgemma quantize IN OUT.gguf --format q4_k_m|q8_0|… (docs/formats.md §5.5)
 #include <sys/resource.h>
 
 #include <chrono>
@@ -7,9 +8,12 @@
 
 #include "cli.h"
 #include "dgemma/error.h"
+#include "checkpoint/config.h"
 #include "flags.h"
+#include "gguf_tokenizer_data.h"
 #include "progress_bar.h"
 #include "quantize/export.h"
+#include "quantize/export_gguf.h"
 #include "quantize_calibration.h"
 
 namespace dgemma::cli {
@@ -74,23 +78,58 @@ uint64_t peak_rss() {
   return uint64_t(u.ru_maxrss) * 1024;
 }
 
+bool is_gguf_path(const std::string& out) { return out.size() > 5 && out.compare(out.size() - 5, 5, ".gguf") == 0; }
+
+// OUT.gguf: one GGUF file in the published layout (docs/formats.md §5.5).
+int run_gguf_export(const std::string& in, const std::string& out, const std::string& format, int threads, bool quiet) {
+  const std::optional<quant::GgufFtype> ftype = quant::gguf_ftype_from_name(format);
+  if (!ftype)
+    throw UsageError("option --format: a .gguf output takes " + quant::gguf_ftype_names() + ", got '" + format + "'");
+  GgufExportOptions o;
+  o.ftype = *ftype;
+  o.threads = threads;
+  o.name = std::filesystem::path(in).lexically_normal().filename().string();
+  if (o.name.empty()) o.name = std::filesystem::path(in).lexically_normal().parent_path().filename().string();
+  o.tokenizer = gguf_tokenizer_data(in, load_model_config((std::filesystem::path(in) / "config.json").string()));
+  Progress progress;
+  if (!quiet)
+    o.progress = [&](uint64_t done, uint64_t total, const std::string& t) { progress.update(done, total, t); };
+  const GgufExportReport r = export_gguf(in, out, o);
+  progress.finish();
+  std::fprintf(stderr,
+               "quantize: %d tensors quantized, %d plain, %d stored tensors not written (tied copies); relative RMS "
+               "error %.4f; %s -> %s (%s); peak RSS %s\n",
+               r.quantized, r.plain, r.dropped, r.rel_rms, human_bytes(r.input_bytes).c_str(),
+               human_bytes(r.output_bytes).c_str(), r.out_file.c_str(), human_bytes(peak_rss()).c_str());
+  return 0;
+}
+
 int run_quantize(const Args& args) {
   std::string format;
   bool embeddings = false, router = false, no_double_quant = false, quiet = false, force = false;
   CalibrationFlags calib;
-  FlagParser p("dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4 [--calibrate FILE | --calibrate-ids FILE]",
-               "Post-training quantization of a BF16/F16/F32 checkpoint folder IN into OUT, in the chosen\n"
-               "format's own on-disk layout and config entries. Weights are rounded to nearest:\n"
-               "  nf4            bitsandbytes NF4 + double quant: attention, dense MLP, self-conditioning, experts\n"
-               "  nvfp4-experts  ModelOpt NVFP4, routed experts only (split per expert): with --calibrate or\n"
-               "                 --calibrate-ids W4A4 (\"NVFP4\", activation scales calibrated as hf_ptq does:\n"
-               "                 encoder over each sample, decoder over a random canvas, layer by layer);\n"
-               "                 without, the weight-only \"W4A16_NVFP4\"\n"
-               "  mlx4           MLX affine: attention/dense MLP 8-bit, experts/self-conditioning 4-bit, group 64\n"
-               "Embeddings, norms, router and layer scalars stay unquantized unless asked. One tensor is\n"
-               "processed at a time, and calibration holds one layer's weights at a time, so memory stays\n"
-               "below the model's size. Prints the peak resident memory at the end.");
-  p.add_string("--format", &format, export_format_names(), "FORMAT");
+  FlagParser p(
+      "dgemma quantize IN OUT --format nf4|nvfp4-experts|mlx4 [--calibrate FILE | --calibrate-ids FILE]\n"
+      "       dgemma quantize IN OUT.gguf --format q4_k_m|q8_0|...",
+      "Post-training quantization of a BF16/F16/F32 checkpoint folder IN into OUT, in the chosen\n"
+      "format's own on-disk layout and config entries. Weights are rounded to nearest:\n"
+      "  nf4            bitsandbytes NF4 + double quant: attention, dense MLP, self-conditioning, experts\n"
+      "  nvfp4-experts  ModelOpt NVFP4, routed experts only (split per expert): with --calibrate or\n"
+      "                 --calibrate-ids W4A4 (\"NVFP4\", activation scales calibrated as hf_ptq does:\n"
+      "                 encoder over each sample, decoder over a random canvas, layer by layer);\n"
+      "                 without, the weight-only \"W4A16_NVFP4\"\n"
+      "  mlx4           MLX affine: attention/dense MLP 8-bit, experts/self-conditioning 4-bit, group 64\n"
+      "Embeddings, norms, router and layer scalars stay unquantized unless asked. An OUT ending in\n"
+      ".gguf is one GGUF file in the published DiffusionGemma layout, from any checkpoint dgemma\n"
+      "reads, with llama.cpp's per-tensor types for the file type: " +
+          quant::gguf_ftype_names() +
+          ".\n"
+          "One tensor is processed at a time, and calibration holds one layer's weights at a time, so\n"
+          "memory stays below the model's size. Prints the peak resident memory at the end.");
+  p.add_string(
+      "--format", &format,
+      export_format_names() + " (an OUT folder), or a GGUF file type for an OUT.gguf: " + quant::gguf_ftype_names(),
+      "FORMAT");
   p.add_bool("--quantize-embeddings", &embeddings, "also quantize embed_tokens (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--quantize-router", &router, "also quantize router.proj (nf4: NF4, mlx4: 8-bit)");
   p.add_bool("--no-double-quant", &no_double_quant, "nf4: keep absmax in fp32");
@@ -106,6 +145,16 @@ int run_quantize(const Args& args) {
   if (!p.parse(args)) return 0;
   if (p.positional().size() != 2) throw UsageError("quantize: expected IN and OUT folders (see --help)");
   calib.check();
+  if (is_gguf_path(p.positional()[1])) {
+    if (format.empty())
+      throw UsageError("quantize: give --format " + quant::gguf_ftype_names() + " for a .gguf output");
+    if (embeddings || router || no_double_quant || calib.wanted())
+      throw UsageError(
+          "quantize: --quantize-embeddings, --quantize-router, --no-double-quant and --calibrate do not apply to a "
+          ".gguf output (its file type decides every tensor's type)");
+    if (!force) check_output_is_free(p.positional()[1]);
+    return run_gguf_export(p.positional()[0], p.positional()[1], format, int(calib.threads), quiet);
+  }
   if (format.empty()) throw UsageError("quantize: give --format " + export_format_names());
   std::optional<ExportFormat> f = parse_export_format(format);
   if (!f) throw UsageError("option --format: expected " + export_format_names() + ", got '" + format + "'");

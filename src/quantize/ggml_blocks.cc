@@ -53,7 +53,7 @@ int levels_32(GgmlType type, const uint8_t* b, GgmlBlockLevels& o) {
       break;
     }
     case GgmlType::kQ8_0:
-      for (int j = 0; j < 32; ++j) o.levels[j] = int8_t(b[2 + j]);
+      for (int j = 0; j < 32; ++j) o.levels[j] = int16_t(int(b[2 + j]) - (b[2 + j] >= 128 ? 256 : 0));  // int8
       break;
     case GgmlType::kIQ4_NL:
       for (int j = 0; j < 32; ++j) o.levels[j] = kIq4Levels[split_nibble(b + 2, j)];

@@ -22,7 +22,7 @@ inline constexpr int kGgmlMaxSubs = 16;
 
 // The 16 levels IQ4_NL and IQ4_XS codes index (docs/formats.md §5.2),
 // ascending.
-inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline constexpr int16_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // One block as integer levels and per-sub-block fp32 scale and offset
 // (docs/formats.md §5.2's integer-level table): element e's value is

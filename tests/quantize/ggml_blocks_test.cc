@@ -201,15 +201,15 @@ void place(const Field& f, const std::vector<int>& values, std::vector<uint8_t>&
       ASSERT_GE(p.byte, 0);
       ASSERT_LT(p.byte, int(bytes.size()));
       ASSERT_TRUE(p.bit >= 0 && p.bit < 8);
-      ++owner[size_t(p.byte * 8 + p.bit)];
+      ++owner[size_t(p.byte) * 8 + size_t(p.bit)];
       if ((values[size_t(i)] >> j) & 1) bytes[size_t(p.byte)] |= uint8_t(1 << p.bit);
     }
 }
 
 void place_half(int at_byte, uint16_t h, std::vector<uint8_t>& bytes, std::vector<int>& owner) {
   for (int j = 0; j < 16; ++j) {
-    ++owner[size_t(at_byte * 8 + j)];
-    if ((h >> j) & 1) bytes[size_t(at_byte + j / 8)] |= uint8_t(1 << (j % 8));
+    ++owner[size_t(at_byte) * 8 + size_t(j)];
+    if ((h >> j) & 1) bytes[size_t(at_byte) + size_t(j / 8)] |= uint8_t(1 << (j % 8));
   }
 }
 
@@ -473,7 +473,7 @@ TEST(GgmlQuantize, CodesAreNearestForTheStoredScales) {
         auto value = [&](double level) { return double(lv.scale[s]) * level + (tr.has_offset ? lv.offset[s] : 0.0); };
         const double err = std::fabs(xv - value(lv.levels[e]));
         if (table) {
-          for (const int8_t k : quant::kIq4Levels) ASSERT_LE(err, std::fabs(xv - value(k)) * (1 + 1e-6) + 1e-12);
+          for (const int16_t k : quant::kIq4Levels) ASSERT_LE(err, std::fabs(xv - value(k)) * (1 + 1e-6) + 1e-12);
         } else {
           for (const int step : {-1, 1}) {
             const int other = lv.levels[e] + step;
