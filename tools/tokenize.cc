@@ -143,7 +143,7 @@ int run(const Args& args) {
   // default model's tokenizer, as `run` without -m.
   const std::string model =
       o.model_dir.empty() && o.tokenizer_path.empty() ? resolve_model_dir(ModelFlags{}, true) : o.model_dir;
-  Tokenizer tok = load_model_tokenizer(o.tokenizer_path, model);
+  Tokenizer tok = o.tokenizer_path.empty() ? load_model_tokenizer("", model) : Tokenizer::load(o.tokenizer_path);
   std::string input = flags.positional().empty() ? read_stdin() : flags.positional()[0];
 
   if (o.jsonl) return run_jsonl(tok, o, input);
