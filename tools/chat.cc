@@ -96,7 +96,7 @@ int run_chat(const Args& args) {
   if (p.given("-f") && first_message.empty()) throw Error("-f/--file " + first_file + ": the file holds no text");
 
   mf.model_dir = resolve_model_dir(mf, quiet);
-  const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
+  const Tokenizer tokenizer = load_model_tokenizer(tokenizer_flag, mf.model_dir);
   const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
   const uint64_t seed = gf.resolve_seed();
   mf.no_progress = mf.no_progress || quiet;  // -q: no progress bar either

@@ -30,7 +30,7 @@ int run_doctor_cmd(const Args& args) {
       "an op it does not run yet is reported as unsupported); inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]\n"
       "(KIND value|nan|oob|crash; LAYER may be 'model' for once-per-pass ops; the fault in an op of BACKEND,\n"
       "default cpu, e.g. @opencl:0.0) for testing the checker itself.");
-  p.add_string("-m,--model", &o.model_dir, "checkpoint folder", "DIR");
+  p.add_string("-m,--model", &o.model_dir, "checkpoint folder or GGUF file", "DIR|FILE");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
   p.add_string("--backend", &o.backend, "target backend: cuda, cuda:N, opencl, opencl:P.D, cpu or inject:...", "NAME");
   p.add_int("--steps", &steps, "denoising steps after the prefill", 1, 1000);

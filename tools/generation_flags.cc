@@ -7,6 +7,7 @@
 
 #include "dgemma/error.h"
 #include "generate/rng.h"
+#include "checkpoint/checkpoint_source.h"
 #include "checkpoint/config.h"
 
 namespace dgemma::cli {
@@ -29,6 +30,24 @@ double to_double(const std::string& s, const std::string& flag) {
 
 std::string config_path(const std::string& model_dir, const std::string& model_config) {
   return model_config.empty() ? (std::filesystem::path(model_dir) / "config.json").string() : model_config;
+}
+
+// The sampler defaults a GGUF file carries (docs/formats.md §5.3) over
+// dgemma's.
+LoadedGenerationConfig gguf_generation_config(const std::string& path) {
+  LoadedGenerationConfig loaded;
+  loaded.file_found = true;
+  loaded.path = path;
+  const GgufSamplerDefaults s = gguf_sampler_defaults(GgufModelFiles::open(path).keys());
+  GenerationConfig& c = loaded.config;
+  if (s.max_denoising_steps) c.max_denoising_steps = *s.max_denoising_steps;
+  if (s.t_min) c.t_min = *s.t_min;
+  if (s.t_max) c.t_max = *s.t_max;
+  if (s.entropy_bound) c.entropy_bound = *s.entropy_bound;
+  if (s.stability_threshold) c.stability_threshold = *s.stability_threshold;
+  if (s.confidence_threshold) c.confidence_threshold = *s.confidence_threshold;
+  validate_generation_config(c, path + ": diffusion.eb_* keys");
+  return loaded;
 }
 
 }  // namespace
@@ -74,7 +93,7 @@ std::vector<int32_t> parse_token_ids(const std::string& text, const std::string&
 }
 
 int64_t model_canvas_length(const std::string& model_dir, const std::string& model_config) {
-  return load_model_config(config_path(model_dir, model_config)).canvas_length;
+  return load_checkpoint_config(model_dir, model_config).canvas_length;
 }
 
 void check_context_fits(const GenerationConfig& config, int64_t prompt_tokens, int64_t cached, int64_t canvas_length) {
@@ -167,7 +186,8 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
   const std::string path = generation_config.empty() ? model_dir : generation_config;
   if (!generation_config.empty() && !std::filesystem::exists(generation_config))
     throw Error("--generation-config: " + generation_config + " does not exist");
-  LoadedGenerationConfig loaded = load_generation_config(path);
+  const bool gguf = generation_config.empty() && is_gguf_checkpoint(model_dir);
+  LoadedGenerationConfig loaded = gguf ? gguf_generation_config(model_dir) : load_generation_config(path);
   if (!loaded.file_found && !quiet)
     std::fprintf(stderr,
                  "warning: no generation_config.json in %s; using the published defaults (docs/model.md §3.1)\n",
@@ -202,6 +222,8 @@ GenerationConfig GenerationFlags::resolve(const std::string& model_dir, bool qui
   if (!ctx_size.empty()) {
     c.context_size = to_int(ctx_size, "--ctx-size", INT64_MIN);
     if (c.context_size < 0) throw UsageError("option --ctx-size: expected a size >= 0 (0 = no limit), got " + ctx_size);
+  } else if (is_gguf_checkpoint(model_dir)) {
+    c.context_size = load_checkpoint_config(model_dir).max_position_embeddings;
   } else if (const std::string cfg = config_path(model_dir, model_config); std::filesystem::exists(cfg)) {
     c.context_size = load_model_config(cfg).max_position_embeddings;
   }

@@ -23,7 +23,8 @@ struct GenerationFlags {
   int64_t seed = -1;
 
   void add_to(FlagParser& p);
-  // Reads the config for `model_dir` and applies the overrides. Prints a
+  // Reads the config for `model_dir` (a GGUF file: its diffusion.eb_* keys
+  // over the defaults, docs/formats.md §5.3) and applies the overrides. Prints a
   // warning to stderr when no generation_config.json exists (docs/model.md §6.3: a
   // silent fallback changes stopping and EOS behaviour) unless `quiet`.
   // context_size comes from --ctx-size, else from max_position_embeddings
@@ -46,7 +47,8 @@ std::vector<int32_t> parse_token_ids(const std::string& text, const std::string&
 // canvases of `canvas_length` for max_new_tokens. Lets the CLI refuse before
 // it loads the model; generate() checks again.
 void check_context_fits(const GenerationConfig& config, int64_t prompt_tokens, int64_t cached, int64_t canvas_length);
-// Canvas length of the model in `model_dir` (or `model_config`), from config.json.
+// Canvas length of the model in `model_dir` (or `model_config`), from
+// config.json or a GGUF file's keys.
 int64_t model_canvas_length(const std::string& model_dir, const std::string& model_config = "");
 
 }  // namespace dgemma::cli

@@ -27,7 +27,8 @@ std::unique_ptr<Backend> make_cli_backend(const std::string& spec, int threads) 
 }
 
 void ModelFlags::add_to(FlagParser& p) {
-  p.add_string("-m,--model", &model_dir, "checkpoint folder (config.json + *.safetensors)", "DIR");
+  p.add_string("-m,--model", &model_dir,
+               "checkpoint folder (config.json + *.safetensors) or GGUF file (any part of a split one)", "DIR|FILE");
   p.add_string("--config", &config, "use this config.json instead of DIR/config.json", "FILE");
   p.add_choice("--precision", &precision,
                "fp32: Transformers in float32 - weights as stored and widened exactly, fp32 activations, "

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/checkpoint_source.h"
 #include "dgemma/error.h"
 #include "model/default_model.h"
 
@@ -19,7 +20,10 @@ const char* const kDefaultModelHelp =
 
 std::string resolve_model_dir(const ModelFlags& mf, bool quiet) {
   if (!mf.model_dir.empty()) {
-    if (!std::filesystem::is_directory(mf.model_dir)) throw Error("-m " + mf.model_dir + ": no such checkpoint folder");
+    if (!std::filesystem::is_directory(mf.model_dir) && !is_gguf_checkpoint(mf.model_dir))
+      throw Error("-m " + mf.model_dir +
+                  (std::filesystem::exists(mf.model_dir) ? ": neither a checkpoint folder nor a GGUF file"
+                                                         : ": no such checkpoint folder or GGUF file"));
     return mf.model_dir;
   }
   const DefaultModel m = ensure_default_model();
@@ -42,6 +46,37 @@ std::string resolve_tokenizer_path(const std::string& flag, const std::string& m
   if (!std::filesystem::exists(path))
     throw Error("no tokenizer.json in " + model_dir + " (give one with --tokenizer FILE)");
   return path;
+}
+
+TokenizerArrays gguf_tokenizer_arrays(const GgufKeys& keys) {
+  TokenizerArrays a;
+  a.source = keys.source();
+  a.model = std::string(keys.string("tokenizer.ggml.model"));
+  for (std::string_view t : keys.strings("tokenizer.ggml.tokens")) a.tokens.emplace_back(t);
+  if (keys.has("tokenizer.ggml.token_type"))
+    for (int64_t t : keys.integers("tokenizer.ggml.token_type")) a.types.push_back(int32_t(t));
+  if (keys.has("tokenizer.ggml.merges"))
+    for (std::string_view m : keys.strings("tokenizer.ggml.merges")) a.merges.emplace_back(m);
+  auto id = [&](const char* key) {
+    if (!keys.has(key)) return int32_t(-1);
+    const int64_t v = keys.integer(key);
+    if (v < 0 || v > INT32_MAX)
+      throw Error(keys.source() + ": key " + key + ": id " + std::to_string(v) + " is invalid");
+    return int32_t(v);
+  };
+  a.unknown_id = id("tokenizer.ggml.unknown_token_id");
+  a.bos_id = id("tokenizer.ggml.bos_token_id");
+  a.eos_id = id("tokenizer.ggml.eos_token_id");
+  a.add_bos = keys.has("tokenizer.ggml.add_bos_token") && keys.boolean("tokenizer.ggml.add_bos_token");
+  if (keys.has("tokenizer.ggml.add_space_prefix") && keys.boolean("tokenizer.ggml.add_space_prefix"))
+    throw Error(keys.source() + ": key tokenizer.ggml.add_space_prefix: true is not supported (gemma4 adds no prefix)");
+  return a;
+}
+
+Tokenizer load_model_tokenizer(const std::string& flag, const std::string& model) {
+  if (flag.empty() && is_gguf_checkpoint(model))
+    return Tokenizer::from_arrays(gguf_tokenizer_arrays(GgufModelFiles::open(model).keys()));
+  return Tokenizer::load(resolve_tokenizer_path(flag, model));
 }
 
 }  // namespace dgemma::cli

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "backend/backend_factory.h"
+#include "checkpoint/checkpoint_source.h"
 #include "dgemma/error.h"
 #include "flags.h"
 #include "io/safetensors.h"
@@ -62,13 +63,26 @@ int run_plan(const Args& args) {
   r.margin_bytes = parse_flag_value("--margin", [&] { return parse_bytes(margin); });
   r.replicate_embedding = replicate;
   r.kv_bytes_per_element = kv_dtype == "fp32" ? 4 : 2;
-  ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
-  TensorStore store = TensorStore::open_dir(dir);
+  const CheckpointSource src = open_checkpoint(dir);
+  const ModelConfig& config = src.config;
+  const TensorStore& store = src.store;
   BindOptions bo;
   bo.verify_tied_copies = false;
   ModelWeights w = bind_weights(config, store, bo);
   std::map<std::string, uint64_t> bytes;
-  for (const auto& b : w.bound) bytes[b.expected.name] = quantized_bytes(b, *mode);
+  for (const auto& b : w.bound) {
+    uint64_t& n = bytes[b.expected.name];
+    n = quantized_bytes(b, *mode);
+    // A quantized embedding table is also expanded once to bf16 for the soft
+    // embedding, which multiplies with the whole table (docs/model.md §6.3
+    // pitfall 10); that copy lives where the embedding does.
+    const bool quantized = b.storage != dtype_name(b.dtype) || n != b.nbytes;
+    if (b.expected.component == Component::kEmbedding && quantized) {
+      uint64_t elems = 1;
+      for (const int64_t d : b.expected.shape) elems *= uint64_t(d);
+      n += elems * 2;
+    }
+  }
   try {
     Plan plan = make_plan(config, bytes, r);
     if (as_json) {

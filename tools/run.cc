@@ -82,7 +82,7 @@ int run_run(const Args& args) {
 
   const auto t0 = std::chrono::steady_clock::now();
   mf.model_dir = resolve_model_dir(mf, quiet);
-  const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
+  const Tokenizer tokenizer = load_model_tokenizer(tokenizer_flag, mf.model_dir);
   const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
   std::vector<int32_t> ids;
   if (raw) {

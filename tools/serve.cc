@@ -148,7 +148,7 @@ int run_serve(const Args& args) {
 
   const std::string model_flag = mf.model_dir;
   mf.model_dir = resolve_model_dir(mf, quiet);
-  const Tokenizer tokenizer = Tokenizer::load(resolve_tokenizer_path(tokenizer_flag, mf.model_dir));
+  const Tokenizer tokenizer = load_model_tokenizer(tokenizer_flag, mf.model_dir);
   const GenerationConfig config = gf.resolve(mf.model_dir, quiet);
   mf.no_progress = mf.no_progress || quiet;  // -q: no progress bar either
   auto model = mf.load();

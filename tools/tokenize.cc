@@ -139,12 +139,11 @@ int run(const Args& args) {
   if (flags.positional().size() > 1)
     throw UsageError("tokenize: expected at most one input argument, got " + std::to_string(flags.positional().size()) +
                      " (quote the text)");
-  std::string path = o.tokenizer_path;
-  if (path.empty() && !o.model_dir.empty()) path = o.model_dir + "/tokenizer.json";
-  if (path.empty()) {  // the default model's tokenizer, as `run` without -m
-    path = resolve_tokenizer_path("", resolve_model_dir(ModelFlags{}, true));
-  }
-  Tokenizer tok = Tokenizer::load(path);
+  // --tokenizer, -m (a folder's tokenizer.json or a GGUF file's own), or the
+  // default model's tokenizer, as `run` without -m.
+  const std::string model =
+      o.model_dir.empty() && o.tokenizer_path.empty() ? resolve_model_dir(ModelFlags{}, true) : o.model_dir;
+  Tokenizer tok = o.tokenizer_path.empty() ? load_model_tokenizer("", model) : Tokenizer::load(o.tokenizer_path);
   std::string input = flags.positional().empty() ? read_stdin() : flags.positional()[0];
 
   if (o.jsonl) return run_jsonl(tok, o, input);

@@ -264,6 +264,10 @@ int RopeSpec::rotated_pairs(int head_dim) const {
   return head_dim / 2;
 }
 
+void point_layer_ropes(ModelConfig& c) {
+  for (LayerSpec& L : c.layers) L.rope = L.type == LayerType::kFull ? &c.rope_full : &c.rope_sliding;
+}
+
 ModelConfig load_model_config(const std::string& path) { return parse_model_config(read_text_file(path), path); }
 
 ModelConfig parse_model_config(const std::string& text, const std::string& source) {

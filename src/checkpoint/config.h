@@ -66,6 +66,9 @@ struct ModelConfig {
 // given either as `per_layer_config` or as flat `global_head_dim` /
 // `num_global_key_value_heads`. Errors name the file, field and value.
 ModelConfig load_model_config(const std::string& path);
+// Points every LayerSpec::rope at `c`'s own rope_sliding / rope_full (after
+// a copy or move of the config, whose pointers still name the source).
+void point_layer_ropes(ModelConfig& c);
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
 
 }  // namespace dgemma

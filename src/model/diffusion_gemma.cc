@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "checkpoint/checkpoint_source.h"
 #include "dgemma/error.h"
 #include "model/op_site.h"
 
@@ -23,17 +24,15 @@ DecoderWindow parse_decoder_window(const std::string& name) {
 
 std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, std::unique_ptr<Backend> backend,
                                                      const ModelOptions& options) {
-  return load(dir, (std::filesystem::path(dir) / "config.json").string(), std::move(backend), options);
+  return load(dir, std::string(), std::move(backend), options);
 }
 
 std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, const std::string& config_path,
                                                      std::unique_ptr<Backend> backend, const ModelOptions& options) {
   if (!backend) throw Error(dir + ": no backend given to run the model on");
-  if (!std::filesystem::is_directory(dir)) throw Error(dir + ": not a checkpoint directory");
-  ModelConfig config = load_model_config(config_path);
-  TensorStore store = TensorStore::open_dir(dir);
+  CheckpointSource src = open_checkpoint(dir, config_path);
   return std::unique_ptr<DiffusionGemma>(
-      new DiffusionGemma(std::move(config), std::move(store), std::move(backend), options));
+      new DiffusionGemma(std::move(src.config), std::move(src.store), std::move(backend), options));
 }
 
 DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, std::unique_ptr<Backend> backend,

@@ -44,12 +44,14 @@ struct ModelOptions {
 
 class DiffusionGemma : public DiffusionModel {
  public:
-  // Loads config.json + safetensors from a checkpoint folder; its ops run on
+  // Loads a checkpoint folder (config.json + safetensors) or a GGUF file
+  // (checkpoint/checkpoint_source.h); its ops run on
   // `backend`, which the model owns (set_backend() can route them to another
   // one later; this one still serves thread_pool()).
   static std::unique_ptr<DiffusionGemma> load(const std::string& dir, std::unique_ptr<Backend> backend,
                                               const ModelOptions& options = {});
-  // Same, with an explicit config file (e.g. an alternative spelling).
+  // Same, with an explicit config file (e.g. an alternative spelling; empty:
+  // the folder's config.json; a GGUF file takes none).
   static std::unique_ptr<DiffusionGemma> load(const std::string& dir, const std::string& config_path,
                                               std::unique_ptr<Backend> backend, const ModelOptions& options);
 

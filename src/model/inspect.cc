@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/checkpoint_source.h"
 #include "core/format.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
@@ -23,9 +24,13 @@ CheckpointReport inspect_checkpoint(const std::string& dir, int64_t context) {
   CheckpointReport r;
   r.dir = dir;
   r.context = context;
-  r.config = load_model_config((std::filesystem::path(dir) / "config.json").string());
-  TensorStore store = TensorStore::open_dir(dir);
-  r.files = store.files().size();
+  CheckpointSource src = open_checkpoint(dir);
+  r.config = std::move(src.config);
+  point_layer_ropes(r.config);
+  const TensorStore& store = src.store;
+  r.files = store.files().size() + store.gguf_parts().size();
+  r.file_format = src.is_gguf() ? "GGUF" : "safetensors";
+  r.stored_tensors = store.names().size();
   BindOptions bo;
   bo.verify_tied_copies = false;  // inspection reads no weight data
   ModelWeights w = bind_weights(r.config, store, bo);
@@ -84,6 +89,8 @@ json::Value report_to_json(const CheckpointReport& r) {
   arch.set("final_logit_softcapping", c.final_logit_softcapping);
   o.set("architecture", std::move(arch));
   o.set("files", int64_t(r.files));
+  o.set("file_format", r.file_format);
+  o.set("stored_tensors", int64_t(r.stored_tensors));
   o.set("parameters_total", r.parameters_total);
   json::Value pc = json::Object{};
   for (const auto& [k, v] : r.parameters_by_component) pc.set(k, v);
@@ -139,7 +146,8 @@ std::string report_to_text(const CheckpointReport& r) {
   };
   int n_full = 0;
   for (const auto& L : c.layers) n_full += L.type == LayerType::kFull;
-  add("checkpoint      %s (%zu safetensors file%s)\n", r.dir.c_str(), r.files, r.files == 1 ? "" : "s");
+  add("checkpoint      %s (%zu %s file%s, %zu tensors)\n", r.dir.c_str(), r.files, r.file_format.c_str(),
+      r.files == 1 ? "" : "s", r.stored_tensors);
   add("model           %s, %d layers (%d sliding, %d full), hidden %d, vocab %lld\n", c.model_type.c_str(),
       c.num_layers, c.num_layers - n_full, n_full, c.hidden_size, (long long)c.vocab_size);
   add("attention       %d heads; sliding: %d kv heads x %d, window %d; full: %d kv heads x %d (K=V)\n", c.num_heads,

@@ -29,6 +29,8 @@ struct CheckpointReport {
   uint64_t kv_cache_bytes = 0;   // fp32 cache at `context` committed positions
   uint64_t workspace_bytes = 0;  // per-canvas buffers (logits, self-conditioning, activations)
   size_t files = 0;
+  std::string file_format = "safetensors";  // or "GGUF"
+  size_t stored_tensors = 0;                // tensors in the files (GGUF: rope_freqs included)
 };
 
 CheckpointReport inspect_checkpoint(const std::string& dir, int64_t context);

@@ -93,7 +93,11 @@ bool bind_quantized(const QuantContext& quant, const ExpectedTensor& ex, BoundTe
   b.nbytes = q->quant->stored_bytes;
   b.storage = std::string(quant_scheme_name(q->quant->scheme));
   // A scheme whose weights choose their code width (MLX affine) names it: "affine4".
-  if (scheme_traits(q->quant->scheme).code_bits == 0) b.storage += std::to_string(q->quant->bits);
+  // A GGUF block tensor names its ggml type: "q4_K" (docs/formats.md §5.2).
+  if (q->quant->scheme == QuantScheme::kGgml)
+    b.storage = std::string(ggml_type_name(q->quant->ggml_type));
+  else if (scheme_traits(q->quant->scheme).code_bits == 0)
+    b.storage += std::to_string(q->quant->bits);
   bn.refs[ex.name] = std::move(*q);
   return true;
 }

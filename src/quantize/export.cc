@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "dgemma/error.h"
 #include "io/safetensors.h"
+#include "checkpoint/checkpoint_source.h"
 #include "checkpoint/config.h"
 #include "checkpoint/tensor_names.h"
 #include "quantize/export_format.h"
@@ -145,8 +146,8 @@ void check_export_input(const std::string& in_dir, const ExportOptions& o) {
   if (o.format == ExportFormat::kNvfp4Experts && (o.quantize_embeddings || o.quantize_router))
     throw Error(
         "nvfp4-experts quantizes the routed experts only (docs/formats.md §3.1); embeddings and router stay BF16");
-  load_model_config((fs::path(in_dir) / "config.json").string());
-  if (auto q = detect_quantization(TensorStore::open_dir(in_dir)))
+  const CheckpointSource src = open_checkpoint(in_dir);
+  if (auto q = detect_quantization(src.store))
     throw Error(in_dir + " is already quantized (" + std::string(checkpoint_quant_name(q->kind)) + ", " + q->source +
                 "); dgemma quantize needs a BF16/F16/F32 checkpoint");
 }
@@ -157,13 +158,14 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
     throw Error(std::string(export_format_name(o.format)) +
                 " has no activation parameters to calibrate (docs/formats.md §3.5); calibration feeds nvfp4-experts");
   const std::string config_path = (fs::path(in_dir) / "config.json").string();
-  const ModelConfig config = load_model_config(config_path);
+  const CheckpointSource src = open_checkpoint(in_dir);
+  const ModelConfig& config = src.config;
   if (o.expert_inputs &&
       (o.expert_inputs->num_layers != config.num_layers || o.expert_inputs->num_experts != config.num_experts))
     throw Error(in_dir + ": the calibrated ranges cover " + std::to_string(o.expert_inputs->num_layers) +
                 " layers of " + std::to_string(o.expert_inputs->num_experts) + " experts, the checkpoint has " +
                 std::to_string(config.num_layers) + " of " + std::to_string(config.num_experts));
-  const TensorStore store = TensorStore::open_dir(in_dir);
+  const TensorStore& store = src.store;
   prepare_out_dir(in_dir, out_dir);
 
   const std::vector<ExpectedTensor> expected = expected_tensors(config);
@@ -225,8 +227,9 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
 
 void export_dequantized(const std::string& in_dir, const std::string& out_dir) {
   const std::string config_path = (fs::path(in_dir) / "config.json").string();
-  const ModelConfig config = load_model_config(config_path);
-  const TensorStore store = TensorStore::open_dir(in_dir);
+  const CheckpointSource src = open_checkpoint(in_dir);
+  const ModelConfig& config = src.config;
+  const TensorStore& store = src.store;
   const std::optional<QuantContext> ctx = detect_quantization(store);
   prepare_out_dir(in_dir, out_dir);
 

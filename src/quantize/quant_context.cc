@@ -7,6 +7,7 @@
 
 #include "core/file_io.h"
 #include "dgemma/error.h"
+#include "io/gguf.h"
 #include "quantize/format_rows.h"
 
 namespace dgemma {
@@ -179,6 +180,14 @@ const std::string* QuantContext::excluded_by(const std::string& path) const {
 }
 
 std::optional<QuantContext> detect_quantization(const TensorStore& store) {
+  if (!store.gguf_parts().empty()) {
+    QuantContext q;
+    q.store = &store;
+    q.kind = CheckpointQuant::kGguf;
+    q.source = store.gguf_parts().front()->path();
+    q.default_dtype = DType::kF32;
+    return q;
+  }
   const std::filesystem::path dir(store.dir());
   const std::string config_path = (dir / "config.json").string();
   const std::string hf_path = (dir / "hf_quant_config.json").string();

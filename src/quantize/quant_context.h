@@ -16,7 +16,7 @@
 
 namespace dgemma {
 
-enum class CheckpointQuant { kNone, kBitsAndBytes, kModelOpt, kMlx };
+enum class CheckpointQuant { kNone, kBitsAndBytes, kModelOpt, kMlx, kGguf };
 
 // One row per CheckpointQuant, in enum order: its name in messages. Its
 // reader is chosen in resolve.cc.
@@ -24,11 +24,12 @@ struct CheckpointFormat {
   CheckpointQuant kind;
   std::string_view name;
 };
-inline constexpr std::array<CheckpointFormat, 4> kCheckpointFormats = {{
+inline constexpr std::array<CheckpointFormat, 5> kCheckpointFormats = {{
     {CheckpointQuant::kNone, "none"},
     {CheckpointQuant::kBitsAndBytes, "bitsandbytes-nf4"},
     {CheckpointQuant::kModelOpt, "modelopt-nvfp4"},
     {CheckpointQuant::kMlx, "mlx-affine"},
+    {CheckpointQuant::kGguf, "gguf"},
 }};
 std::string_view checkpoint_quant_name(CheckpointQuant q);
 
@@ -68,7 +69,9 @@ struct QuantContext {
   const std::string* excluded_by(const std::string& module_path) const;
 };
 
-// docs/formats.md §7, in its order: a top-level MLX `quantization` object first;
+// A GGUF store (TensorStore::gguf_parts() not empty) is kGguf whatever its
+// tensor types (docs/formats.md §5.3): its block tensors bind as ggml
+// weights, the others plain. Else docs/formats.md §7, in its order: a top-level MLX `quantization` object first;
 // then `quantization_config.quant_method` (bitsandbytes, modelopt) and
 // hf_quant_config.json; without any config entry, tensor names that only a
 // quantized checkpoint has (`*.quant_state.bitsandbytes__*`,

@@ -23,6 +23,9 @@ std::shared_ptr<QuantizedWeight> read_modelopt_nvfp4(const QuantContext& ctx, co
 // docs/formats.md §4: quantized iff `<module>.scales` exists.
 std::shared_ptr<QuantizedWeight> read_mlx_affine(const QuantContext& ctx, const ExpectedTensor& ex,
                                                  const std::string& name);
+// docs/formats.md §5.3: a GGUF tensor of a ggml block type, used in place.
+std::shared_ptr<QuantizedWeight> read_gguf_blocks(const QuantContext& ctx, const ExpectedTensor& ex,
+                                                  const std::string& name);
 
 // "<file>: tensor <name>" for messages.
 std::string where(const TensorView& v);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "checkpoint/gguf_names.h"
 #include "dgemma/error.h"
 #include "quantize/readers.h"
 
@@ -48,6 +49,7 @@ std::shared_ptr<QuantizedWeight> read_one(const QuantContext& ctx, const Expecte
     case CheckpointQuant::kBitsAndBytes: return quant::read_bnb_nf4(ctx, ex, name);
     case CheckpointQuant::kModelOpt: return quant::read_modelopt_nvfp4(ctx, ex, name);
     case CheckpointQuant::kMlx: return quant::read_mlx_affine(ctx, ex, name);
+    case CheckpointQuant::kGguf: return quant::read_gguf_blocks(ctx, ex, name);
     case CheckpointQuant::kNone: return nullptr;
   }
   return nullptr;
@@ -97,6 +99,8 @@ std::optional<WeightRef> resolve_quantized(const QuantContext& ctx, const Expect
 }
 
 bool is_ignored_quant_tensor(const QuantContext& ctx, const std::string& name) {
+  // The full layers' RoPE factors: read into the config (docs/formats.md §5.3).
+  if (ctx.kind == CheckpointQuant::kGguf) return name == kGgufRopeFreqsName;
   if (ctx.kind != CheckpointQuant::kModelOpt) return false;
   for (const char* s : {".k_scale", ".v_scale"}) {
     const size_t n = std::strlen(s);

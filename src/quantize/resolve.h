@@ -27,7 +27,9 @@ std::optional<WeightRef> resolve_quantized(const QuantContext& ctx, const Expect
 
 // Stored tensors of a quantized checkpoint the engine reads nothing from
 // and that belong to no expected tensor: ModelOpt KV-cache scales
-// (`*.k_scale`, `*.v_scale`; the KV cache stays fp32, docs/formats.md §3.4).
+// (`*.k_scale`, `*.v_scale`; the KV cache stays fp32, docs/formats.md §3.4),
+// and a GGUF file's `rope_freqs.weight`, which the config reads
+// (docs/formats.md §5.3).
 bool is_ignored_quant_tensor(const QuantContext& ctx, const std::string& name);
 
 }  // namespace dgemma
