@@ -34,6 +34,7 @@ struct Decoder {
   I8Values values = I8Values::kS8;  // the range of the decoded values
   NibbleTable table{};              // 4-bit code → integer value
   float nf4_factor = 0;             // NF4: cmax / 32767
+  int64_t ggml_elems = 0, ggml_bytes = 0, ggml_row = 0;  // ggml: block elements and bytes, row bytes
 
   explicit Decoder(const QuantizedWeight& qw) : w(qw) {
     const Int8WeightValues wv = int8_weight_values(qw);
@@ -42,6 +43,12 @@ struct Decoder {
     values = wv.values;
     nf4_factor = wv.nf4_factor;
     table = nibble_table(wv.levels);
+    if (qw.scheme == QuantScheme::kGgml) {
+      const GgmlTypeTraits& g = ggml_traits(qw.ggml_type);
+      ggml_elems = g.block_elems;
+      ggml_bytes = g.block_bytes;
+      ggml_row = int64_t(ggml_row_bytes(qw.ggml_type, qw.cols));
+    }
   }
 
   // The stored codes of row r, columns [k0, k0 + kc): where they start and
@@ -51,11 +58,8 @@ struct Decoder {
     if (w.scheme == QuantScheme::kNF4) return {w.slices.front().codes + (r * K + k0) / 2, kc / 2};
     const QuantSlice& sl = w.slice_for(r);
     const int64_t lr = r - sl.row_begin;
-    if (w.scheme == QuantScheme::kGgml) {  // whole blocks: k0 and kc are multiples of the block
-      const GgmlTypeTraits& g = ggml_traits(w.ggml_type);
-      return {sl.codes + int64_t(ggml_row_bytes(w.ggml_type, K)) * lr + k0 / g.block_elems * g.block_bytes,
-              kc / g.block_elems * g.block_bytes};
-    }
+    if (w.scheme == QuantScheme::kGgml)  // whole blocks: k0 and kc are multiples of the block
+      return {sl.codes + ggml_row * lr + k0 / ggml_elems * ggml_bytes, kc / ggml_elems * ggml_bytes};
     if (!four_bit()) return {sl.codes + lr * K + k0, kc};
     return {sl.codes + lr * (K / 2) + k0 / 2, kc / 2};
   }
@@ -184,7 +188,10 @@ struct TileBuffers {
 void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& a, int64_t row0, int64_t j0, int nr,
               int64_t m0, int64_t m1, TileBuffers& b, float* out, int64_t ld_out) {
   const int64_t K = a.k;
-  for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, 0, std::min(kChunk, K));
+  // ggml blocks keep their scales among the codes: the scales below read
+  // every block of the rows, so the whole rows are asked for first.
+  const int64_t ahead = dec.ggml_elems ? K : std::min(kChunk, K);
+  for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, 0, ahead);
   b.acc.assign(size_t((m1 - m0) * kI8TileRows), 0.0f);
   for (int j = 0; j < nr; ++j) dec.scales(row0 + j0 + j, 0, K, b.ws.data() + j, b.wb.data() + j);
   for (int j = nr; j < kI8TileRows; ++j) {  // past the last weight row: zero scales
