@@ -15,6 +15,10 @@
 // density of a 256-token canvas — 64 tokens, top-8 over 32 experts of the
 // real size (H = 2816, I = 704), so about 16 tokens per expert, spread as a
 // random routing spreads them — in the bf16 modes and per quantized format.
+//
+// ggml_*: ggml block weights (random blocks of the same spread, random_ggml.h)
+// on the integer path; ggml_q4_k_m in the MoE layer is the published Q4_K_M
+// experts' mix, gate_up Q4_K and down Q8_0 (docs/formats.md §5.3).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -26,6 +30,7 @@
 #include "backend/cpu/blas_baseline.h"
 #include "backend/cpu/cpu_backend.h"
 #include "quantize/quantizers.h"
+#include "random_ggml.h"
 #include "support/test_rng.h"
 
 namespace dgemma {
@@ -37,7 +42,7 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{"expert_M16", 16, 1408, 2816}, {"canvas_M256", 256, 2112, 2816}};
 
-enum class Kind { kBf16, kF32, kNf4, kNvfp4, kMlx4, kMlx8, kInt8, kSgemm };
+enum class Kind { kBf16, kF32, kNf4, kNvfp4, kMlx4, kMlx8, kInt8, kSgemm, kQ4K, kQ6K, kQ8_0, kQ4KM };
 struct Variant {
   const char* label;
   Kind kind;
@@ -49,7 +54,8 @@ constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},   {"f32", Kind::kF32},
                                  {"mlx4", Kind::kMlx4},   {"mlx4_int8dot", Kind::kMlx4, true},
                                  {"mlx8", Kind::kMlx8},   {"mlx8_int8dot", Kind::kMlx8, true},
                                  {"int8", Kind::kInt8},   {"int8_int8dot", Kind::kInt8, true},
-                                 {"sgemm", Kind::kSgemm}};
+                                 {"ggml_q4_k_int8dot", Kind::kQ4K, true}, {"ggml_q6_k_int8dot", Kind::kQ6K, true},
+                                 {"ggml_q8_0_int8dot", Kind::kQ8_0, true}, {"sgemm", Kind::kSgemm}};
 
 int threads() {
   const char* t = std::getenv("DGEMMA_BENCH_THREADS");
@@ -117,6 +123,26 @@ const Weights& weights(const std::string& label, const std::vector<int64_t>& sha
       w.q = quant::quantize_weight(QuantScheme::kAffine, src, shape, DType::kBF16, p);
       break;
     case Kind::kInt8: w.q = quant::quantize_weight(QuantScheme::kInt8, src, shape, DType::kBF16, p); break;
+    case Kind::kQ4K:
+    case Kind::kQ6K:
+    case Kind::kQ8_0:
+    case Kind::kQ4KM: {
+      const GgmlType t = k == Kind::kQ6K ? GgmlType::kQ6_K
+                         : k == Kind::kQ8_0 || (k == Kind::kQ4KM && label == "down") ? GgmlType::kQ8_0
+                                                                                       : GgmlType::kQ4_K;
+      auto q = std::make_shared<QuantizedWeight>();
+      q->scheme = QuantScheme::kGgml;
+      q->ggml_type = t;
+      q->shape = shape;
+      q->cols = shape.back();
+      q->rows = n / q->cols;
+      q->block = ggml_traits(t).block_elems;
+      q->owned.push_back(ggml_bench::random_blocks(t, q->rows, q->cols, 0.05f, 1));
+      q->stored_bytes = q->owned.back().size();
+      q->slices = {QuantSlice{0, q->rows, q->owned.back().data()}};
+      w.q = q;
+      break;
+    }
   }
   w.ref.dtype = DType::kBF16;
   w.ref.data = w.q->slices.front().codes;
@@ -206,7 +232,8 @@ int main(int argc, char** argv) {
                                                   {{"nf4_int8dot", Kind::kNf4, true}, false},
                                                   {{"nvfp4_int8dot", Kind::kNvfp4, true}, false},
                                                   {{"mlx4_int8dot", Kind::kMlx4, true}, false},
-                                                  {{"int8_int8dot", Kind::kInt8, true}, false}};
+                                                  {{"int8_int8dot", Kind::kInt8, true}, false},
+                                                  {{"ggml_q4_k_m_int8dot", Kind::kQ4KM, true}, false}};
   for (const auto& [v, bf16_dot] : moe)
     benchmark::RegisterBenchmark((std::string("moe_layer/") + v.label).c_str(), dgemma::bench_moe, v, bf16_dot)
         ->Unit(benchmark::kMillisecond)

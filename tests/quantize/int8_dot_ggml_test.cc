@@ -212,9 +212,9 @@ std::vector<float> gemm(const cpu::Int8DotIsa& isa, const WeightRef& w, int64_t 
   return out;
 }
 
-// Columns: three K-quant blocks, or 22 blocks of 32 (two decoded chunks of
-// 512 and 192 columns).
-int64_t cols_of(GgmlType t) { return ggml_traits(t).block_elems == 256 ? 768 : 704; }
+// Columns: three K-quant blocks (decoded chunks of 512 and 256 columns), or
+// 23 blocks of 32 (chunks of 512 and 224: a last run of 32 after whole 64s).
+int64_t cols_of(GgmlType t) { return ggml_traits(t).block_elems == 256 ? 768 : 736; }
 
 TEST(Int8DotGgml, EveryIntegerTypeButQ2KRunsOnIt) {
   Rng rng(1);

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/ggml_types.h"
 #include "core/thread_pool.h"
 #include "ops/op.h"
 #include "quantize/integer_levels.h"
@@ -82,6 +83,9 @@ struct Int8Activations {
   float* d = nullptr;
   float* ds = nullptr;
   const int8_t* q8 = nullptr;
+  // q + 128 as unsigned bytes, u8[m·kp + k], for the levels with byte
+  // products (Int8DotIsa::byte_tile) on byte-level weights; else null.
+  const uint8_t* u8 = nullptr;
 };
 
 // A 16-entry int16 table as two pshufb tables: the low and the high bytes.
@@ -128,6 +132,18 @@ struct Int8DotIsa {
   // per row and interleave(), without the row buffer.
   void (*nibble_pairs)(const uint8_t* const* rows, int nr, int64_t kc, bool high_first, const NibbleTable& table,
                        int16_t* v) = nullptr;
+  // The integer levels of n columns of ggml blocks as bytes (int8_dot_ggml.h
+  // ggml_levels; every level gives the same bytes).
+  void (*ggml_levels)(GgmlType t, const uint8_t* blocks, int64_t n, uint8_t* out) = nullptr;
+  // Optional byte products for weights whose levels are bytes (the ggml
+  // types; int8_dot_bytes.cc): byte_quads() lays 16 rows of kc levels
+  // (rows[j·ld + k], int8) out as quads of columns by row, and sums each
+  // row's levels per sub-block into wsum[s·16 + j]; byte_tile() is tile()
+  // over them with the activations of Int8Activations::u8: the same integer
+  // sums and epilogue, so the same bits.
+  void (*byte_quads)(const int8_t* rows, int64_t ld, int64_t kc, int sub, uint8_t* v, int32_t* wsum) = nullptr;
+  void (*byte_tile)(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const uint8_t* v,
+                    const int32_t* wsum, const float* ws, const float* wb, float* acc) = nullptr;
 };
 inline constexpr int kI8TileRows = 16;
 
@@ -146,6 +162,18 @@ namespace int8avx512 {
 void nibble_pairs(const uint8_t* const* rows, int nr, int64_t kc, bool high_first, const NibbleTable& table,
                   int16_t* v);
 }  // namespace int8avx512
+
+namespace int8avx2 {
+// Int8DotIsa::ggml_levels on AVX2 (int8_dot_ggml_avx2.cc).
+void ggml_levels(GgmlType t, const uint8_t* blocks, int64_t n, uint8_t* out);
+}  // namespace int8avx2
+
+namespace int8bytes {
+// Int8DotIsa::byte_quads and byte_tile on AVX512-VNNI (int8_dot_bytes.cc).
+void quads(const int8_t* rows, int64_t ld, int64_t kc, int sub, uint8_t* v, int32_t* wsum);
+void tile(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const uint8_t* v,
+          const int32_t* wsum, const float* ws, const float* wb, float* acc);
+}  // namespace int8bytes
 
 namespace int8amx {
 // The AMX-INT8 level (int8_dot_amx.cc), built on the AVX2 level's

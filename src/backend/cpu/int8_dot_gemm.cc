@@ -34,6 +34,7 @@ struct Decoder {
   I8Values values = I8Values::kS8;  // the range of the decoded values
   NibbleTable table{};              // 4-bit code → integer value
   float nf4_factor = 0;             // NF4: cmax / 32767
+  int64_t ggml_elems = 0, ggml_bytes = 0, ggml_row = 0;  // ggml: block elements and bytes, row bytes
 
   explicit Decoder(const QuantizedWeight& qw) : w(qw) {
     const Int8WeightValues wv = int8_weight_values(qw);
@@ -42,6 +43,12 @@ struct Decoder {
     values = wv.values;
     nf4_factor = wv.nf4_factor;
     table = nibble_table(wv.levels);
+    if (qw.scheme == QuantScheme::kGgml) {
+      const GgmlTypeTraits& g = ggml_traits(qw.ggml_type);
+      ggml_elems = g.block_elems;
+      ggml_bytes = g.block_bytes;
+      ggml_row = int64_t(ggml_row_bytes(qw.ggml_type, qw.cols));
+    }
   }
 
   // The stored codes of row r, columns [k0, k0 + kc): where they start and
@@ -51,11 +58,8 @@ struct Decoder {
     if (w.scheme == QuantScheme::kNF4) return {w.slices.front().codes + (r * K + k0) / 2, kc / 2};
     const QuantSlice& sl = w.slice_for(r);
     const int64_t lr = r - sl.row_begin;
-    if (w.scheme == QuantScheme::kGgml) {  // whole blocks: k0 and kc are multiples of the block
-      const GgmlTypeTraits& g = ggml_traits(w.ggml_type);
-      return {sl.codes + int64_t(ggml_row_bytes(w.ggml_type, K)) * lr + k0 / g.block_elems * g.block_bytes,
-              kc / g.block_elems * g.block_bytes};
-    }
+    if (w.scheme == QuantScheme::kGgml)  // whole blocks: k0 and kc are multiples of the block
+      return {sl.codes + ggml_row * lr + k0 / ggml_elems * ggml_bytes, kc / ggml_elems * ggml_bytes};
     if (!four_bit()) return {sl.codes + lr * K + k0, kc};
     return {sl.codes + lr * (K / 2) + k0 / 2, kc / 2};
   }
@@ -73,6 +77,9 @@ struct Decoder {
   // Whether the codes are 4-bit (two per byte: pair p of a row is its byte
   // p), and which nibble holds the even column.
   bool four_bit() const { return w.scheme != QuantScheme::kGgml && code_bits(w) == 4; }
+  // Whether the level multiplies this weight's levels as bytes (ggml
+  // blocks, every level of which fits int8).
+  bool bytes(const Int8DotIsa& isa) const { return isa.byte_tile && w.scheme == QuantScheme::kGgml; }
   bool high_first() const { return scheme_traits(w.scheme).high_nibble_first; }
 
   // Row r, columns [k0, k0 + kc): values into v (int8_dot.h's row format of
@@ -81,7 +88,7 @@ struct Decoder {
     const uint8_t* c = codes(r, k0, kc).first;
     if (w.scheme == QuantScheme::kGgml) {  // the levels as bytes, then the level's row format
       alignas(64) uint8_t levels[kChunk];
-      ggml_levels(w.ggml_type, c, kc, levels);
+      isa.ggml_levels(w.ggml_type, c, kc, levels);
       isa.bytes(levels, kc, values == I8Values::kS8, v);
     } else if (four_bit())
       isa.nibbles(c, kc, high_first(), table, v);
@@ -169,6 +176,7 @@ struct TileBuffers {
   std::vector<int16_t> rows = std::vector<int16_t>(size_t(kI8TileRows * kChunk));
   std::vector<int16_t> v = std::vector<int16_t>(size_t(kI8TileRows * kChunk));
   std::vector<float> ws, wb;  // a whole row's scales and biases (K/16 and K/32 per weight row)
+  std::vector<int32_t> wsum = std::vector<int32_t>(size_t(kChunk));  // byte tiles: ΣV per sub-block and row
   std::vector<float> acc;
   explicit TileBuffers(int64_t K) : ws(size_t(K / 16 * kI8TileRows)), wb(size_t(K / kI8Block * kI8TileRows)) {}
 };
@@ -180,7 +188,10 @@ struct TileBuffers {
 void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& a, int64_t row0, int64_t j0, int nr,
               int64_t m0, int64_t m1, TileBuffers& b, float* out, int64_t ld_out) {
   const int64_t K = a.k;
-  for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, 0, std::min(kChunk, K));
+  // ggml blocks keep their scales among the codes: the scales below read
+  // every block of the rows, so the whole rows are asked for first.
+  const int64_t ahead = dec.ggml_elems ? K : std::min(kChunk, K);
+  for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, 0, ahead);
   b.acc.assign(size_t((m1 - m0) * kI8TileRows), 0.0f);
   for (int j = 0; j < nr; ++j) dec.scales(row0 + j0 + j, 0, K, b.ws.data() + j, b.wb.data() + j);
   for (int j = nr; j < kI8TileRows; ++j) {  // past the last weight row: zero scales
@@ -191,6 +202,18 @@ void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& 
     const int64_t kc = std::min(kChunk, K - k0);
     if (k0 + kc < K)  // the next chunk's codes arrive while this one is decoded and multiplied
       for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, k0 + kc, std::min(kChunk, K - k0 - kc));
+    if (dec.bytes(isa)) {  // byte levels as quads of columns, multiplied as bytes
+      auto* rows = reinterpret_cast<int8_t*>(b.rows.data());
+      auto* v = reinterpret_cast<uint8_t*>(b.v.data());
+      for (int j = 0; j < nr; ++j)
+        isa.ggml_levels(dec.w.ggml_type, dec.codes(row0 + j0 + j, k0, kc).first, kc,
+                        reinterpret_cast<uint8_t*>(rows + j * kChunk));
+      for (int j = nr; j < kI8TileRows; ++j) std::fill_n(rows + j * kChunk, kc, int8_t(0));
+      isa.byte_quads(rows, kChunk, kc, dec.sub, v, b.wsum.data());
+      isa.byte_tile(a, m0, m1, k0, kc, dec.sub, v, b.wsum.data(), b.ws.data() + (k0 / dec.sub) * kI8TileRows,
+                    dec.bias ? b.wb.data() + (k0 / kI8Block) * kI8TileRows : nullptr, b.acc.data());
+      continue;
+    }
     if (isa.nibble_pairs && dec.four_bit()) {  // straight into the pair layout
       const uint8_t* rows[kI8TileRows] = {};
       for (int j = 0; j < nr; ++j) rows[j] = dec.codes(row0 + j0 + j, k0, kc).first;
@@ -213,10 +236,11 @@ void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& 
 // the calling thread and drop it before returning.
 struct QuantizedRows {
   Int8Activations a;
-  QuantizedRows(const Int8DotIsa& isa, const float* x, int64_t M, int64_t K, ThreadPool& pool) {
+  QuantizedRows(const Int8DotIsa& isa, bool bytes, const float* x, int64_t M, int64_t K, ThreadPool& pool) {
     thread_local Scratch<int16_t> q;
     thread_local Scratch<float> d, ds;
     thread_local Scratch<int8_t> q8;
+    thread_local Scratch<uint8_t> u8;
     const int64_t nb = K / kI8Block, panels = (K + 63) / 64, panel_rows = M + kI8TileRows;
     a = Int8Activations{M,
                         K,
@@ -227,8 +251,12 @@ struct QuantizedRows {
                         ds.get(size_t(M * nb)),
                         isa.int8_rows ? q8.get(size_t(panels * panel_rows * 64)) : nullptr};
     int8_t* q8p = const_cast<int8_t*>(a.q8);
+    uint8_t* u8p = bytes ? u8.get(size_t(M * K)) : nullptr;
+    a.u8 = u8p;
     pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {
       isa.quantize_rows(x, K, b, e, a);
+      if (u8p)
+        for (int64_t i = b * K; i < e * K; ++i) u8p[i] = uint8_t(a.q[i] + 128);
       if (q8p)
         for (int64_t m = b; m < e; ++m)
           for (int64_t k0 = 0; k0 < K; k0 += 64) {
@@ -263,7 +291,7 @@ void int8_dot_gemm(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int6
                    float* out, int64_t ld_out, ThreadPool& pool) {
   if (n <= 0 || M <= 0) return;
   const Decoder dec(*w.quant);
-  const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
+  const QuantizedRows xq(isa, dec.bytes(isa), x, M, w.quant->cols, pool);
   const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows;
   pool.parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
     TileBuffers b(w.quant->cols);
@@ -279,7 +307,7 @@ void int8_dot_grouped_gemm(const Int8DotIsa& isa, const WeightRef& w, const std:
                            const float* x, int64_t M, float* out, int64_t ld_out, ThreadPool& pool) {
   if (n <= 0 || M <= 0 || groups.empty()) return;
   const Decoder dec(*w.quant);
-  const QuantizedRows xq(isa, x, M, w.quant->cols, pool);
+  const QuantizedRows xq(isa, dec.bytes(isa), x, M, w.quant->cols, pool);
   const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows, tasks = int64_t(groups.size()) * tiles;
   // Groups have different row counts: tasks are taken dynamically.
   std::atomic<int64_t> next{0};

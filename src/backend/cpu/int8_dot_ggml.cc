@@ -2,6 +2,7 @@
 // by block, in the layouts of docs/formats.md §5.2.
 #include "backend/cpu/int8_dot_ggml.h"
 
+#include <array>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -12,10 +13,28 @@ namespace {
 // The 16 non-uniform levels of IQ4_NL and IQ4_XS (docs/formats.md §5.2).
 constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-float half_at(const uint8_t* p) {
+// An fp16 field as fp32 (exact): normal numbers by moving the bits, the
+// rest (zero, subnormals, Inf, NaN) by the general conversion.
+inline float half_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
+  const uint32_t e = (h >> 10) & 0x1F;
+  if (e == 0 || e == 31) return f16_to_f32(h);
+  const uint32_t u = (uint32_t(h & 0x8000) << 16) | ((e + 112) << 23) | (uint32_t(h & 0x3FF) << 13);
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The traits of a type by its id, without the table search per call.
+const GgmlTypeTraits& traits(GgmlType t) {
+  static const auto table = [] {
+    std::array<const GgmlTypeTraits*, 64> a{};
+    for (const GgmlTypeTraits& g : kGgmlTypes) a[size_t(g.type)] = &g;
+    return a;
+  }();
+  const uint32_t id = uint32_t(t);
+  return id < table.size() && table[id] ? *table[id] : ggml_traits(t);
 }
 
 // The 32-element types' 4-bit codes: byte j holds element j (low nibble) and
@@ -161,12 +180,12 @@ void scales_block(GgmlType t, const uint8_t* b, float* ws, float* wb, int64_t st
 }  // namespace
 
 void ggml_levels(GgmlType t, const uint8_t* blocks, int64_t n, uint8_t* out) {
-  const GgmlTypeTraits& g = ggml_traits(t);
+  const GgmlTypeTraits& g = traits(t);
   for (int64_t k = 0; k < n; k += g.block_elems, blocks += g.block_bytes) levels_block(t, blocks, out + k);
 }
 
 void ggml_scales(GgmlType t, const uint8_t* blocks, int64_t n, float* ws, float* wb, int64_t stride) {
-  const GgmlTypeTraits& g = ggml_traits(t);
+  const GgmlTypeTraits& g = traits(t);
   const int64_t subs = g.block_elems / g.sub_block, bias_step = g.block_elems / 32;
   for (int64_t k = 0; k < n; k += g.block_elems, blocks += g.block_bytes) {
     scales_block(t, blocks, ws, wb, stride);

@@ -13,6 +13,7 @@
 
 #include "core/cpu_features.h"
 #include "backend/cpu/int8_dot.h"
+#include "backend/cpu/int8_dot_ggml.h"
 
 namespace dgemma::cpu {
 namespace {
@@ -367,20 +368,47 @@ DGEMMA_I8_AVX2 void interleave_avx2(const int16_t* rows, int64_t ld, int64_t kc,
 
 #undef DGEMMA_I8_AVX2
 
-const Int8DotIsa kPortable = {"portable",       quantize_rows_portable, tile_portable,
-                              nibbles_portable, bytes_portable,         interleave_portable};
-const Int8DotIsa kAvx2 = {"avx2", quantize_rows_avx2, tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2};
+const Int8DotIsa kPortable = {"portable",     quantize_rows_portable,
+                              tile_portable,  nibbles_portable,
+                              bytes_portable, interleave_portable,
+                              nullptr,        nullptr,
+                              false,          nullptr,
+                              ggml_levels};
+const Int8DotIsa kAvx2 = {
+    "avx2",  quantize_rows_avx2,   tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2, nullptr, nullptr, false,
+    nullptr, int8avx2::ggml_levels};
 // The VNNI and AVX-512 levels differ from AVX2 in the tile product (the
 // quantization of the activations is the AVX2 level's).
-const Int8DotIsa kAvxVnni = {"avx-vnni", quantize_rows_avx2, tile_avxvnni, nibbles_avx2, bytes_avx2, interleave_avx2};
+const Int8DotIsa kAvxVnni = {
+    "avx-vnni", quantize_rows_avx2,   tile_avxvnni, nibbles_avx2, bytes_avx2, interleave_avx2, nullptr, nullptr, false,
+    nullptr,    int8avx2::ggml_levels};
 // The AVX-512 levels decode 4-bit codes straight into the pair layout
-// (int8_dot_avx512.cc).
-const Int8DotIsa kAvx512 = {"avx512",   quantize_rows_avx2,      tile_avx512, nibbles_avx2,
-                            bytes_avx2, interleave_avx2,         nullptr,     nullptr,
-                            false,      int8avx512::nibble_pairs};
-const Int8DotIsa kAvx512Vnni = {"avx512-vnni", quantize_rows_avx2,      tile_avx512vnni, nibbles_avx2,
-                                bytes_avx2,    interleave_avx2,         nullptr,         nullptr,
-                                false,         int8avx512::nibble_pairs};
+// (int8_dot_avx512.cc); AVX512-VNNI multiplies byte levels (the ggml types)
+// as bytes (int8_dot_bytes.cc).
+const Int8DotIsa kAvx512 = {"avx512",
+                            quantize_rows_avx2,
+                            tile_avx512,
+                            nibbles_avx2,
+                            bytes_avx2,
+                            interleave_avx2,
+                            nullptr,
+                            nullptr,
+                            false,
+                            int8avx512::nibble_pairs,
+                            int8avx2::ggml_levels};
+const Int8DotIsa kAvx512Vnni = {"avx512-vnni",
+                                quantize_rows_avx2,
+                                tile_avx512vnni,
+                                nibbles_avx2,
+                                bytes_avx2,
+                                interleave_avx2,
+                                nullptr,
+                                nullptr,
+                                false,
+                                int8avx512::nibble_pairs,
+                                int8avx2::ggml_levels,
+                                int8bytes::quads,
+                                int8bytes::tile};
 
 const Int8DotIsa& amx_int8_level() {
   static const Int8DotIsa l = int8amx::level(kAvx2);
