@@ -1,8 +1,12 @@
 // The self-conditioned denoising step on the 2-layer real-dimension slice
 // (checkpoint/model_slice.h; bench/model_step_bench.cc) with its weights as
 // ggml blocks of the published Q4_K_M mix on the integer-dot path
-// (`--precision int8-dot`, backend/cpu/int8_dot.h), against the exact path
-// on the slice's bf16 weights, in the same process, the two interleaved:
+// (backend/cpu/int8_dot.h), against the exact path on the slice's bf16
+// weights, in the same process, interleaved. Three runs per round: exact
+// (fma) on bf16 weights; int8-dot alone on the ggml blocks (every other op
+// as in the exact run); and `--precision int8-dot` as the CLI sets it
+// (int8-dot plus bf16-dot for the other products, the soft embedding
+// included). The weights:
 //   Q6_K  embed_tokens (the LM head; the soft embedding multiplies its dense
 //         copy) and attention v of layer 0
 //   Q8_0  dense and expert down projections of layer 0, Q5_0 of layer 1
@@ -140,10 +144,16 @@ void step(DiffusionGemma& m, Backend& b, const std::vector<int32_t>& canvas, con
   r.best = std::min(r.best, now_s() - t0);
 }
 
-void report(const char* label, const Result& r, int layers) {
+// The 30-layer step: the best step with its layer ops' share (from the
+// profiled run) scaled from `layers` to 30.
+double estimate(const Result& r, int layers) {
   const double layer = r.prof.layer_seconds(), total = r.prof.total_seconds();
-  const double est = r.best / total * (layer * (30.0 / layers) + (total - layer));
-  std::printf("%-32s step %.3f s, 30-layer estimate %.2f s; by op (profiled run):", label, r.best, est);
+  return r.best / total * (layer * (30.0 / layers) + (total - layer));
+}
+
+void report(const char* label, const Result& r, int layers) {
+  const double total = r.prof.total_seconds();
+  std::printf("%-32s step %.3f s, 30-layer estimate %.2f s; by op (profiled run):", label, r.best, estimate(r, layers));
   for (int k = 0; k < kNumOpKinds; ++k)
     if (r.prof.seconds(OpKind(k)) > 0.02 * total)
       std::printf(" %s %.3f", std::string(op_name(OpKind(k))).c_str(), r.prof.seconds(OpKind(k)));
@@ -168,10 +178,10 @@ int main(int argc, char** argv) {
   DiffusionGemma& m = *model;
   std::vector<int32_t> prompt(static_cast<size_t>(kPrompt));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 2) % 262144);
-  CpuBackendOptions exact_o, dot_o;
-  exact_o.threads = dot_o.threads = all_threads();
-  dot_o.int8_dot = true;
-  CpuBackend exact(exact_o), dot(dot_o);
+  CpuBackendOptions exact_o, dot_o, cli_o;
+  exact_o.threads = dot_o.threads = cli_o.threads = all_threads();
+  dot_o.int8_dot = cli_o.int8_dot = cli_o.bf16_dot = true;
+  CpuBackend exact(exact_o), dot(dot_o), cli(cli_o);
   m.set_backend(exact);
   m.encode(prompt);
   const int64_t L = m.canvas_length(), V = m.vocab_size();
@@ -190,23 +200,22 @@ int main(int argc, char** argv) {
   const ModelWeights ggml = q4_k_m(m.weights(), bytes);
   std::printf("slice %s, %d threads, %s; Q4_K_M blocks %.2f GB\n", dir.c_str(), all_threads(),
               std::string(isa_name(exact.isa())).c_str(), double(bytes) / 1e9);
-  Result r_exact, r_ggml;
+  Result r_exact, r_ggml, r_cli;
   for (int rep = 0; rep < reps; ++rep) {
     swap_in(m, bf16);
     step(m, exact, canvas, prev, logits, r_exact, rep == 0);
     swap_in(m, ggml);
     step(m, dot, canvas, prev, logits, r_ggml, rep == 0);
+    step(m, cli, canvas, prev, logits, r_cli, rep == 0);
   }
   swap_in(m, bf16);
   const int layers = int(m.weights().layers.size());
   report("exact, bf16 weights", r_exact, layers);
   report("int8-dot, Q4_K_M ggml blocks", r_ggml, layers);
-  std::printf("speed-up of the step: %.2fx (slice), 30-layer estimate %.2fx\n", r_exact.best / r_ggml.best, [&] {
-    auto est = [&](const Result& r) {
-      const double layer = r.prof.layer_seconds(), total = r.prof.total_seconds();
-      return r.best / total * (layer * (30.0 / layers) + (total - layer));
-    };
-    return est(r_exact) / est(r_ggml);
-  }());
+  report("--precision int8-dot, Q4_K_M", r_cli, layers);
+  for (const Result* r : {&r_ggml, &r_cli})
+    std::printf("%s: speed-up of the step %.2fx (slice), of the 30-layer estimate %.2fx\n",
+                r == &r_ggml ? "int8-dot" : "--precision int8-dot", r_exact.best / r->best,
+                estimate(r_exact, layers) / estimate(*r, layers));
   return 0;
 }

@@ -48,14 +48,22 @@ struct Variant {
   Kind kind;
   bool int8_dot = false;
 };
-constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},   {"f32", Kind::kF32},
-                                 {"nf4", Kind::kNf4},     {"nf4_int8dot", Kind::kNf4, true},
-                                 {"nvfp4", Kind::kNvfp4}, {"nvfp4_int8dot", Kind::kNvfp4, true},
-                                 {"mlx4", Kind::kMlx4},   {"mlx4_int8dot", Kind::kMlx4, true},
-                                 {"mlx8", Kind::kMlx8},   {"mlx8_int8dot", Kind::kMlx8, true},
-                                 {"int8", Kind::kInt8},   {"int8_int8dot", Kind::kInt8, true},
-                                 {"ggml_q4_k_int8dot", Kind::kQ4K, true}, {"ggml_q6_k_int8dot", Kind::kQ6K, true},
-                                 {"ggml_q8_0_int8dot", Kind::kQ8_0, true}, {"sgemm", Kind::kSgemm}};
+constexpr Variant kVariants[] = {{"bf16", Kind::kBf16},
+                                 {"f32", Kind::kF32},
+                                 {"nf4", Kind::kNf4},
+                                 {"nf4_int8dot", Kind::kNf4, true},
+                                 {"nvfp4", Kind::kNvfp4},
+                                 {"nvfp4_int8dot", Kind::kNvfp4, true},
+                                 {"mlx4", Kind::kMlx4},
+                                 {"mlx4_int8dot", Kind::kMlx4, true},
+                                 {"mlx8", Kind::kMlx8},
+                                 {"mlx8_int8dot", Kind::kMlx8, true},
+                                 {"int8", Kind::kInt8},
+                                 {"int8_int8dot", Kind::kInt8, true},
+                                 {"ggml_q4_k_int8dot", Kind::kQ4K, true},
+                                 {"ggml_q6_k_int8dot", Kind::kQ6K, true},
+                                 {"ggml_q8_0_int8dot", Kind::kQ8_0, true},
+                                 {"sgemm", Kind::kSgemm}};
 
 int threads() {
   const char* t = std::getenv("DGEMMA_BENCH_THREADS");
@@ -127,9 +135,9 @@ const Weights& weights(const std::string& label, const std::vector<int64_t>& sha
     case Kind::kQ6K:
     case Kind::kQ8_0:
     case Kind::kQ4KM: {
-      const GgmlType t = k == Kind::kQ6K ? GgmlType::kQ6_K
+      const GgmlType t = k == Kind::kQ6K                                             ? GgmlType::kQ6_K
                          : k == Kind::kQ8_0 || (k == Kind::kQ4KM && label == "down") ? GgmlType::kQ8_0
-                                                                                       : GgmlType::kQ4_K;
+                                                                                     : GgmlType::kQ4_K;
       auto q = std::make_shared<QuantizedWeight>();
       q->scheme = QuantScheme::kGgml;
       q->ggml_type = t;

@@ -20,7 +20,8 @@ int run_inspect(const Args& args) {
   p.add_int("--context", &context, "committed context length for the KV-cache estimate", 0);
   p.add_bool("--json", &as_json, "print one JSON object instead of the table");
   if (!p.parse(args)) return 0;
-  if (p.positional().size() != 1) throw UsageError("inspect: expected exactly one checkpoint folder or GGUF file (see --help)");
+  if (p.positional().size() != 1)
+    throw UsageError("inspect: expected exactly one checkpoint folder or GGUF file (see --help)");
   CheckpointReport r = inspect_checkpoint(p.positional()[0], context);
   if (as_json)
     std::printf("%s\n", json::dump(report_to_json(r), 2).c_str());

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "backend/cpu/cpu_levels.h"
@@ -301,6 +302,32 @@ TEST(Int8DotGgml, DequantizedRowsAreTheBlockFormula) {
         EXPECT_EQ(wrong, 0) << isa_name(CpuIsa(l)) << ", columns " << col << " + " << n;
       }
     }
+  }
+}
+
+// Against the exact path (the same blocks expanded to fp32, fp32 products):
+// the activation rounding, ~1 % per GEMM, and not zero.
+TEST(Int8DotGgml, ErrorAgainstTheExactPathIsTheActivationRounding) {
+  ThreadPool pool(2);
+  const cpu::CpuLevelKernels& level = cpu::cpu_level_kernels(default_isa());
+  for (GgmlType t : kTypes) {
+    SCOPED_TRACE(ggml_type_name(t));
+    Rng rng(uint32_t(t) + 300);
+    const int64_t rows = 24, K = cols_of(t), M = 16;
+    const GgmlWeight w = make(t, random_blocks(t, rows, K, rng), rows, K);
+    const std::vector<float> x = normal_values(M * K, 301, 1.0f);
+    std::vector<float> exact(size_t(M * rows)), dot(exact.size());
+    cpu::quant_gemm(w.ref, 0, rows, x.data(), M, exact.data(), rows, pool, level, cpu::QuantDot::kExact);
+    cpu::quant_gemm(w.ref, 0, rows, x.data(), M, dot.data(), rows, pool, level, cpu::QuantDot::kInt8);
+    double e = 0, n = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      e += (double(dot[i]) - exact[i]) * (double(dot[i]) - exact[i]);
+      n += double(exact[i]) * exact[i];
+    }
+    const double rms = std::sqrt(e / n);
+    std::printf("%s: int8-dot vs exact, relative RMS %.3g\n", std::string(ggml_type_name(t)).c_str(), rms);
+    EXPECT_LT(rms, 0.02);
+    EXPECT_GT(rms, 0.0) << "the activations were not rounded";
   }
 }
 

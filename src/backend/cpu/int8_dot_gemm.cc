@@ -29,11 +29,11 @@ constexpr int64_t kChunk = 512;
 // sub-block costs more than the rest of the decode.
 struct Decoder {
   const QuantizedWeight& w;
-  int sub = kI8Block;               // columns per weight scale: 32, or 16 for NVFP4
-  bool bias = false;                // MLX affine
-  I8Values values = I8Values::kS8;  // the range of the decoded values
-  NibbleTable table{};              // 4-bit code → integer value
-  float nf4_factor = 0;             // NF4: cmax / 32767
+  int sub = kI8Block;                                    // columns per weight scale: 32, or 16 for NVFP4
+  bool bias = false;                                     // MLX affine
+  I8Values values = I8Values::kS8;                       // the range of the decoded values
+  NibbleTable table{};                                   // 4-bit code → integer value
+  float nf4_factor = 0;                                  // NF4: cmax / 32767
   int64_t ggml_elems = 0, ggml_bytes = 0, ggml_row = 0;  // ggml: block elements and bytes, row bytes
 
   explicit Decoder(const QuantizedWeight& qw) : w(qw) {
