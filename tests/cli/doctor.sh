@@ -81,6 +81,19 @@ if out=$("$bin" doctor -m "$data" --backend cuda:debug --steps 2 --json 2>"$err"
     grep -q '"first_failure": null' <<<"$out" || { echo "$out"; exit 1; }
     ok "cuda vs cpu in int8-dot, --quantize $format: all ops agree"
   done
+  # GGUF files of golden A with ggml blocks (docs/cuda.md §3.9): the blocks stay packed on the device and
+  # decode exactly; in int8-dot they run on the integer tensor cores against the CPU's int8-dot.
+  gguf=/tmp/doctor_gguf_$$.gguf
+  for format in q8_0 q4_k_m q6_k; do
+    "$bin" quantize "$data" "$gguf" --format $format --force >/dev/null 2>"$err" || { cat "$err"; exit 1; }
+    for precision in fp32 int8-dot; do
+      out=$("$bin" doctor -m "$gguf" --backend cuda --precision $precision --steps 2 --json 2>"$err") ||
+        { cat "$err"; echo "$out"; exit 1; }
+      grep -q '"first_failure": null' <<<"$out" || { echo "$out"; exit 1; }
+      ok "cuda vs cpu on a $format GGUF, --precision $precision: all ops agree"
+    done
+  done
+  rm -f "$gguf"
 else
   grep -qE "no CUDA device found|has no CUDA backend" "$err" || { cat "$err"; exit 1; }
   ok "cuda without a device: $(head -c 120 "$err")"
