@@ -41,8 +41,8 @@ TEST(CudaGgml, NotBuilt) { GTEST_SKIP() << "this build has no CUDA backend (nvcc
 
 #else
 
-constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,  GgmlType::kQ5_1,
-                               GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,  GgmlType::kQ4_K,
+constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,   GgmlType::kQ5_1,
+                               GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,   GgmlType::kQ4_K,
                                GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
 
 // Where each block keeps its fp16 fields (byte offsets), for the generator.
@@ -223,7 +223,7 @@ TEST(CudaGgml, IntegerPathBitIdenticalToTheCpuInt8Dot) {
       Call cs;
       cs.call.kind = OpKind::kLinear;
       Tensor& x = cs.input(uniform_tensor({M, K}, rng, -2, 2));
-      x.f[size_t(5 * K + 40)] = NAN;                                  // row 5, block 1
+      x.f[size_t(5 * K + 40)] = NAN;                                   // row 5, block 1
       for (int64_t k = 0; k < 32; ++k) x.f[size_t(9 * K + k)] = 0.0f;  // row 9, block 0: all zero
       cs.weight("W", w);
       const Tensor ref = run_one(cpu, cs), got = run_one(gpu, cs);
