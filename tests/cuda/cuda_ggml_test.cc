@@ -2,7 +2,8 @@
 // (docs/cuda.md §3.9), on a GPU or the emulated device:
 //  * exact path: every supported type's blocks decode on the device to the
 //    values of the CPU reference decoder (dequantize_reference), bit for bit,
-//    through the embedding lookup and through a linear on one-hot rows;
+//    through the embedding lookup and through a linear on one-hot rows (the
+//    soft embedding over them agrees with the CPU to fp32 rounding);
 //  * integer path (cuda:int8-dot): every type the CPU's int8-dot takes gives
 //    the CPU int8-dot's outputs bit for bit (linear and routed experts), and
 //    Q2_K, which the CPU keeps on the exact path, stays there on the device;
@@ -11,6 +12,7 @@
 // test is skipped with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -150,7 +152,8 @@ void expect_same(const std::vector<float>& ref, const std::vector<float>& got, c
 std::string type_name(GgmlType t) { return std::string(ggml_type_name(t)); }
 
 // The embedding lookup returns whole rows (scale 1, an F32 table: no
-// rounding), so its output is the device decode of those rows.
+// rounding), so its output is the device decode of those rows; the soft
+// embedding reads the same blocks.
 TEST(CudaGgml, EmbeddingRowsDecodeAsTheReference) {
   REQUIRE_CUDA_DEVICE();
   CudaBackend gpu;
@@ -170,6 +173,25 @@ TEST(CudaGgml, EmbeddingRowsDecodeAsTheReference) {
     std::vector<float> ref(ids.size() * size_t(H));
     for (size_t m = 0; m < ids.size(); ++m) dequantize_reference(*q, ids[m], 0, H, ref.data() + m * size_t(H));
     expect_same(ref, got.f, "embedding " + type_name(t));
+    // The soft embedding over the same table (softmax(logits) · table): the
+    // CPU's sums in another order, so within fp32 rounding.
+    Call soft;
+    soft.call.kind = OpKind::kSoftEmbedding;
+    soft.input(uniform_tensor({3, V}, rng, -4, 4));
+    soft.weight("token_embd", q);
+    soft.call.attrs.scale = 1.0f;
+    CpuBackendOptions co;
+    co.threads = 1;
+    CpuBackend cpu(co);
+    const Tensor sref = run_one(cpu, soft), sgot = run_one(gpu, soft);
+    ASSERT_EQ(sref.f.size(), sgot.f.size());
+    double max_ref = 0, max_diff = 0;
+    for (size_t e = 0; e < sref.f.size(); ++e) {
+      max_ref = std::max(max_ref, double(std::fabs(sref.f[e])));
+      max_diff = std::max(max_diff, double(std::fabs(sref.f[e] - sgot.f[e])));
+    }
+    EXPECT_GT(max_ref, 0.0);
+    EXPECT_LE(max_diff, 1e-5 * max_ref) << "soft_embedding " << type_name(t);
   }
 }
 
