@@ -81,6 +81,34 @@ if out=$("$bin" doctor -m "$data" --backend cuda:debug --steps 2 --json 2>"$err"
     grep -q '"first_failure": null' <<<"$out" || { echo "$out"; exit 1; }
     ok "cuda vs cpu in int8-dot, --quantize $format: all ops agree"
   done
+  # GGUF files of golden A with ggml blocks (docs/cuda.md §3.9), written by `dgemma quantize` from a copy with
+  # a small tokenizer.json: the blocks stay packed on the device and decode exactly; in int8-dot they run on
+  # the integer tensor cores against the CPU's int8-dot. Golden A's rows are under 256 columns, so q4_k_m
+  # falls back to q5_0, q5_1 and q8_0 blocks.
+  gdir=/tmp/doctor_gguf_$$
+  mkdir -p "$gdir"
+  cp "$data/config.json" "$data/model.safetensors" "$gdir/"
+  python3 - "$gdir" <<'PY'
+import json, sys
+d = sys.argv[1]
+vocab = json.load(open(d + "/config.json"))["text_config"]["vocab_size"]
+special = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+pieces = special + ["<0x%02X>" % i for i in range(256)]
+pieces += ["p%d" % i for i in range(vocab - len(pieces))]
+json.dump({"added_tokens": [{"id": i, "content": s, "special": s != "<mask>"} for i, s in enumerate(special)],
+           "model": {"type": "BPE", "vocab": {p: i for i, p in enumerate(pieces)}, "merges": [], "unk_token": "<unk>"}},
+          open(d + "/tokenizer.json", "w"))
+PY
+  for format in q8_0 q4_k_m q4_1 iq4_nl; do
+    "$bin" quantize "$gdir" "$gdir/m.gguf" --format $format --force >/dev/null 2>"$err" || { cat "$err"; exit 1; }
+    for precision in fp32 int8-dot; do
+      out=$("$bin" doctor -m "$gdir/m.gguf" --backend cuda --precision $precision --steps 2 --json 2>"$err") ||
+        { cat "$err"; echo "$out"; exit 1; }
+      grep -q '"first_failure": null' <<<"$out" || { echo "$out"; exit 1; }
+      ok "cuda vs cpu on a $format GGUF, --precision $precision: all ops agree"
+    done
+  done
+  rm -rf "$gdir"
 else
   grep -qE "no CUDA device found|has no CUDA backend" "$err" || { cat "$err"; exit 1; }
   ok "cuda without a device: $(head -c 120 "$err")"

@@ -27,7 +27,23 @@ enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2, kQuant = 3 };
 // bytes of each stored slice, uploaded as they are, and the small tables.
 // Element i of the logical [rows, cols] matrix dequantizes to fp32 exactly as
 // on the CPU; rounding to the logical dtype is the caller's (embeddings).
-enum class QScheme : int { kNF4 = 0, kNVFP4 = 1, kAffine = 2, kInt8 = 3, kFP8 = 4 };
+enum class QScheme : int { kNF4 = 0, kNVFP4 = 1, kAffine = 2, kInt8 = 3, kFP8 = 4, kGgml = 5 };
+// ggml's block types (core/ggml_types.h GgmlType, the same ids), as the
+// device decoders (ggml_blocks.cuh) name them.
+enum class GType : int {
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
+};
 struct QSlice {
   int64_t row_begin = 0, rows = 0;
   const uint8_t* codes = nullptr;
@@ -55,6 +71,13 @@ struct QView {
   int i8_sub = 32;
   float i8_nf4_factor = 0.0f;
   int16_t i8_levels[16] = {};
+  // ggml blocks (kGgml; docs/formats.md §5.2): rows of whole blocks, one
+  // slice; `block` is the type's elements per block. The columns per scale
+  // (32 or 16), whether sub-blocks carry an offset, and IQ4's 16 levels.
+  GType ggml_type = GType::kQ8_0;
+  int ggml_block_bytes = 0, ggml_sub = 32, ggml_offset = 0;
+  int64_t ggml_row_bytes = 0;
+  int16_t ggml_iq4[16] = {};
 };
 
 // Threads per block of every kernel (8 warps).

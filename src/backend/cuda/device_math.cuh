@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/ggml_blocks.cuh"
 
 // `kernel<<<grid, block, 0, stream>>>`; the host emulation of the device
 // (cuda_emulator/device_builtins.h, DGEMMA_CUDA=EMULATE) defines its own.
@@ -116,6 +117,7 @@ __device__ inline float load_quant(const QView& q, int64_t i) {
       return reinterpret_cast<const float*>(s.scales)[lr * (q.cols / q.block) + c / q.block] *
              q.e4m3[s.codes[lr * q.cols + c]];
     }
+    case QScheme::kGgml: return load_ggml(q, slice_for(q, row), row, c);  // docs/formats.md §5.2
   }
   return nan_f32();
 }

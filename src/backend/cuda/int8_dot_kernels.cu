@@ -74,7 +74,7 @@ __global__ void i8_quantize_kernel(const float* x, int64_t M, int64_t K, int8_t*
 }
 
 // How a format's codes become signed bytes (module comment).
-enum class I8Kind : int { kNF4, kNVFP4, kAffine4, kAffine8, kInt8 };
+enum class I8Kind : int { kNF4, kNVFP4, kAffine4, kAffine8, kInt8, kGgml };
 
 // Block tile: kRows activation rows of one expert × kCols weight rows (output
 // features), k in steps of one activation block (32 columns); 4 warps, warp w
@@ -122,6 +122,10 @@ __device__ __forceinline__ void decode16(const QView& q, const int16_t* levels, 
       lo[2 * i] = int8_t(levels[c & 0xF]);
       lo[2 * i + 1] = int8_t(levels[c >> 4]);
     }
+  } else if constexpr (KIND == I8Kind::kGgml) {  // levels read from the block (ggml_blocks.cuh)
+    const uint8_t* b = ggml_block_at(q, *ref.slice, r, c0);
+    const int e0 = int(c0 % q.block);  // 16 columns never straddle a block (32 or 256)
+    for (int i = 0; i < 16; ++i) lo[i] = int8_t(ggml_level(q.ggml_type, b, e0 + i, q.ggml_iq4));
   } else {  // one byte per value
     const uint8_t* p = ref.slice->codes + ref.local * K + c0;
     for (int i = 0; i < 16; ++i) lo[i] = KIND == I8Kind::kAffine8 ? int8_t(int(p[i]) - 128) : int8_t(p[i]);
@@ -143,6 +147,8 @@ __device__ __forceinline__ void scales_at(const QView& q, int64_t r, const RowRe
   } else if constexpr (KIND == I8Kind::kNVFP4) {
     const QSlice& s = *ref.slice;
     *ws = (q.e4m3[s.scales[ref.local * (K / 16) + c / 16]] * s.global_scale) * 0.5f;
+  } else if constexpr (KIND == I8Kind::kGgml) {  // backend/cpu/int8_dot_ggml.cc ggml_scales
+    ggml_sub_scale(q.ggml_type, ggml_block_at(q, *ref.slice, r, c), int(c % q.block) / q.ggml_sub, ws, wb);
   } else {
     const QSlice& s = *ref.slice;
     const int64_t g = ref.local * (K / q.block) + c / q.block;
@@ -159,14 +165,18 @@ template <I8Kind KIND>
 __global__ void i8_gemm_kernel(const int8_t* aq, const float* ad, const float* ads, const int32_t* aqs, int64_t K,
                                const int32_t* starts, int64_t max_rows, const QView* qv, int64_t N, float* y) {
   constexpr bool kTwoPlanes = KIND == I8Kind::kNF4;
-  constexpr bool kBias = KIND == I8Kind::kAffine4 || KIND == I8Kind::kAffine8;
   constexpr bool kOffset = KIND == I8Kind::kNF4 || KIND == I8Kind::kAffine8;  // + 128·Σq
-  constexpr int kSub = KIND == I8Kind::kNVFP4 ? 16 : 32;                      // columns per weight scale
+  const QView& q = *qv;
+  // MLX biases, and the offsets of the ggml types that have one (every such
+  // type scales per 32 columns): one more fma per 32 columns.
+  const bool bias =
+      KIND == I8Kind::kAffine4 || KIND == I8Kind::kAffine8 || (KIND == I8Kind::kGgml && q.ggml_offset != 0);
+  // Columns per weight scale: NVFP4's 16, the ggml type's 16 or 32, else 32.
+  const int sub = KIND == I8Kind::kNVFP4 ? 16 : KIND == I8Kind::kGgml ? q.ggml_sub : 32;
   const int64_t e = blockIdx.z;
   const int64_t first = (starts ? int64_t(starts[e]) : 0) + int64_t(blockIdx.y) * kRows;
   const int64_t end = starts ? int64_t(starts[e + 1]) : max_rows;
   if (first >= end) return;  // the whole block: before any barrier
-  const QView& q = *qv;
   const int64_t n0 = int64_t(blockIdx.x) * kCols, nb = K / kI8Block;
   const int64_t rows = end - first < kRows ? end - first : kRows, cols = N - n0 < kCols ? N - n0 : kCols;
   const int tid = int(threadIdx.x), warp = tid / 32;
@@ -221,12 +231,12 @@ __global__ void i8_gemm_kernel(const int8_t* aq, const float* ad, const float* a
     }
     __syncthreads();
     if (k0 + kI8Block < K) fetch(k0 + kI8Block);  // in flight during the products below
-    for (int s = 0; s < kI8Block / kSub; ++s) {
+    for (int s = 0; s < kI8Block / sub; ++s) {
       for (int i = 0; i < kRows / 16; ++i) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, int> clo, chi;
         wmma::fill_fragment(clo, 0);
         if (kTwoPlanes) wmma::fill_fragment(chi, 0);
-        for (int h = s * kSub / 16; h < (s + 1) * kSub / 16; ++h) {
+        for (int h = s * sub / 16; h < (s + 1) * sub / 16; ++h) {
           wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> af;
           wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> bf;
           wmma::load_matrix_sync(af, &as[h][i * 16][0], 16);
@@ -242,14 +252,14 @@ __global__ void i8_gemm_kernel(const int8_t* aq, const float* ad, const float* a
       }
       __syncthreads();
       float ws = 0.0f, wb = 0.0f;
-      if (evalid) scales_at<KIND>(q, er, eref, K, k0 + s * kSub, &ws, &wb);
+      if (evalid) scales_at<KIND>(q, er, eref, K, k0 + s * sub, &ws, &wb);
       for (int i = 0; i < kOwned; ++i) {
         const int r = tid / kCols + 2 * i;
         int32_t isum = cs[0][r][ec];
         if (kTwoPlanes) isum += cs[1][r][ec] * 256;
         if (kOffset) isum += 128 * sqs[r];
         acc[i] = fmaf(float(isum), ws * sd[r], acc[i]);
-        if (kBias) acc[i] = fmaf(wb, sds[r], acc[i]);  // every MLX group ends on a block boundary
+        if (bias) acc[i] = fmaf(wb, sds[r], acc[i]);  // every MLX group and ggml offset ends on a block boundary
       }
       __syncthreads();  // cs, and the operands of the next step
     }
@@ -297,6 +307,7 @@ LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const f
         launch_gemm<I8Kind::kAffine4>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y);
       break;
     case QScheme::kInt8: launch_gemm<I8Kind::kInt8>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y); break;
+    case QScheme::kGgml: launch_gemm<I8Kind::kGgml>(stream, grid, q, d, ds, qsum, K, starts, max_rows, w, N, y); break;
     case QScheme::kFP8: s.launched = false; break;  // never: the host checks QView::i8_supported first
   }
   return s;

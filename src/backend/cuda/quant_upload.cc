@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "dgemma/error.h"
+#include "quantize/ggml_blocks.h"
 #include "quantize/integer_levels.h"
 #include "quantize/format_tables.h"
 #include "quantize/scheme_traits.h"
@@ -38,15 +39,68 @@ QScheme kernel_scheme(QuantScheme scheme) {
     case QuantScheme::kAffine: return QScheme::kAffine;
     case QuantScheme::kInt8: return QScheme::kInt8;
     case QuantScheme::kFP8: return QScheme::kFP8;
-    case QuantScheme::kGgml: break;  // refused by plan_quant_upload
+    case QuantScheme::kGgml: return QScheme::kGgml;
   }
   return QScheme::kInt8;
 }
 
+namespace {
+
+// The device decoders' name of a ggml block type (the same ids); false for
+// a type they do not decode (the plain F32/F16/BF16, which bind as plain
+// weights, not as blocks).
+bool kernel_ggml_type(GgmlType t, GType* out) {
+  switch (t) {
+    case GgmlType::kQ4_0: *out = GType::kQ4_0; return true;
+    case GgmlType::kQ4_1: *out = GType::kQ4_1; return true;
+    case GgmlType::kQ5_0: *out = GType::kQ5_0; return true;
+    case GgmlType::kQ5_1: *out = GType::kQ5_1; return true;
+    case GgmlType::kQ8_0: *out = GType::kQ8_0; return true;
+    case GgmlType::kQ2_K: *out = GType::kQ2_K; return true;
+    case GgmlType::kQ3_K: *out = GType::kQ3_K; return true;
+    case GgmlType::kQ4_K: *out = GType::kQ4_K; return true;
+    case GgmlType::kQ5_K: *out = GType::kQ5_K; return true;
+    case GgmlType::kQ6_K: *out = GType::kQ6_K; return true;
+    case GgmlType::kIQ4_NL: *out = GType::kIQ4_NL; return true;
+    case GgmlType::kIQ4_XS: *out = GType::kIQ4_XS; return true;
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16: break;
+  }
+  return false;
+}
+
+// A GGUF block tensor (docs/formats.md §5.2): each slice's rows of whole
+// blocks uploaded as they are stored (rows × ggml_row_bytes).
+void plan_ggml(const QuantizedWeight& q, const std::string& name, QuantUpload& up, QView& v,
+               std::vector<int>& slice_codes) {
+  GType t;
+  if (!kernel_ggml_type(q.ggml_type, &t))
+    throw Error("cuda backend: weight " + name + " is a GGUF tensor of type " +
+                std::string(ggml_type_name(q.ggml_type)) + ", which the CUDA kernels do not read as blocks");
+  const GgmlTypeTraits& g = ggml_traits(q.ggml_type);
+  if (q.block != g.block_elems || q.cols % g.block_elems != 0)
+    throw Error("cuda backend: weight " + name + " (" + std::string(g.name) + ") has rows of " +
+                std::to_string(q.cols) + " columns in blocks of " + std::to_string(q.block) +
+                "; ggml rows are whole blocks of " + std::to_string(g.block_elems));
+  v.ggml_type = t;
+  v.ggml_block_bytes = g.block_bytes;
+  v.ggml_sub = g.sub_block;
+  v.ggml_offset = g.has_offset ? 1 : 0;
+  v.ggml_row_bytes = int64_t(ggml_row_bytes(q.ggml_type, q.cols));
+  std::copy(std::begin(quant::kIq4Levels), std::end(quant::kIq4Levels), v.ggml_iq4);
+  for (size_t k = 0; k < q.slices.size(); ++k) {
+    const QuantSlice& s = q.slices[k];
+    up.buffers.push_back({s.codes, s.rows * v.ggml_row_bytes, "blocks of slice " + std::to_string(k)});
+    slice_codes.push_back(int(up.buffers.size()) - 1);
+    up.slices.push_back(QSlice{s.row_begin, s.rows, nullptr, nullptr, nullptr, s.global_scale});
+  }
+  v.nslices = int(up.slices.size());
+}
+
+}  // namespace
+
 QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name) {
-  if (q.scheme == QuantScheme::kGgml)
-    throw Error("cuda backend: weight " + name + " is a GGUF " + std::string(ggml_type_name(q.ggml_type)) +
-                " tensor; ggml block types run on the CPU backend only (docs/formats.md §5)");
   QuantUpload up;
   QView& v = up.view;
   v.block = q.block;
@@ -66,6 +120,16 @@ QuantUpload plan_quant_upload(const QuantizedWeight& q, const std::string& name)
     std::copy(std::begin(wv.levels), std::end(wv.levels), v.i8_levels);
   }
   v.scheme = kernel_scheme(q.scheme);
+  if (q.scheme == QuantScheme::kGgml) {
+    std::vector<int> codes;
+    plan_ggml(q, name, up, v, codes);
+    for (int c : codes) {
+      QuantUpload::SliceBuffers b;
+      b.codes = c;
+      up.slice_buffers_.push_back(b);
+    }
+    return up;
+  }
   switch (q.scheme) {
     case QuantScheme::kNF4: {
       std::copy(std::begin(q.code_map), std::end(q.code_map), v.code_map);

@@ -25,7 +25,7 @@ std::string opencl_quant_refusal(const QuantizedWeight& q) {
            " exceeds the OpenCL kernels' int row and column indices";
   if (q.scheme == QuantScheme::kGgml)
     return "a GGUF " + std::string(ggml_type_name(q.ggml_type)) +
-           " tensor: ggml block types run on the CPU backend only (docs/formats.md §5)";
+           " tensor: ggml block types run on the CPU and CUDA backends, not on OpenCL (docs/formats.md §5)";
   if (q.block <= 0) return scheme + " weight with block " + std::to_string(q.block);
   if (q.slices.empty()) return scheme + " weight without slices";
   if (q.scheme == QuantScheme::kNF4) {
