@@ -9,6 +9,9 @@
 //  * the rows the embedding lookup and the dense copy expand are, element by
 //    element, fl(fl(ws·V) + wb) (ggml's order), at every level and for runs
 //    that start and end inside blocks;
+//  * the oracle's levels, scales and offsets are the reference block
+//    decoder's (quantize/ggml_blocks.h), and the expanded rows are
+//    dequantize_reference()'s values, bit for bit;
 //  * a block with a NaN scale makes its row's outputs NaN, as non-finite
 //    activations do theirs.
 #include <gtest/gtest.h>
@@ -22,6 +25,7 @@
 #include "backend/cpu/int8_dot.h"
 #include "backend/cpu/quant_kernels.h"
 #include "core/dtype.h"
+#include "quantize/ggml_blocks.h"
 #include "support/test_rng.h"
 
 namespace dgemma {
@@ -301,6 +305,35 @@ TEST(Int8DotGgml, DequantizedRowsAreTheBlockFormula) {
         }
         EXPECT_EQ(wrong, 0) << isa_name(CpuIsa(l)) << ", columns " << col << " + " << n;
       }
+    }
+  }
+}
+
+TEST(Int8DotGgml, OracleAndExpandedRowsAgreeWithTheReferenceDecoder) {
+  for (GgmlType t : kTypes) {
+    SCOPED_TRACE(ggml_type_name(t));
+    Rng rng(uint32_t(t) + 400);
+    const int64_t rows = 2, K = cols_of(t);
+    const GgmlWeight w = make(t, random_blocks(t, rows, K, rng), rows, K);
+    const GgmlTypeTraits& g = ggml_traits(t);
+    const uint8_t* row = w.q->slices.front().codes + ggml_row_bytes(t, K);
+    int wrong_levels = 0;
+    for (int64_t b = 0; b < K / g.block_elems; ++b) {
+      quant::GgmlBlockLevels ref;
+      quant::ggml_block_levels(t, row + b * g.block_bytes, ref);
+      for (int e = 0; e < g.block_elems; ++e) {
+        const Element el = element(t, row + b * g.block_bytes, e);
+        const int s = e / g.sub_block;
+        wrong_levels += el.v != ref.levels[e] || std::memcmp(&el.ws, &ref.scale[s], 4) != 0 ||
+                        (g.has_offset && std::memcmp(&el.wb, &ref.offset[s], 4) != 0);
+      }
+    }
+    EXPECT_EQ(wrong_levels, 0);
+    std::vector<float> want(static_cast<size_t>(K)), got(static_cast<size_t>(K));
+    dequantize_reference(*w.q, 1, 0, K, want.data());
+    for (int l = 0; l <= int(detected_isa()); ++l) {
+      cpu::dequantize_row(*cpu::cpu_level_kernels(CpuIsa(l)).quant, *w.q, 1, 0, K, got.data());
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << isa_name(CpuIsa(l));
     }
   }
 }
