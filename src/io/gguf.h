@@ -36,6 +36,8 @@ enum class GgufValueType : uint32_t {
   kF64 = 12,
 };
 std::string_view gguf_value_type_name(GgufValueType t);  // "u32", "array", ...
+// Bytes of one value of a fixed-size type; 0 for string and array.
+uint64_t gguf_scalar_bytes(GgufValueType t);
 
 // A key or tensor name from a file, for messages: in single quotes, bytes
 // outside printable ASCII (and quotes, backslashes) as \xNN, cut after 80.

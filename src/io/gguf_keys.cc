@@ -34,24 +34,10 @@ bool is_integer_type(GgufValueType t) {
 
 bool is_float_type(GgufValueType t) { return t == GgufValueType::kF32 || t == GgufValueType::kF64; }
 
-int elem_bytes(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::kU8:
-    case GgufValueType::kI8:
-    case GgufValueType::kBool: return 1;
-    case GgufValueType::kU16:
-    case GgufValueType::kI16: return 2;
-    case GgufValueType::kU32:
-    case GgufValueType::kI32:
-    case GgufValueType::kF32: return 4;
-    default: return 8;
-  }
-}
-
 // The value of type `t` at `p` as a 64-bit signed integer; false when an
 // unsigned 64-bit value does not fit.
 bool load_integer(GgufValueType t, const uint8_t* p, int64_t* out) {
-  const uint64_t raw = load_le(p, elem_bytes(t));
+  const uint64_t raw = load_le(p, int(gguf_scalar_bytes(t)));
   switch (t) {
     case GgufValueType::kI8: *out = raw < 0x80 ? int64_t(raw) : int64_t(raw) - 256; return true;
     case GgufValueType::kI16: *out = int16_t(uint16_t(raw)); return true;
@@ -151,7 +137,7 @@ std::string_view GgufKeys::string(std::string_view key) const {
 std::vector<int64_t> GgufKeys::integers(std::string_view key) const {
   const GgufKv& kv = need(*this, key);
   if (kv.type != GgufValueType::kArray || !is_integer_type(kv.elem_type)) wrong_type(*this, kv, "an array of integers");
-  const int step = elem_bytes(kv.elem_type);
+  const int step = int(gguf_scalar_bytes(kv.elem_type));
   std::vector<int64_t> out(size_t(kv.count));
   for (uint64_t i = 0; i < kv.count; ++i) {
     if (!load_integer(kv.elem_type, kv.data + i * uint64_t(step), &out[size_t(i)]))
@@ -164,7 +150,7 @@ std::vector<int64_t> GgufKeys::integers(std::string_view key) const {
 std::vector<float> GgufKeys::floats(std::string_view key) const {
   const GgufKv& kv = need(*this, key);
   if (kv.type != GgufValueType::kArray || !is_float_type(kv.elem_type)) wrong_type(*this, kv, "an array of floats");
-  const int step = elem_bytes(kv.elem_type);
+  const int step = int(gguf_scalar_bytes(kv.elem_type));
   std::vector<float> out(size_t(kv.count));
   for (uint64_t i = 0; i < kv.count; ++i)
     out[size_t(i)] = float(load_float(kv.elem_type, kv.data + i * uint64_t(step)));

@@ -40,26 +40,6 @@ std::string hex32(uint32_t v) {
   return s;
 }
 
-// Fixed-size value bytes per type; 0 for string and array.
-uint64_t scalar_bytes(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::kU8:
-    case GgufValueType::kI8:
-    case GgufValueType::kBool: return 1;
-    case GgufValueType::kU16:
-    case GgufValueType::kI16: return 2;
-    case GgufValueType::kU32:
-    case GgufValueType::kI32:
-    case GgufValueType::kF32: return 4;
-    case GgufValueType::kU64:
-    case GgufValueType::kI64:
-    case GgufValueType::kF64: return 8;
-    case GgufValueType::kString:
-    case GgufValueType::kArray: return 0;
-  }
-  return 0;
-}
-
 bool known_value_type(uint32_t id) { return id <= uint32_t(GgufValueType::kF64); }
 
 // Reads little-endian fields from the file image and reports failures as
@@ -126,7 +106,7 @@ void skip_value(Reader& r, GgufValueType t, const std::string& ctx, const std::s
     r.str(ctx, what);
     return;
   }
-  const uint64_t n = scalar_bytes(t);
+  const uint64_t n = gguf_scalar_bytes(t);
   r.need(n, ctx, what);
   if (t == GgufValueType::kBool && *r.here() > 1)
     r.fail(ctx, what + " has byte value " + std::to_string(*r.here()) + " (a bool must be 0 or 1)");
@@ -178,7 +158,7 @@ GgufKv read_kv(Reader& r, uint64_t index, uint64_t count) {
   const std::string elem_name(gguf_value_type_name(kv.elem_type));
   // Bound the count by the bytes left before touching any element: a string
   // takes at least its 8-byte length.
-  const uint64_t min_elem = kv.elem_type == GgufValueType::kString ? 8 : scalar_bytes(kv.elem_type);
+  const uint64_t min_elem = kv.elem_type == GgufValueType::kString ? 8 : gguf_scalar_bytes(kv.elem_type);
   if (kv.count > r.left() / min_elem) {
     r.fail(ctx, "array of " + std::to_string(kv.count) + " " + elem_name + " values needs at least " +
                     (kv.count > UINT64_MAX / min_elem ? std::string("2^64") : std::to_string(kv.count * min_elem)) +
@@ -295,6 +275,25 @@ void check_data_layout(const GgufHeader& h, uint64_t file_size, const Reader& r)
 }
 
 }  // namespace
+
+uint64_t gguf_scalar_bytes(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::kU8:
+    case GgufValueType::kI8:
+    case GgufValueType::kBool: return 1;
+    case GgufValueType::kU16:
+    case GgufValueType::kI16: return 2;
+    case GgufValueType::kU32:
+    case GgufValueType::kI32:
+    case GgufValueType::kF32: return 4;
+    case GgufValueType::kU64:
+    case GgufValueType::kI64:
+    case GgufValueType::kF64: return 8;
+    case GgufValueType::kString:
+    case GgufValueType::kArray: return 0;
+  }
+  return 0;
+}
 
 std::string_view gguf_value_type_name(GgufValueType t) {
   switch (t) {

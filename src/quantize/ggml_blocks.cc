@@ -17,18 +17,6 @@ float half_at(const uint8_t* p) { return f16_to_f32(uint16_t(p[0] | (p[1] << 8))
 // split-halves order for 32 codes in 16 bytes (docs/formats.md §5.2).
 int split_nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
 
-// Q4_K and Q5_K: the 6-bit scale and min of sub-block s from the 12 packed
-// bytes (docs/formats.md §5.2).
-void k4_scale_min(const uint8_t* sc, int s, int& scale, int& min) {
-  if (s < 4) {
-    scale = sc[s] & 63;
-    min = sc[s + 4] & 63;
-  } else {
-    scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-    min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-  }
-}
-
 int levels_32(GgmlType type, const uint8_t* b, GgmlBlockLevels& o) {
   o.offset[0] = 0.0f;
   o.scale[0] = half_at(b);

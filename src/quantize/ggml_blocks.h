@@ -24,6 +24,19 @@ inline constexpr int kGgmlMaxSubs = 16;
 // ascending.
 inline constexpr int16_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+// Q4_K and Q5_K: the 6-bit scale and min of sub-block s from the 12 packed
+// bytes (docs/formats.md §5.2). Inline: the CPU's level decoders call it per
+// sub-block.
+inline void k4_scale_min(const uint8_t* sc, int s, int& scale, int& min) {
+  if (s < 4) {
+    scale = sc[s] & 63;
+    min = sc[s + 4] & 63;
+  } else {
+    scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
+    min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+  }
+}
+
 // One block as integer levels and per-sub-block fp32 scale and offset
 // (docs/formats.md §5.2's integer-level table): element e's value is
 // scale[e / sub]·levels[e] (+ offset[e / sub] when the type has offsets;

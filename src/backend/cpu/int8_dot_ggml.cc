@@ -6,12 +6,10 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "quantize/ggml_blocks.h"
 
 namespace dgemma::cpu {
 namespace {
-
-// The 16 non-uniform levels of IQ4_NL and IQ4_XS (docs/formats.md §5.2).
-constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // An fp16 field as fp32 (exact): normal numbers by moving the bits, the
 // rest (zero, subnormals, Inf, NaN) by the general conversion.
@@ -53,17 +51,6 @@ void add_fifth_bits(const uint8_t* qh, int bias, uint8_t* out) {
   for (int j = 0; j < 32; ++j) out[j] = uint8_t(out[j] + (((h >> j) & 1u) << 4) - bias);
 }
 
-// Q4_K/Q5_K: the 6-bit scale and min of sub-block s from the 12 packed bytes.
-void scale_min_k4(const uint8_t* sc, int s, int& scale, int& min) {
-  if (s < 4) {
-    scale = sc[s] & 63;
-    min = sc[s + 4] & 63;
-  } else {
-    scale = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-    min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-  }
-}
-
 void levels_block(GgmlType t, const uint8_t* b, uint8_t* out) {
   switch (t) {
     case GgmlType::kQ4_0: return split_nibbles(b + 2, 8, out);
@@ -73,16 +60,16 @@ void levels_block(GgmlType t, const uint8_t* b, uint8_t* out) {
     case GgmlType::kQ8_0: std::memcpy(out, b + 2, 32); return;
     case GgmlType::kIQ4_NL:
       for (int j = 0; j < 16; ++j) {
-        out[j] = uint8_t(kIq4Levels[b[2 + j] & 0xF]);
-        out[j + 16] = uint8_t(kIq4Levels[b[2 + j] >> 4]);
+        out[j] = uint8_t(quant::kIq4Levels[b[2 + j] & 0xF]);
+        out[j + 16] = uint8_t(quant::kIq4Levels[b[2 + j] >> 4]);
       }
       return;
     case GgmlType::kIQ4_XS:
       for (int s = 0; s < 8; ++s)
         for (int j = 0; j < 16; ++j) {
           const uint8_t c = b[8 + 16 * s + j];
-          out[32 * s + j] = uint8_t(kIq4Levels[c & 0xF]);
-          out[32 * s + j + 16] = uint8_t(kIq4Levels[c >> 4]);
+          out[32 * s + j] = uint8_t(quant::kIq4Levels[c & 0xF]);
+          out[32 * s + j + 16] = uint8_t(quant::kIq4Levels[c >> 4]);
         }
       return;
     case GgmlType::kQ4_K:
@@ -143,7 +130,7 @@ void scales_block(GgmlType t, const uint8_t* b, float* ws, float* wb, int64_t st
       const float d = half_at(b), dmin = half_at(b + 2);
       for (int s = 0; s < 8; ++s) {
         int sc, m;
-        scale_min_k4(b + 4, s, sc, m);
+        quant::k4_scale_min(b + 4, s, sc, m);
         ws[s * stride] = d * float(sc);
         wb[s * stride] = -(dmin * float(m));
       }
