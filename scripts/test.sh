@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 fuzz_seconds=${DGEMMA_FUZZ_SECONDS:-30}
+fuzz_jobs=${DGEMMA_FUZZ_JOBS:-2}
 
 echo "== layering, citations and formatting =="
 scripts/check-layers.sh
@@ -24,19 +25,29 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   LSAN_OPTIONS=suppressions=$PWD/scripts/lsan-suppressions.txt \
   ctest --test-dir build/asan --output-on-failure -j 2
 
-echo "== fuzzing (${fuzz_seconds} s per target) =="
+echo "== fuzzing (${fuzz_seconds} s per target, ${fuzz_jobs} at a time) =="
 scripts/build.sh fuzz
-fuzz_passed=0
-for target in build/fuzz/fuzz_*; do
+# One libFuzzer process per target (each single-threaded), fuzz_jobs at once.
+fuzz_one() {
+  local target=$1 name corpus work
+  local seeds=()
   name=$(basename "$target")
   corpus=fuzz/corpus/${name#fuzz_}
   work=$(mktemp -d)
-  seeds=()
   [ -d "$corpus" ] && seeds=("$corpus")
-  "$target" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=0 "$work" "${seeds[@]}" \
-    >"$work.log" 2>&1 || { tail -40 "$work.log"; echo "fuzz target $name failed"; exit 1; }
-  rm -rf "$work" "$work.log"
-  echo "fuzz: $name ran ${fuzz_seconds} s without a crash"
-  fuzz_passed=$((fuzz_passed + 1))
-done
-echo "fuzz: $fuzz_passed passed, 0 failed"
+  if "$target" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=0 "$work" "${seeds[@]}" \
+    >"$work.log" 2>&1; then
+    rm -rf "$work" "$work.log"
+    echo "fuzz: $name ran ${fuzz_seconds} s without a crash"
+  else
+    tail -40 "$work.log"
+    echo "fuzz target $name failed"
+    return 1
+  fi
+}
+export -f fuzz_one
+export fuzz_seconds
+targets=(build/fuzz/fuzz_*)
+printf '%s\n' "${targets[@]}" | xargs -P "$fuzz_jobs" -I{} bash -c 'fuzz_one "$1"' _ {} ||
+  { echo "fuzz: a target failed"; exit 1; }
+echo "fuzz: ${#targets[@]} passed, 0 failed"

@@ -76,11 +76,20 @@ void row_probabilities(const IsaKernels& isa, const float* logits, int64_t n, bo
 // returns the kept count, or returns -1 when the row must be dense.
 int64_t sparse_row(const IsaKernels& isa, const WeightRef& table, const float* logits, int64_t V, int64_t H,
                    bool to_bf16, float mx, float sum, double table_norm, float s, float* out) {
+  const float tau = float(kDropMass / double(V));
+  const int64_t limit = V / kSparseFraction;
+  // A dense row is told from its logits alone, before any exponential:
+  // p_v ≥ τ needs z_v ≥ mx + ln(τ·sum). Counting the logits at least one
+  // unit (plus the bf16 rounding of z) above that bound undercounts the
+  // kept entries, so a count over the limit means the row is dense.
+  const double bound = double(mx) + std::log(double(tau) * double(sum));
+  const float above = float(bound + 1.0 + (std::max(std::fabs(bound), std::fabs(double(mx))) + 1.0) / 128.0);
+  int64_t surely_kept = 0;
+  for (int64_t v = 0; v < V; ++v) surely_kept += logits[v] >= above ? 1 : 0;
+  if (surely_kept > limit) return -1;
   float* p = thread_scratch(size_t(V + H));
   float* row = p + V;
   row_probabilities(isa, logits, V, to_bf16, mx, sum, p);
-  const float tau = float(kDropMass / double(V));
-  const int64_t limit = V / kSparseFraction;
   thread_local std::vector<int32_t> kept;
   kept.clear();
   double dropped = 0;

@@ -83,10 +83,21 @@ struct Int8Activations {
   float* d = nullptr;
   float* ds = nullptr;
   const int8_t* q8 = nullptr;
-  // q + 128 as unsigned bytes, u8[m·kp + k], for the levels with byte
-  // products (Int8DotIsa::byte_tile) on byte-level weights; else null.
+  // For the levels with byte products (Int8DotIsa::byte_tile) on
+  // byte-level weights, else null: q + 128 as unsigned bytes in panels of
+  // kBytePanelRows rows, quads of columns interleaved by row,
+  // u8[((p·kp/4 + k/4)·kBytePanelRows + r)·4 + k % 4] for row r of panel p,
+  // and d and ds likewise, d8[(p·nb + b)·kBytePanelRows + r]: a tile
+  // broadcasts each row's quad and scale at fixed offsets from one pointer.
+  // A panel starts at every row tile() is called with as m0 and every
+  // kBytePanelRows rows after it up to its m1 (panel_of_row[m]: the panel
+  // starting at row m); its rows past m1 are zero and never read.
   const uint8_t* u8 = nullptr;
+  const float* d8 = nullptr;
+  const float* ds8 = nullptr;
+  const int32_t* panel_of_row = nullptr;
 };
+inline constexpr int kBytePanelRows = 8;
 
 // A 16-entry int16 table as two pshufb tables: the low and the high bytes.
 struct NibbleTable {
@@ -144,6 +155,10 @@ struct Int8DotIsa {
   void (*byte_quads)(const int8_t* rows, int64_t ld, int64_t kc, int sub, uint8_t* v, int32_t* wsum) = nullptr;
   void (*byte_tile)(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const uint8_t* v,
                     const int32_t* wsum, const float* ws, const float* wb, float* acc) = nullptr;
+  // The largest |V| byte_tile() takes (AVX2's vpmaddubsw keeps a pair of
+  // products in int16 only up to 64); weights with larger levels keep the
+  // int16 pairs on this level.
+  int byte_max_level = 128;
 };
 inline constexpr int kI8TileRows = 16;
 
@@ -174,6 +189,16 @@ void quads(const int8_t* rows, int64_t ld, int64_t kc, int sub, uint8_t* v, int3
 void tile(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const uint8_t* v,
           const int32_t* wsum, const float* ws, const float* wb, float* acc);
 }  // namespace int8bytes
+
+namespace int8bytes256 {
+// Int8DotIsa::byte_quads and byte_tile on AVX2 (vpmaddubsw) and AVX-VNNI
+// (vpdpbusd on 256 bits) (int8_dot_bytes_avx2.cc).
+void quads(const int8_t* rows, int64_t ld, int64_t kc, int sub, uint8_t* v, int32_t* wsum);
+void tile(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const uint8_t* v,
+          const int32_t* wsum, const float* ws, const float* wb, float* acc);
+void tile_vnni(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, int sub, const uint8_t* v,
+               const int32_t* wsum, const float* ws, const float* wb, float* acc);
+}  // namespace int8bytes256
 
 namespace int8amx {
 // The AMX-INT8 level (int8_dot_amx.cc), built on the AVX2 level's

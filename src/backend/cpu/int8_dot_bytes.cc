@@ -10,12 +10,14 @@
 //
 // Layouts: the decoded tile as quads of columns by row, v[(kq·16 + j)·4 + t]
 // = V[j, 4kq + t] (one 64-byte vector per 4 columns of the 16 rows), and the
-// row sums of each sub-block wsum[s·16 + j] = Σ V[j, s·sub ...].
+// row sums of each sub-block wsum[s·16 + j] = Σ V[j, s·sub ...]; the
+// activations in the byte panels of Int8Activations::u8.
 #include "backend/cpu/int8_dot.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/isa_target.h"
@@ -34,62 +36,70 @@ inline __m512i dpbusd(__m512i c, __m512i u8, __m512i s8) {
   return c;
 }
 
-// R activation rows against the tile, sub-block by sub-block; the epilogue
-// as in int8_dot_kernels.cc's tile rows (accumulators in registers).
+// R ≤ kBytePanelRows activation rows (one panel, Int8Activations::u8)
+// against the tile, activation block by block and within a block sub-block
+// by sub-block; the epilogue as in int8_dot_kernels.cc's tile rows, in the
+// same order (accumulators in registers). Every row's quad and scale is a
+// broadcast at a fixed offset from the panel's pointers.
 template <int R, int SUB>
-inline void rows(const Int8Activations& a, int64_t m, int64_t k0, int64_t kc, const uint8_t* v, const int32_t* wsum,
-                 const float* ws, const float* wb, float* acc) {
-  const uint8_t* q[R];
-  for (int r = 0; r < R; ++r) q[r] = a.u8 + (m + r) * a.kp + k0;
+inline void rows(const uint8_t* qa, const float* da, const float* dsa, int64_t kc, const uint8_t* v,
+                 const int32_t* wsum, const float* ws, const float* wb, float* acc) {
+  constexpr int P = kBytePanelRows, per = kI8Block / SUB;
   __m512 fa[R];
   for (int r = 0; r < R; ++r) fa[r] = _mm512_loadu_ps(acc + r * kI8TileRows);
-  for (int64_t s = 0; s < kc / SUB; ++s) {
-    __m512i c[R];
-    for (int r = 0; r < R; ++r) c[r] = _mm512_setzero_si512();
-    const uint8_t* vs = v + s * SUB * kI8TileRows;
+  for (int64_t blk = 0; blk < kc / kI8Block; ++blk, qa += kI8Block * P, da += P, dsa += P) {
+    for (int h = 0; h < per; ++h) {
+      const int64_t s = blk * per + h;
+      // The sums start at −128·ΣV, so they end at Σ (q + 128)·V − 128·ΣV.
+      const __m512i start =
+          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_loadu_si512(wsum + s * kI8TileRows), 7));
+      __m512i c[R];
+      for (int r = 0; r < R; ++r) c[r] = start;
+      const uint8_t* vs = v + s * SUB * kI8TileRows;
+      const uint8_t* qs = qa + h * SUB * P;
 #pragma GCC unroll 8
-    for (int p = 0; p < SUB / 4; ++p) {
-      const __m512i w = _mm512_loadu_si512(vs + p * 64);
+      for (int p = 0; p < SUB / 4; ++p) {
+        const __m512i w = _mm512_loadu_si512(vs + p * 64);
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, qs + (p * P + r) * 4, 4);
+          c[r] = dpbusd(c[r], _mm512_set1_epi32(quad), w);
+        }
+      }
+      const __m512 wsv = _mm512_loadu_ps(ws + s * kI8TileRows);
       for (int r = 0; r < R; ++r) {
-        int32_t quad;
-        std::memcpy(&quad, q[r] + s * SUB + 4 * p, 4);
-        c[r] = dpbusd(c[r], _mm512_set1_epi32(quad), w);
+        const __m512 sv = _mm512_mul_ps(wsv, _mm512_set1_ps(da[r]));
+        fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c[r]), sv, fa[r]);
       }
     }
-    const __m512i shift = _mm512_slli_epi32(_mm512_loadu_si512(wsum + s * kI8TileRows), 7);  // 128·ΣV
-    const int64_t b = (k0 + s * SUB) / kI8Block;
-    const bool bias = wb && (s + 1) * SUB % kI8Block == 0;
-    const __m512 wsv = _mm512_loadu_ps(ws + s * kI8TileRows);
-    for (int r = 0; r < R; ++r) {
-      const __m512 sv = _mm512_mul_ps(wsv, _mm512_set1_ps(a.d[(m + r) * a.nb + b]));
-      fa[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c[r], shift)), sv, fa[r]);
-      if (bias)
-        fa[r] = _mm512_fmadd_ps(_mm512_loadu_ps(wb + (s * SUB) / kI8Block * kI8TileRows),
-                                _mm512_set1_ps(a.ds[(m + r) * a.nb + b]), fa[r]);
+    if (wb) {
+      const __m512 wbv = _mm512_loadu_ps(wb + blk * kI8TileRows);
+      for (int r = 0; r < R; ++r) fa[r] = _mm512_fmadd_ps(wbv, _mm512_set1_ps(dsa[r]), fa[r]);
     }
   }
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(acc + r * kI8TileRows, fa[r]);
 }
 
-// Eight rows at a time: 8 integer and 8 fp32 accumulators, a weight vector
-// and the broadcasts fit the 32 registers.
-constexpr int kRows = 8;
-
-template <int SUB, int R = kRows - 1>
-void rest(const Int8Activations& a, int64_t m, int64_t n, int64_t k0, int64_t kc, const uint8_t* v, const int32_t* wsum,
-          const float* ws, const float* wb, float* acc) {
+template <int SUB, int R = kBytePanelRows>
+void rows_n(int n, const uint8_t* qa, const float* da, const float* dsa, int64_t kc, const uint8_t* v,
+            const int32_t* wsum, const float* ws, const float* wb, float* acc) {
   if constexpr (R > 0) {
-    if (n == R) return rows<R, SUB>(a, m, k0, kc, v, wsum, ws, wb, acc);
-    rest<SUB, R - 1>(a, m, n, k0, kc, v, wsum, ws, wb, acc);
+    if (n == R) return rows<R, SUB>(qa, da, dsa, kc, v, wsum, ws, wb, acc);
+    rows_n<SUB, R - 1>(n, qa, da, dsa, kc, v, wsum, ws, wb, acc);
   }
 }
 
 template <int SUB>
 void tile_sub(const Int8Activations& a, int64_t m0, int64_t m1, int64_t k0, int64_t kc, const uint8_t* v,
               const int32_t* wsum, const float* ws, const float* wb, float* acc) {
-  int64_t m = m0;
-  for (; m + kRows <= m1; m += kRows) rows<kRows, SUB>(a, m, k0, kc, v, wsum, ws, wb, acc + (m - m0) * kI8TileRows);
-  rest<SUB>(a, m, m1 - m, k0, kc, v, wsum, ws, wb, acc + (m - m0) * kI8TileRows);
+  constexpr int64_t P = kBytePanelRows;
+  for (int64_t m = m0; m < m1; m += P) {
+    const int64_t p = a.panel_of_row[m];
+    const uint8_t* qa = a.u8 + (p * a.kp + k0) * P;
+    const float* da = a.d8 + (p * a.nb + k0 / kI8Block) * P;
+    const float* dsa = a.ds8 + (p * a.nb + k0 / kI8Block) * P;
+    rows_n<SUB>(int(std::min(P, m1 - m)), qa, da, dsa, kc, v, wsum, ws, wb, acc + (m - m0) * kI8TileRows);
+  }
 }
 
 }  // namespace

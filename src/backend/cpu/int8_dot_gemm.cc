@@ -79,7 +79,9 @@ struct Decoder {
   bool four_bit() const { return w.scheme != QuantScheme::kGgml && code_bits(w) == 4; }
   // Whether the level multiplies this weight's levels as bytes (ggml
   // blocks, every level of which fits int8).
-  bool bytes(const Int8DotIsa& isa) const { return isa.byte_tile && w.scheme == QuantScheme::kGgml; }
+  bool bytes(const Int8DotIsa& isa) const {
+    return isa.byte_tile && w.scheme == QuantScheme::kGgml && ggml_level_bound(w.ggml_type) <= isa.byte_max_level;
+  }
   bool high_first() const { return scheme_traits(w.scheme).high_nibble_first; }
 
   // Row r, columns [k0, k0 + kc): values into v (int8_dot.h's row format of
@@ -193,10 +195,16 @@ void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& 
   const int64_t ahead = dec.ggml_elems ? K : std::min(kChunk, K);
   for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, 0, ahead);
   b.acc.assign(size_t((m1 - m0) * kI8TileRows), 0.0f);
-  for (int j = 0; j < nr; ++j) dec.scales(row0 + j0 + j, 0, K, b.ws.data() + j, b.wb.data() + j);
-  for (int j = nr; j < kI8TileRows; ++j) {  // past the last weight row: zero scales
-    for (int64_t s = 0; s < K / dec.sub; ++s) b.ws[size_t(s * kI8TileRows + j)] = 0.0f;
-    for (int64_t s = 0; s < K / kI8Block; ++s) b.wb[size_t(s * kI8TileRows + j)] = 0.0f;
+  if (dec.ggml_elems) {  // the 16 rows' block scales at once
+    const uint8_t* rows[kI8TileRows] = {};
+    for (int j = 0; j < nr; ++j) rows[j] = dec.codes(row0 + j0 + j, 0, K).first;
+    ggml_scales_tile(dec.w.ggml_type, rows, nr, K, b.ws.data(), b.wb.data());
+  } else {
+    for (int j = 0; j < nr; ++j) dec.scales(row0 + j0 + j, 0, K, b.ws.data() + j, b.wb.data() + j);
+    for (int j = nr; j < kI8TileRows; ++j) {  // past the last weight row: zero scales
+      for (int64_t s = 0; s < K / dec.sub; ++s) b.ws[size_t(s * kI8TileRows + j)] = 0.0f;
+      for (int64_t s = 0; s < K / kI8Block; ++s) b.wb[size_t(s * kI8TileRows + j)] = 0.0f;
+    }
   }
   for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
     const int64_t kc = std::min(kChunk, K - k0);
@@ -231,16 +239,18 @@ void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& 
 }
 
 // Activations quantized into per-thread buffers reused across calls (and as
-// int8 for the levels that read them so, with 16 zero rows after the last).
+// int8 for the levels that read them so, with 16 zero rows after the last;
+// and as byte panels for the byte levels, one starting at each row of
+// `starts` and every kBytePanelRows rows after it up to its end).
 // One live instance per thread at a time: the GEMMs below build theirs on
 // the calling thread and drop it before returning.
 struct QuantizedRows {
   Int8Activations a;
-  QuantizedRows(const Int8DotIsa& isa, bool bytes, const float* x, int64_t M, int64_t K, ThreadPool& pool) {
+  QuantizedRows(const Int8DotIsa& isa, bool bytes, const float* x, int64_t M, int64_t K,
+                const std::vector<std::pair<int64_t, int64_t>>& ranges, ThreadPool& pool) {
     thread_local Scratch<int16_t> q;
     thread_local Scratch<float> d, ds;
     thread_local Scratch<int8_t> q8;
-    thread_local Scratch<uint8_t> u8;
     const int64_t nb = K / kI8Block, panels = (K + 63) / 64, panel_rows = M + kI8TileRows;
     a = Int8Activations{M,
                         K,
@@ -251,12 +261,8 @@ struct QuantizedRows {
                         ds.get(size_t(M * nb)),
                         isa.int8_rows ? q8.get(size_t(panels * panel_rows * 64)) : nullptr};
     int8_t* q8p = const_cast<int8_t*>(a.q8);
-    uint8_t* u8p = bytes ? u8.get(size_t(M * K)) : nullptr;
-    a.u8 = u8p;
     pool.parallel_for(M, 8, [&](int64_t b, int64_t e) {
       isa.quantize_rows(x, K, b, e, a);
-      if (u8p)
-        for (int64_t i = b * K; i < e * K; ++i) u8p[i] = uint8_t(a.q[i] + 128);
       if (q8p)
         for (int64_t m = b; m < e; ++m)
           for (int64_t k0 = 0; k0 < K; k0 += 64) {
@@ -269,6 +275,54 @@ struct QuantizedRows {
     });
     if (q8p)
       for (int64_t p = 0; p < panels; ++p) std::fill_n(q8p + (p * panel_rows + M) * 64, kI8TileRows * 64, int8_t(0));
+    if (bytes) byte_panels(ranges, pool);
+  }
+
+ private:
+  // The byte panels (Int8Activations::u8): rows m..m + 7 of each panel from
+  // q, d and ds, zero past row M.
+  void byte_panels(const std::vector<std::pair<int64_t, int64_t>>& ranges, ThreadPool& pool) {
+    thread_local Scratch<uint8_t> u8;
+    thread_local Scratch<float> d8, ds8;
+    thread_local Scratch<int32_t> panel_of_row;
+    constexpr int64_t R = kBytePanelRows;
+    int32_t* of_row = panel_of_row.get(size_t(a.m));
+    std::fill_n(of_row, a.m, -1);
+    std::vector<int64_t> start;
+    for (const auto& [m0, m1] : ranges)
+      for (int64_t m = m0; m < m1; m += R)
+        if (of_row[m] < 0) {
+          of_row[m] = int32_t(start.size());
+          start.push_back(m);
+        }
+    const int64_t P = int64_t(start.size()), quads = a.kp / 4;
+    uint8_t* u = u8.get(size_t(P * a.kp * R));
+    float* dp = d8.get(size_t(P * a.nb * R));
+    float* dsp = ds8.get(size_t(P * a.nb * R));
+    pool.parallel_for(P, 1, [&](int64_t pb, int64_t pe) {
+      std::vector<uint8_t> row(size_t(a.kp));
+      for (int64_t p = pb; p < pe; ++p)
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t m = start[size_t(p)] + r;
+          uint8_t* dst = u + p * a.kp * R + r * 4;
+          if (m >= a.m) {
+            for (int64_t kq = 0; kq < quads; ++kq) std::memset(dst + kq * R * 4, 128, 4);
+            for (int64_t b = 0; b < a.nb; ++b) dp[(p * a.nb + b) * R + r] = dsp[(p * a.nb + b) * R + r] = 0.0f;
+            continue;
+          }
+          const int16_t* src = a.q + m * a.kp;
+          for (int64_t k = 0; k < a.kp; ++k) row[size_t(k)] = uint8_t(src[k] + 128);
+          for (int64_t kq = 0; kq < quads; ++kq) std::memcpy(dst + kq * R * 4, row.data() + kq * 4, 4);
+          for (int64_t b = 0; b < a.nb; ++b) {
+            dp[(p * a.nb + b) * R + r] = a.d[m * a.nb + b];
+            dsp[(p * a.nb + b) * R + r] = a.ds[m * a.nb + b];
+          }
+        }
+    });
+    a.u8 = u;
+    a.d8 = dp;
+    a.ds8 = dsp;
+    a.panel_of_row = of_row;
   }
 };
 
@@ -291,7 +345,7 @@ void int8_dot_gemm(const Int8DotIsa& isa, const WeightRef& w, int64_t row0, int6
                    float* out, int64_t ld_out, ThreadPool& pool) {
   if (n <= 0 || M <= 0) return;
   const Decoder dec(*w.quant);
-  const QuantizedRows xq(isa, dec.bytes(isa), x, M, w.quant->cols, pool);
+  const QuantizedRows xq(isa, dec.bytes(isa), x, M, w.quant->cols, {{0, M}}, pool);
   const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows;
   pool.parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
     TileBuffers b(w.quant->cols);
@@ -307,7 +361,9 @@ void int8_dot_grouped_gemm(const Int8DotIsa& isa, const WeightRef& w, const std:
                            const float* x, int64_t M, float* out, int64_t ld_out, ThreadPool& pool) {
   if (n <= 0 || M <= 0 || groups.empty()) return;
   const Decoder dec(*w.quant);
-  const QuantizedRows xq(isa, dec.bytes(isa), x, M, w.quant->cols, pool);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const Int8Group& g : groups) ranges.emplace_back(g.m0, g.m1);
+  const QuantizedRows xq(isa, dec.bytes(isa), x, M, w.quant->cols, ranges, pool);
   const int64_t tiles = (n + kI8TileRows - 1) / kI8TileRows, tasks = int64_t(groups.size()) * tiles;
   // Groups have different row counts: tasks are taken dynamically.
   std::atomic<int64_t> next{0};

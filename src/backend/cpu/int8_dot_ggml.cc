@@ -166,6 +166,20 @@ void scales_block(GgmlType t, const uint8_t* b, float* ws, float* wb, int64_t st
 
 }  // namespace
 
+int ggml_level_bound(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ3_K: return 4;  // −4..3
+    case GgmlType::kQ4_0: return 8;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ4_K: return 15;
+    case GgmlType::kQ5_0: return 16;
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ5_K: return 31;
+    case GgmlType::kQ6_K: return 32;
+    default: return 128;  // Q8_0, the IQ4 tables (−127..113), anything else
+  }
+}
+
 void ggml_levels(GgmlType t, const uint8_t* blocks, int64_t n, uint8_t* out) {
   const GgmlTypeTraits& g = traits(t);
   for (int64_t k = 0; k < n; k += g.block_elems, blocks += g.block_bytes) levels_block(t, blocks, out + k);
@@ -178,6 +192,97 @@ void ggml_scales(GgmlType t, const uint8_t* blocks, int64_t n, float* ws, float*
     scales_block(t, blocks, ws, wb, stride);
     ws += subs * stride;
     if (g.has_offset) wb += bias_step * stride;
+  }
+}
+
+namespace {
+
+constexpr int kLanes = 16;  // the rows of a tile (kI8TileRows)
+
+// Q4_K/Q5_K: per block, the eight 6-bit scales and mins of each row
+// (docs/formats.md §5.2) from its 12 packed bytes as three little-endian
+// words w0, w1, w2: scales 0..3 are the low 6 bits of w0's bytes, mins 0..3
+// of w1's; scales 4..7 the low nibbles of w2 with w0's top two bits above
+// them, mins 4..7 the high nibbles of w2 with w1's top two bits.
+void k4_scales_tile(const uint8_t* const* rows, int nr, int64_t n, int64_t bytes, float* ws, float* wb) {
+  for (int64_t bi = 0; bi < n / 256; ++bi) {
+    uint32_t w0[kLanes] = {}, w1[kLanes] = {}, w2[kLanes] = {};
+    float d[kLanes] = {}, dmin[kLanes] = {};
+    for (int j = 0; j < nr; ++j) {
+      const uint8_t* b = rows[j] + bi * bytes;
+      d[j] = half_at(b);
+      dmin[j] = half_at(b + 2);
+      std::memcpy(&w0[j], b + 4, 4);
+      std::memcpy(&w1[j], b + 8, 4);
+      std::memcpy(&w2[j], b + 12, 4);
+    }
+    uint32_t sc[2][kLanes], mn[2][kLanes];
+    for (int j = 0; j < kLanes; ++j) {
+      sc[0][j] = w0[j] & 0x3F3F3F3Fu;
+      mn[0][j] = w1[j] & 0x3F3F3F3Fu;
+      sc[1][j] = (w2[j] & 0x0F0F0F0Fu) | (((w0[j] >> 6) & 0x03030303u) << 4);
+      mn[1][j] = ((w2[j] >> 4) & 0x0F0F0F0Fu) | (((w1[j] >> 6) & 0x03030303u) << 4);
+    }
+    float* o = ws + bi * 8 * kLanes;
+    float* ob = wb + bi * 8 * kLanes;
+    for (int h = 0; h < 2; ++h)
+      for (int byte = 0; byte < 4; ++byte) {
+        const int s = 4 * h + byte;
+        for (int j = 0; j < kLanes; ++j) {
+          o[s * kLanes + j] = d[j] * float((sc[h][j] >> (8 * byte)) & 0xFFu);
+          ob[s * kLanes + j] = -(dmin[j] * float((mn[h][j] >> (8 * byte)) & 0xFFu));
+        }
+      }
+  }
+}
+
+// Q6_K: sixteen signed 8-bit scales per block after the levels, times the
+// block's half d.
+void q6k_scales_tile(const uint8_t* const* rows, int nr, int64_t n, float* ws) {
+  constexpr int64_t kBytes = 210;
+  for (int64_t bi = 0; bi < n / 256; ++bi) {
+    int8_t sc[kLanes][16] = {};
+    float d[kLanes] = {};
+    for (int j = 0; j < nr; ++j) {
+      const uint8_t* b = rows[j] + bi * kBytes;
+      std::memcpy(sc[j], b + 192, 16);
+      d[j] = half_at(b + 208);
+    }
+    float* o = ws + bi * 16 * kLanes;
+    for (int s = 0; s < 16; ++s)
+      for (int j = 0; j < kLanes; ++j) o[s * kLanes + j] = d[j] * float(sc[j][s]);
+  }
+}
+
+// The 32-element types without an offset: one half per block, first.
+void half_scales_tile(const uint8_t* const* rows, int nr, int64_t n, int64_t bytes, float* ws) {
+  for (int64_t bi = 0; bi < n / 32; ++bi) {
+    float* o = ws + bi * kLanes;
+    for (int j = 0; j < nr; ++j) o[j] = half_at(rows[j] + bi * bytes);
+    for (int j = nr; j < kLanes; ++j) o[j] = 0.0f;
+  }
+}
+
+}  // namespace
+
+void ggml_scales_tile(GgmlType t, const uint8_t* const* rows, int nr, int64_t n, float* ws, float* wb) {
+  switch (t) {
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: return k4_scales_tile(rows, nr, n, traits(t).block_bytes, ws, wb);
+    case GgmlType::kQ6_K: return q6k_scales_tile(rows, nr, n, ws);
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ8_0:
+    case GgmlType::kIQ4_NL: return half_scales_tile(rows, nr, n, traits(t).block_bytes, ws);
+    default: break;
+  }
+  const GgmlTypeTraits& g = traits(t);
+  for (int j = 0; j < nr; ++j) ggml_scales(t, rows[j], n, ws + j, wb + j, kLanes);
+  const int64_t subs = n / g.sub_block, offsets = n / 32;
+  for (int j = nr; j < kLanes; ++j) {
+    for (int64_t s = 0; s < subs; ++s) ws[s * kLanes + j] = 0.0f;
+    if (g.has_offset)
+      for (int64_t b = 0; b < offsets; ++b) wb[b * kLanes + j] = 0.0f;
   }
 }
 

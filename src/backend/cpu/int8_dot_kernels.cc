@@ -374,14 +374,36 @@ const Int8DotIsa kPortable = {"portable",     quantize_rows_portable,
                               nullptr,        nullptr,
                               false,          nullptr,
                               ggml_levels};
-const Int8DotIsa kAvx2 = {
-    "avx2",  quantize_rows_avx2,   tile_avx2, nibbles_avx2, bytes_avx2, interleave_avx2, nullptr, nullptr, false,
-    nullptr, int8avx2::ggml_levels};
+// AVX2 multiplies the byte levels up to ±64 as bytes (int8_dot_bytes_avx2.cc).
+const Int8DotIsa kAvx2 = {"avx2",
+                          quantize_rows_avx2,
+                          tile_avx2,
+                          nibbles_avx2,
+                          bytes_avx2,
+                          interleave_avx2,
+                          nullptr,
+                          nullptr,
+                          false,
+                          nullptr,
+                          int8avx2::ggml_levels,
+                          int8bytes256::quads,
+                          int8bytes256::tile,
+                          64};
 // The VNNI and AVX-512 levels differ from AVX2 in the tile product (the
 // quantization of the activations is the AVX2 level's).
-const Int8DotIsa kAvxVnni = {
-    "avx-vnni", quantize_rows_avx2,   tile_avxvnni, nibbles_avx2, bytes_avx2, interleave_avx2, nullptr, nullptr, false,
-    nullptr,    int8avx2::ggml_levels};
+const Int8DotIsa kAvxVnni = {"avx-vnni",
+                             quantize_rows_avx2,
+                             tile_avxvnni,
+                             nibbles_avx2,
+                             bytes_avx2,
+                             interleave_avx2,
+                             nullptr,
+                             nullptr,
+                             false,
+                             nullptr,
+                             int8avx2::ggml_levels,
+                             int8bytes256::quads,
+                             int8bytes256::tile_vnni};
 // The AVX-512 levels decode 4-bit codes straight into the pair layout
 // (int8_dot_avx512.cc); AVX512-VNNI multiplies byte levels (the ggml types)
 // as bytes (int8_dot_bytes.cc).
