@@ -208,7 +208,7 @@ void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& 
   }
   for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
     const int64_t kc = std::min(kChunk, K - k0);
-    if (k0 + kc < K)  // the next chunk's codes arrive while this one is decoded and multiplied
+    if (k0 + kc < K && !dec.ggml_elems)  // the next chunk's codes arrive while this one is decoded and multiplied
       for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, k0 + kc, std::min(kChunk, K - k0 - kc));
     if (dec.bytes(isa)) {  // byte levels as quads of columns, multiplied as bytes
       auto* rows = reinterpret_cast<int8_t*>(b.rows.data());

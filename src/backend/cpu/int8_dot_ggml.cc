@@ -199,6 +199,26 @@ namespace {
 
 constexpr int kLanes = 16;  // the rows of a tile (kI8TileRows)
 
+// The fp16 fields of the 16 rows as fp32 (exact): normal numbers by moving
+// the bits, lane by lane without a branch (so the loop vectorizes); zero,
+// subnormals, Inf and NaN (rows past the tile's last among them) by the
+// general conversion afterwards.
+void halves_to_floats(const uint16_t (&h)[kLanes], float (&out)[kLanes]) {
+  uint32_t u[kLanes];
+  int special = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    const uint32_t e = (uint32_t(h[j]) >> 10) & 0x1F;
+    u[j] = (uint32_t(h[j] & 0x8000) << 16) | ((e + 112) << 23) | (uint32_t(h[j] & 0x3FF) << 13);
+    special |= (e == 0) | (e == 31);
+  }
+  std::memcpy(out, u, sizeof u);
+  if (special)
+    for (int j = 0; j < kLanes; ++j) {
+      const uint32_t e = (uint32_t(h[j]) >> 10) & 0x1F;
+      if (e == 0 || e == 31) out[j] = f16_to_f32(h[j]);
+    }
+}
+
 // Q4_K/Q5_K: per block, the eight 6-bit scales and mins of each row
 // (docs/formats.md §5.2) from its 12 packed bytes as three little-endian
 // words w0, w1, w2: scales 0..3 are the low 6 bits of w0's bytes, mins 0..3
@@ -207,15 +227,18 @@ constexpr int kLanes = 16;  // the rows of a tile (kI8TileRows)
 void k4_scales_tile(const uint8_t* const* rows, int nr, int64_t n, int64_t bytes, float* ws, float* wb) {
   for (int64_t bi = 0; bi < n / 256; ++bi) {
     uint32_t w0[kLanes] = {}, w1[kLanes] = {}, w2[kLanes] = {};
-    float d[kLanes] = {}, dmin[kLanes] = {};
+    uint16_t hd[kLanes] = {}, hmin[kLanes] = {};
     for (int j = 0; j < nr; ++j) {
       const uint8_t* b = rows[j] + bi * bytes;
-      d[j] = half_at(b);
-      dmin[j] = half_at(b + 2);
+      std::memcpy(&hd[j], b, 2);
+      std::memcpy(&hmin[j], b + 2, 2);
       std::memcpy(&w0[j], b + 4, 4);
       std::memcpy(&w1[j], b + 8, 4);
       std::memcpy(&w2[j], b + 12, 4);
     }
+    float d[kLanes], dmin[kLanes];
+    halves_to_floats(hd, d);
+    halves_to_floats(hmin, dmin);
     uint32_t sc[2][kLanes], mn[2][kLanes];
     for (int j = 0; j < kLanes; ++j) {
       sc[0][j] = w0[j] & 0x3F3F3F3Fu;
@@ -242,12 +265,14 @@ void q6k_scales_tile(const uint8_t* const* rows, int nr, int64_t n, float* ws) {
   constexpr int64_t kBytes = 210;
   for (int64_t bi = 0; bi < n / 256; ++bi) {
     int8_t sc[kLanes][16] = {};
-    float d[kLanes] = {};
+    uint16_t hd[kLanes] = {};
     for (int j = 0; j < nr; ++j) {
       const uint8_t* b = rows[j] + bi * kBytes;
       std::memcpy(sc[j], b + 192, 16);
-      d[j] = half_at(b + 208);
+      std::memcpy(&hd[j], b + 208, 2);
     }
+    float d[kLanes];
+    halves_to_floats(hd, d);
     float* o = ws + bi * 16 * kLanes;
     for (int s = 0; s < 16; ++s)
       for (int j = 0; j < kLanes; ++j) o[s * kLanes + j] = d[j] * float(sc[j][s]);
@@ -257,9 +282,11 @@ void q6k_scales_tile(const uint8_t* const* rows, int nr, int64_t n, float* ws) {
 // The 32-element types without an offset: one half per block, first.
 void half_scales_tile(const uint8_t* const* rows, int nr, int64_t n, int64_t bytes, float* ws) {
   for (int64_t bi = 0; bi < n / 32; ++bi) {
-    float* o = ws + bi * kLanes;
-    for (int j = 0; j < nr; ++j) o[j] = half_at(rows[j] + bi * bytes);
-    for (int j = nr; j < kLanes; ++j) o[j] = 0.0f;
+    uint16_t h[kLanes] = {};
+    for (int j = 0; j < nr; ++j) std::memcpy(&h[j], rows[j] + bi * bytes, 2);
+    float d[kLanes];
+    halves_to_floats(h, d);
+    std::memcpy(ws + bi * kLanes, d, sizeof d);
   }
 }
 
