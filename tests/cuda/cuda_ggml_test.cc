@@ -27,6 +27,7 @@
 #include "ops/op.h"
 #include "quantize/integer_levels.h"
 #include "quantize/quantized_weight.h"
+#include "support/random_ggml_blocks.h"
 #include "support/test_rng.h"
 
 #if DGEMMA_HAVE_CUDA
@@ -47,35 +48,6 @@ constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0
                                GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,   GgmlType::kQ4_K,
                                GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
 
-// Where each block keeps its fp16 fields (byte offsets), for the generator.
-std::vector<int> half_offsets(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: return {0, 2};
-    case GgmlType::kQ6_K: return {208};
-    case GgmlType::kQ3_K: return {108};
-    case GgmlType::kQ2_K: return {80, 82};
-    default: return {0};
-  }
-}
-
-// Random blocks: every code and scale byte random, the fp16 fields 0.004 to
-// 0.012 in magnitude with either sign (finite, so that values compare).
-std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t cols, Rng& rng) {
-  const GgmlTypeTraits& g = ggml_traits(t);
-  std::vector<uint8_t> b(size_t(rows) * ggml_row_bytes(t, cols));
-  for (auto& c : b) c = uint8_t(rng());
-  for (size_t o = 0; o < b.size(); o += size_t(g.block_bytes))
-    for (int h : half_offsets(t)) {
-      const float v = (0.004f + 0.008f * float(rng() % 1000) / 1000.0f) * (rng() % 2 ? 1.0f : -1.0f);
-      const uint16_t bits = f32_to_f16(v);
-      std::memcpy(b.data() + o + size_t(h), &bits, 2);
-    }
-  return b;
-}
-
 // A GGUF block tensor as the checkpoint binds it: shape [rows] or [E, N, K]
 // flattened to rows of `cols` elements, one slice over the blocks.
 std::shared_ptr<QuantizedWeight> ggml_weight(GgmlType t, std::vector<int64_t> shape, Rng& rng) {
@@ -90,7 +62,7 @@ std::shared_ptr<QuantizedWeight> ggml_weight(GgmlType t, std::vector<int64_t> sh
   q->rows = rows;
   q->cols = cols;
   q->block = ggml_traits(t).block_elems;
-  q->owned.push_back(random_blocks(t, rows, cols, rng));
+  q->owned.push_back(random_ggml_blocks(t, rows, cols, rng));
   q->stored_bytes = q->owned.back().size();
   q->slices = {QuantSlice{0, rows, q->owned.back().data()}};
   return q;

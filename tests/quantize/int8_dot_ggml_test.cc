@@ -26,6 +26,7 @@
 #include "backend/cpu/quant_kernels.h"
 #include "core/dtype.h"
 #include "quantize/ggml_blocks.h"
+#include "support/random_ggml_blocks.h"
 #include "support/test_rng.h"
 
 namespace dgemma {
@@ -34,35 +35,6 @@ namespace {
 constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1,   GgmlType::kQ5_0,  GgmlType::kQ5_1,
                                GgmlType::kQ8_0, GgmlType::kQ3_K,   GgmlType::kQ4_K,  GgmlType::kQ5_K,
                                GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
-
-// Where each block keeps its fp16 fields (offsets), for the generator.
-std::vector<int> half_offsets(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: return {0, 2};
-    case GgmlType::kQ6_K: return {208};
-    case GgmlType::kQ3_K: return {108};
-    case GgmlType::kQ2_K: return {80, 82};
-    default: return {0};
-  }
-}
-
-// Random blocks: random code and scale bytes, fp16 fields of 0.004-0.012 in
-// magnitude (either sign: a Q4_K dmin < 0 makes a positive offset).
-std::vector<uint8_t> random_blocks(GgmlType t, int64_t rows, int64_t cols, Rng& rng) {
-  const GgmlTypeTraits& g = ggml_traits(t);
-  std::vector<uint8_t> b(size_t(rows) * ggml_row_bytes(t, cols));
-  for (auto& c : b) c = uint8_t(rng());
-  for (size_t o = 0; o < b.size(); o += size_t(g.block_bytes))
-    for (int h : half_offsets(t)) {
-      const float v = (0.004f + 0.008f * float(rng() % 1000) / 1000.0f) * (rng() % 2 ? 1.0f : -1.0f);
-      const uint16_t bits = f32_to_f16(v);
-      std::memcpy(b.data() + o + size_t(h), &bits, 2);
-    }
-  return b;
-}
 
 struct GgmlWeight {
   std::shared_ptr<QuantizedWeight> q;
@@ -224,17 +196,17 @@ int64_t cols_of(GgmlType t) { return ggml_traits(t).block_elems == 256 ? 768 : 7
 TEST(Int8DotGgml, EveryIntegerTypeButQ2KRunsOnIt) {
   Rng rng(1);
   for (GgmlType t : kTypes) {
-    const GgmlWeight w = make(t, random_blocks(t, 2, cols_of(t), rng), 2, cols_of(t));
+    const GgmlWeight w = make(t, random_ggml_blocks(t, 2, cols_of(t), rng), 2, cols_of(t));
     EXPECT_TRUE(cpu::int8_dot_supported(*w.q)) << ggml_type_name(t);
   }
-  const GgmlWeight q2 = make(GgmlType::kQ2_K, random_blocks(GgmlType::kQ2_K, 2, 256, rng), 2, 256);
+  const GgmlWeight q2 = make(GgmlType::kQ2_K, random_ggml_blocks(GgmlType::kQ2_K, 2, 256, rng), 2, 256);
   EXPECT_FALSE(cpu::int8_dot_supported(*q2.q)) << "Q2_K needs activation sums per 16 columns";
   const Int8WeightValues q6 =
-      int8_weight_values(*make(GgmlType::kQ6_K, random_blocks(GgmlType::kQ6_K, 1, 256, rng), 1, 256).q);
+      int8_weight_values(*make(GgmlType::kQ6_K, random_ggml_blocks(GgmlType::kQ6_K, 1, 256, rng), 1, 256).q);
   EXPECT_EQ(q6.sub, 16);
   EXPECT_FALSE(q6.bias);
   const Int8WeightValues q4 =
-      int8_weight_values(*make(GgmlType::kQ4_K, random_blocks(GgmlType::kQ4_K, 1, 256, rng), 1, 256).q);
+      int8_weight_values(*make(GgmlType::kQ4_K, random_ggml_blocks(GgmlType::kQ4_K, 1, 256, rng), 1, 256).q);
   EXPECT_EQ(q4.sub, 32);
   EXPECT_TRUE(q4.bias);
   EXPECT_EQ(q4.values, I8Values::kU8);
@@ -246,7 +218,7 @@ TEST(Int8DotGgml, EqualsTheScalarOracleOnEveryLevelAndThreadCount) {
     SCOPED_TRACE(ggml_type_name(t));
     Rng rng(uint32_t(t) + 100);
     const int64_t rows = 37, K = cols_of(t);
-    const GgmlWeight w = make(t, random_blocks(t, rows, K, rng), rows, K);
+    const GgmlWeight w = make(t, random_ggml_blocks(t, rows, K, rng), rows, K);
     for (int64_t M : {1, 6, 19}) {
       SCOPED_TRACE(M);
       const std::vector<float> x = normal_values(M * K, uint32_t(7 + M), 1.0f);
@@ -265,7 +237,7 @@ TEST(Int8DotGgml, GroupedGemmEqualsOneGemmPerGroup) {
   // 4 experts of 20 rows in one Q4_K weight [80, 512]; groups of 0..9 tokens.
   Rng rng(40);
   const int64_t n = 20, K = 512, M = 3 + 9 + 5;
-  const GgmlWeight w = make(GgmlType::kQ4_K, random_blocks(GgmlType::kQ4_K, 4 * n, K, rng), 4 * n, K);
+  const GgmlWeight w = make(GgmlType::kQ4_K, random_ggml_blocks(GgmlType::kQ4_K, 4 * n, K, rng), 4 * n, K);
   const std::vector<float> x = normal_values(M * K, 41, 1.0f);
   const std::vector<cpu::Int8Group> groups = {{0, 0, 3}, {20, 3, 3}, {40, 3, 12}, {60, 12, 17}};
   for (const cpu::Int8DotIsa* l : cpu::int8_dot_levels()) {
@@ -288,7 +260,7 @@ TEST(Int8DotGgml, DequantizedRowsAreTheBlockFormula) {
     SCOPED_TRACE(ggml_type_name(t));
     Rng rng(uint32_t(t) + 200);
     const int64_t rows = 3, K = cols_of(t);
-    const GgmlWeight w = make(t, random_blocks(t, rows, K, rng), rows, K);
+    const GgmlWeight w = make(t, random_ggml_blocks(t, rows, K, rng), rows, K);
     const GgmlTypeTraits& g = ggml_traits(t);
     for (int l = 0; l <= int(detected_isa()); ++l) {
       const cpu::CpuLevelKernels& level = cpu::cpu_level_kernels(CpuIsa(l));
@@ -314,7 +286,7 @@ TEST(Int8DotGgml, OracleAndExpandedRowsAgreeWithTheReferenceDecoder) {
     SCOPED_TRACE(ggml_type_name(t));
     Rng rng(uint32_t(t) + 400);
     const int64_t rows = 2, K = cols_of(t);
-    const GgmlWeight w = make(t, random_blocks(t, rows, K, rng), rows, K);
+    const GgmlWeight w = make(t, random_ggml_blocks(t, rows, K, rng), rows, K);
     const GgmlTypeTraits& g = ggml_traits(t);
     const uint8_t* row = w.q->slices.front().codes + ggml_row_bytes(t, K);
     int wrong_levels = 0;
@@ -347,7 +319,7 @@ TEST(Int8DotGgml, ErrorAgainstTheExactPathIsTheActivationRounding) {
     SCOPED_TRACE(ggml_type_name(t));
     Rng rng(uint32_t(t) + 300);
     const int64_t rows = 24, K = cols_of(t), M = 16;
-    const GgmlWeight w = make(t, random_blocks(t, rows, K, rng), rows, K);
+    const GgmlWeight w = make(t, random_ggml_blocks(t, rows, K, rng), rows, K);
     const std::vector<float> x = normal_values(M * K, 301, 1.0f);
     std::vector<float> exact(size_t(M * rows)), dot(exact.size());
     cpu::quant_gemm(w.ref, 0, rows, x.data(), M, exact.data(), rows, pool, level, cpu::QuantDot::kExact);
@@ -369,9 +341,9 @@ TEST(Int8DotGgml, NaNScalesAndActivationsGiveNaN) {
     SCOPED_TRACE(ggml_type_name(t));
     Rng rng(50);
     const int64_t rows = 5, K = cols_of(t);
-    std::vector<uint8_t> blocks = random_blocks(t, rows, K, rng);
+    std::vector<uint8_t> blocks = random_ggml_blocks(t, rows, K, rng);
     const uint16_t nan = 0x7E00;  // row 2's second block: d = NaN
-    std::memcpy(blocks.data() + 2 * ggml_row_bytes(t, K) + size_t(ggml_traits(t).block_bytes + half_offsets(t)[0]),
+    std::memcpy(blocks.data() + 2 * ggml_row_bytes(t, K) + size_t(ggml_traits(t).block_bytes + ggml_half_offsets(t)[0]),
                 &nan, 2);
     const GgmlWeight w = make(t, std::move(blocks), rows, K);
     std::vector<float> x = normal_values(3 * K, 51, 1.0f);

@@ -98,8 +98,26 @@ struct Decoder {
       isa.bytes(c, kc, w.scheme == QuantScheme::kInt8, v);
   }
 
-  // Row r, columns [k0, k0 + kc): the scale of sub-block s into ws[s·16],
-  // the bias of block b into wb[b·16].
+  // The whole rows [r0, r0 + nr) of a tile (nr ≤ 16): the scale of
+  // sub-block s of row j into ws[s·16 + j], the bias of block b into
+  // wb[b·16 + j]; zero for rows nr..15. ggml blocks decode the 16 rows
+  // together (their scales read every block header of the rows).
+  void tile_scales(int64_t r0, int nr, float* ws, float* wb) const {
+    const int64_t K = w.cols;
+    if (w.scheme == QuantScheme::kGgml) {
+      const uint8_t* rows[kI8TileRows] = {};
+      for (int j = 0; j < nr; ++j) rows[j] = codes(r0 + j, 0, K).first;
+      return ggml_scales_tile(w.ggml_type, rows, nr, K, ws, wb);
+    }
+    for (int j = 0; j < nr; ++j) scales(r0 + j, 0, K, ws + j, wb + j);
+    for (int j = nr; j < kI8TileRows; ++j) {  // past the last weight row: zero scales
+      for (int64_t s = 0; s < K / sub; ++s) ws[s * kI8TileRows + j] = 0.0f;
+      for (int64_t s = 0; s < K / kI8Block; ++s) wb[s * kI8TileRows + j] = 0.0f;
+    }
+  }
+
+  // Row r, columns [k0, k0 + kc), of the formats other than ggml blocks:
+  // the scale of sub-block s into ws[s·16], the bias of block b into wb[b·16].
   void scales(int64_t r, int64_t k0, int64_t kc, float* ws, float* wb) const {
     const int64_t K = w.cols, nsub = kc / sub;
     switch (w.scheme) {
@@ -163,8 +181,8 @@ struct Decoder {
         }
         return;
       }
-      case QuantScheme::kGgml: ggml_scales(w.ggml_type, codes(r, k0, kc).first, kc, ws, wb, kI8TileRows); return;
-      case QuantScheme::kFP8: return;  // never here: int8_dot_supported
+      case QuantScheme::kGgml: return;  // never here: tile_scales()
+      case QuantScheme::kFP8: return;   // never here: int8_dot_supported
     }
   }
 };
@@ -195,17 +213,7 @@ void run_tile(const Int8DotIsa& isa, const Decoder& dec, const Int8Activations& 
   const int64_t ahead = dec.ggml_elems ? K : std::min(kChunk, K);
   for (int j = 0; j < nr; ++j) dec.prefetch(row0 + j0 + j, 0, ahead);
   b.acc.assign(size_t((m1 - m0) * kI8TileRows), 0.0f);
-  if (dec.ggml_elems) {  // the 16 rows' block scales at once
-    const uint8_t* rows[kI8TileRows] = {};
-    for (int j = 0; j < nr; ++j) rows[j] = dec.codes(row0 + j0 + j, 0, K).first;
-    ggml_scales_tile(dec.w.ggml_type, rows, nr, K, b.ws.data(), b.wb.data());
-  } else {
-    for (int j = 0; j < nr; ++j) dec.scales(row0 + j0 + j, 0, K, b.ws.data() + j, b.wb.data() + j);
-    for (int j = nr; j < kI8TileRows; ++j) {  // past the last weight row: zero scales
-      for (int64_t s = 0; s < K / dec.sub; ++s) b.ws[size_t(s * kI8TileRows + j)] = 0.0f;
-      for (int64_t s = 0; s < K / kI8Block; ++s) b.wb[size_t(s * kI8TileRows + j)] = 0.0f;
-    }
-  }
+  dec.tile_scales(row0 + j0, nr, b.ws.data(), b.wb.data());
   for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
     const int64_t kc = std::min(kChunk, K - k0);
     if (k0 + kc < K && !dec.ggml_elems)  // the next chunk's codes arrive while this one is decoded and multiplied
