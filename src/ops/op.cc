@@ -14,12 +14,22 @@ std::string_view op_scope(OpKind kind) {
     case OpKind::kEmbedding:
     case OpKind::kSoftEmbedding:
     case OpKind::kSoftcap:
-    case OpKind::kSample: return "model";
+    case OpKind::kSample:
+    case OpKind::kAffine:
+    case OpKind::kPoolCells:
+    case OpKind::kScatterRows: return "model";  // the vision tower and the merge of its soft tokens
     default: return "layer";  // concat_rows: the layer's KV cache
   }
 }
 
-std::string_view pass_name(Pass pass) { return pass == Pass::kEncoder ? "encoder" : "decoder"; }
+std::string_view pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::kEncoder: return "encoder";
+    case Pass::kDecoder: return "decoder";
+    case Pass::kVision: return "vision";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -127,18 +137,26 @@ void check_rope(Checker& k, const OpCall& c) {
   k.dtype(*c.in[0], DType::kF32, "x");
   k.rank(*c.in[0], 3, "x");
   k.dtype(*c.in[1], DType::kI32, "positions");
-  if (c.in[1]->numel() != c.in[0]->dim(0)) k.fail("positions do not match rows of x");
-  if (c.in[0]->dim(2) % 2 || c.attrs.rope_pairs < 0 || c.attrs.rope_pairs > c.in[0]->dim(2) / 2)
+  const Tensor& pos = *c.in[1];
+  const bool two_d = pos.shape.size() == 2;  // (column, row) per row: the vision tower's 2-D RoPE
+  if (two_d ? pos.dim(0) != c.in[0]->dim(0) || pos.dim(1) != 2 : pos.numel() != c.in[0]->dim(0))
+    k.fail("positions " + pos.shape_string() + " do not match the " + std::to_string(c.in[0]->dim(0)) +
+           " rows of x (one position, or a column and a row, per row)");
+  const int64_t width = two_d ? c.in[0]->dim(2) / 2 : c.in[0]->dim(2);  // the split-half width
+  if (width % 2 || (two_d && c.in[0]->dim(2) % 2) || c.attrs.rope_pairs < 0 || c.attrs.rope_pairs > width / 2)
     k.fail("invalid rotated pair count " + std::to_string(c.attrs.rope_pairs) + " for head dim " +
-           std::to_string(c.in[0]->dim(2)));
+           std::to_string(c.in[0]->dim(2)) + (two_d ? " (2-D positions: head dim % 4 == 0, pairs <= d/4)" : ""));
   k.out_f32(0, c.in[0]->shape);
 }
 
 void check_attention(Checker& k, const OpCall& c) {
-  const bool cached = c.in.size() == 8;
-  if (c.in.size() != 5 && !cached)
-    k.fail("expected 5 inputs, or 8 with a cache segment, got " + std::to_string(c.in.size()));
-  k.counts(cached ? 8 : 5, 0, 1);
+  const bool blocks = mask_uses_blocks(c.attrs.mask);
+  const size_t base = c.in.size() - (blocks ? 1 : 0);
+  const bool cached = base == 8;
+  if (base != 5 && !cached)
+    k.fail("expected 5 inputs, or 8 with a cache segment" + std::string(blocks ? ", plus the blocks input" : "") +
+           ", got " + std::to_string(c.in.size()));
+  k.counts(c.in.size(), 0, 1);
   const Tensor &q = *c.in[0], &kk = *c.in[1], &v = *c.in[2];
   for (int t = 0; t < 3; ++t) {
     k.dtype(*c.in[size_t(t)], DType::kF32, "q/k/v");
@@ -166,6 +184,15 @@ void check_attention(Checker& k, const OpCall& c) {
              " rows");
   } else if (c.attrs.skip_rows != 0) {
     k.fail("skip_rows without cache inputs");
+  }
+  if (blocks) {
+    const Tensor& b = *c.in.back();
+    k.dtype(b, DType::kI32, "blocks");
+    if (b.numel() != q.dim(0) || kk.dim(0) != q.dim(0))
+      k.fail("a blocks mask needs one block id per row and as many new keys as queries, got " +
+             std::to_string(b.numel()) + " ids, " + std::to_string(q.dim(0)) + " queries and " +
+             std::to_string(kk.dim(0)) + " keys");
+    if (c.attrs.mask == AttentionMask::kJaxBlocks && c.attrs.window <= 0) k.fail("the JAX blocks mask needs a window");
   }
   k.out_f32(0, {q.dim(0), q.dim(1) * q.dim(2)});
 }
@@ -281,6 +308,52 @@ void check_sample(Checker& k, const OpCall& c) {
   k.out_i32(3, {M});
 }
 
+void check_affine(Checker& k, const OpCall& c) {
+  k.counts(1, 2, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  k.rank(*c.in[0], 2, "x");
+  k.wshape(c.w[0], {c.in[0]->dim(1)}, "shift");
+  k.wshape(c.w[1], {c.in[0]->dim(1)}, "scale");
+  k.out_f32(0, c.in[0]->shape);
+}
+
+void check_pool_cells(Checker& k, const OpCall& c) {
+  k.counts(2, 0, 1);
+  k.dtype(*c.in[0], DType::kF32, "x");
+  k.rank(*c.in[0], 2, "x");
+  k.dtype(*c.in[1], DType::kI32, "cells");
+  if (c.in[1]->numel() != c.in[0]->dim(0)) k.fail("cell count does not match the rows of x");
+  if (c.attrs.out_rows < 1) k.fail("out_rows must be positive, got " + std::to_string(c.attrs.out_rows));
+  if (!c.in[1]->host_stale)
+    for (int32_t cell : c.in[1]->i)
+      if (cell < 0 || cell >= c.attrs.out_rows)
+        k.fail("cell " + std::to_string(cell) + " outside [0, " + std::to_string(c.attrs.out_rows) + ")");
+  k.out_f32(0, {c.attrs.out_rows, c.in[0]->dim(1)});
+}
+
+void check_scatter_rows(Checker& k, const OpCall& c) {
+  k.counts(3, 0, 1);
+  k.dtype(*c.in[0], DType::kF32, "base");
+  k.dtype(*c.in[1], DType::kF32, "src");
+  k.dtype(*c.in[2], DType::kI32, "rows");
+  k.rank(*c.in[0], 2, "base");
+  k.rank(*c.in[1], 2, "src");
+  const int64_t T = c.in[0]->dim(0), n = c.in[1]->dim(0);
+  if (c.in[1]->dim(1) != c.in[0]->dim(1))
+    k.fail("src " + c.in[1]->shape_string() + " and base " + c.in[0]->shape_string() + " differ in width");
+  if (c.in[2]->numel() != n)
+    k.fail(std::to_string(c.in[2]->numel()) + " row indices for " + std::to_string(n) + " source rows");
+  if (!c.in[2]->host_stale) {
+    std::vector<bool> seen(size_t(T), false);
+    for (int32_t r : c.in[2]->i) {
+      if (r < 0 || r >= T) k.fail("row " + std::to_string(r) + " outside [0, " + std::to_string(T) + ")");
+      if (seen[size_t(r)]) k.fail("row " + std::to_string(r) + " given twice");
+      seen[size_t(r)] = true;
+    }
+  }
+  k.out_f32(0, c.in[0]->shape);
+}
+
 struct OpInfo {
   OpKind kind;
   std::string_view name;
@@ -303,6 +376,9 @@ constexpr OpInfo kOps[] = {
     {OpKind::kSoftcap, "softcap", check_softcap},
     {OpKind::kConcatRows, "concat_rows", check_concat_rows},
     {OpKind::kSample, "sample", check_sample},
+    {OpKind::kAffine, "affine", check_affine},
+    {OpKind::kPoolCells, "pool_cells", check_pool_cells},
+    {OpKind::kScatterRows, "scatter_rows", check_scatter_rows},
 };
 static_assert(std::size(kOps) == kNumOpKinds);
 
@@ -344,9 +420,13 @@ std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& c) {
   return parts;
 }
 
+const Tensor* attention_blocks(const OpCall& c) {
+  return mask_uses_blocks(c.attrs.mask) ? c.in.back() : nullptr;
+}
+
 AttentionKeys attention_keys(const OpCall& c) {
   AttentionKeys keys;
-  if (c.in.size() == 8) {
+  if (c.in.size() - (mask_uses_blocks(c.attrs.mask) ? 1 : 0) == 8) {
     const int64_t first = c.attrs.skip_rows;
     keys.parts[0] = {c.in[5], c.in[6], c.in[7], first, c.in[5]->dim(0) - first};
   }

@@ -12,9 +12,13 @@
 //   rms_norm        in: x[...,D]            w: [D] or none           out: like x (row-wise over D, docs/model.md §1.2)
 //   linear          in: x[M,K]              w: W[N,K]                out: [M,N] = x·Wᵀ
 //   rope            in: x[M,h,d], pos[M]                             out: like x (split-half pairs, docs/model.md §1.4)
+//                   or  x[M,h,d], pos[M,2] (column, row): the vision tower's 2-D RoPE (docs/model.md §7.3):
+//                   channels [0, d/2) rotate with the column and [d/2, d) with the row, each half as a
+//                   split-half RoPE of width d/2 (rope_pairs <= d/4 pairs per half; d % 4 == 0)
 //   attention       in: q[M,Hq,d], k[S,Hk,d], v[S,Hk,d], qpos[M], kpos[S]
 //                       [, cache_k[C,Hk,d], cache_v[C,Hk,d], cache_kpos[C]]
 //                                                                    out: [M,Hq·d] (scale 1.0, fp32 softmax)
+//                   [, blocks[M] I32] (last input; only with a blocks mask, below)
 //                   With the three cache inputs the keys are the cache's rows skip_rows.. followed by
 //                   k's rows, in that order: the keys (and the sums) of an attention over
 //                   concat_rows(cache, k) with that skip, without the copy, so that a device reads
@@ -43,6 +47,16 @@
 //                   batched pass stacking its sequences' self-conditioning);
 //                   with take_rows > 0 only rows skip..skip+take-1 (out: [take,...]):
 //                   a slice of a batched pass's stacked rows (b empty)
+//   affine          in: x[M,H]              w: shift[H], scale[H]    out: (x - shift)·scale (fp32, each step
+//                                                                         rounded; the patch input 2·(p - 0.5) and the
+//                                                                         vision standardization, docs/model.md §7)
+//   pool_cells      in: x[N,H], cell[N] I32                          out: [attrs.out_rows,H], row c = Σ over the rows n
+//                                                                         with cell[n] = c, in row order, of x[n]·attrs.scale
+//                                                                         (the vision pooler, docs/model.md §7.4); every
+//                                                                         cell in [0, out_rows)
+//   scatter_rows    in: base[T,H], src[n,H], rows[n] I32             out: [T,H] = base with row rows[i] replaced by
+//                                                                         src[i] (rows distinct, in [0, T): image soft
+//                                                                         tokens into the prompt, docs/model.md §7.6)
 //   sample          in: logits[M,V], uniforms[M,2] I32 or [0,2]      out: z[M,V], argmax[M] I32, entropy[M],
 //                                                                         sample[M] I32
 //                   The per-row pass of a denoising step (docs/model.md §3.2, ops/row_sampling.h process_row):
@@ -81,12 +95,17 @@ enum class OpKind : uint8_t {
   kSoftcap,
   kConcatRows,
   kSample,
+  kAffine,
+  kPoolCells,
+  kScatterRows,
 };
-inline constexpr int kNumOpKinds = 14;
+inline constexpr int kNumOpKinds = 17;
 
 std::string_view op_name(OpKind kind);
 
-enum class Pass : uint8_t { kEncoder, kDecoder };
+// kVision: the vision tower, run once per image before the encoder pass that
+// takes its soft tokens (docs/model.md §7).
+enum class Pass : uint8_t { kEncoder, kDecoder, kVision };
 std::string_view pass_name(Pass pass);
 
 // Which keys a query may see (docs/model.md §2.2, §2.4).
@@ -95,7 +114,20 @@ enum class AttentionMask : uint8_t {
   kCausalWindow,     // encoder: kpos <= qpos and (window == 0 or qpos - kpos < window)
   kCommittedWindow,  // decoder A/B variant (JAX after its 2026-07 fix): committed keys
                      // (kpos < first_canvas_pos) only if kpos > qpos - window
+  // The encoder over a prompt with images (docs/model.md §7.7); both need the
+  // blocks input: blocks[r] >= 0 names the image block of new row r (a
+  // query and the key of the same row), -1 a text row. Keys in the cache
+  // segment belong to no block.
+  kCausalWindowBlocks,  // Transformers' generate(): kCausalWindow, or the same block
+                        // (a block may reach past the window)
+  kJaxBlocks,           // Google's JAX rule for sliding layers: (kpos <= qpos or the same
+                        // block) and |qpos - kpos| < window
 };
+
+// Whether `mask` reads the attention call's blocks input.
+inline bool mask_uses_blocks(AttentionMask mask) {
+  return mask == AttentionMask::kCausalWindowBlocks || mask == AttentionMask::kJaxBlocks;
+}
 
 struct OpAttrs {
   float eps = 0.0f;    // rms_norm, router_topk
@@ -118,6 +150,7 @@ struct OpAttrs {
                                  // attention: leading rows of the cache left out
   float temperature = 0.0f;      // sample (> 0)
   int64_t take_rows = 0;         // concat_rows: rows kept after the skipped ones (0: all the rest)
+  int64_t out_rows = 0;          // pool_cells: cells (rows of the output)
 };
 
 struct OpCall {
@@ -152,6 +185,9 @@ struct ConcatRowsPart {
   int64_t from = 0, count = 0;
 };
 std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& call);
+
+// The blocks input of a prepared attention call (null without one).
+const Tensor* attention_blocks(const OpCall& call);
 
 // The keys of a prepared attention call as two segments, in order: part 0
 // the cache's rows [first, first + rows) (none without cache inputs), part 1
