@@ -16,14 +16,40 @@ namespace {
 
 using json::Value;
 
-std::string text_of_content(const Value& content, const std::string& param, bool allow_null) {
+// The source of an image content part: {"type": "image_url", "image_url":
+// {"url": ..., "detail": ...}} or "image_url": "..." (docs/server.md §8.1).
+std::string image_url_of_part(const Value& part, const std::string& pp) {
+  const Value* u = field(part, "image_url");
+  if (u == nullptr)
+    throw invalid_request("'" + pp + ".image_url' is required", pp + ".image_url", "missing_required_parameter");
+  if (u->is_string()) return u->as_string();
+  if (!u->is_object()) throw wrong_type(pp + ".image_url", "an object with a url, or a string", *u);
+  const Value* url = field(*u, "url");
+  if (url == nullptr)
+    throw invalid_request("'" + pp + ".image_url.url' is required", pp + ".image_url.url",
+                          "missing_required_parameter");
+  if (!url->is_string()) throw wrong_type(pp + ".image_url.url", "a string", *url);
+  if (const Value* detail = field(*u, "detail"); detail != nullptr && !detail->is_string())
+    throw wrong_type(pp + ".image_url.detail", "a string", *detail);  // any value: one resolution per image here
+  return url->as_string();
+}
+
+// A message's content: a string, or an array of text and (in user messages)
+// image_url parts. Parts are kept (msg.parts) only when an image is among
+// them, so that text-only requests render exactly as before.
+void parse_content(const Value& content, const std::string& param, bool allow_null, bool allow_images,
+                   ChatMessage& msg) {
   if (content.is_null()) {
     if (!allow_null) throw invalid_request("'" + param + "' must not be null", param, "invalid_type");
-    return {};
+    return;
   }
-  if (content.is_string()) return content.as_string();
+  if (content.is_string()) {
+    msg.content = content.as_string();
+    return;
+  }
   if (!content.is_array()) throw wrong_type(param, "a string or an array of content parts", content);
-  std::string text;
+  std::vector<ChatContentPart> out;
+  bool images = false;
   const json::Array& parts = content.as_array();
   for (size_t k = 0; k < parts.size(); ++k) {
     const std::string pp = param + "[" + std::to_string(k) + "]";
@@ -33,16 +59,26 @@ std::string text_of_content(const Value& content, const std::string& param, bool
     if (type == nullptr)
       throw invalid_request("'" + pp + ".type' is required", pp + ".type", "missing_required_parameter");
     if (!type->is_string()) throw wrong_type(pp + ".type", "a string", *type);
-    if (type->as_string() != "text")
-      throw invalid_request("content part type '" + type->as_string() + "' is not supported (text-only model)",
+    const std::string& kind = type->as_string();
+    if (kind == "image_url") {
+      if (!allow_images)
+        throw invalid_request("'" + pp + "': images are accepted in user messages only", pp + ".type",
+                              "unsupported_value");
+      out.push_back({"image", "", image_url_of_part(part, pp)});
+      images = true;
+      continue;
+    }
+    if (kind != "text")
+      throw invalid_request("content part type '" + kind + "' is not supported (text and image_url are)",
                             pp + ".type", "unsupported_value");
     const Value* t = field(part, "text");
     if (t == nullptr)
       throw invalid_request("'" + pp + ".text' is required", pp + ".text", "missing_required_parameter");
     if (!t->is_string()) throw wrong_type(pp + ".text", "a string", *t);
-    text += t->as_string();
+    msg.content += t->as_string();
+    out.push_back({"text", t->as_string(), ""});
   }
-  return text;
+  if (images) msg.parts = std::move(out);
 }
 
 std::vector<ChatMessage> parse_messages(const Value& body) {
@@ -77,7 +113,7 @@ std::vector<ChatMessage> parse_messages(const Value& body) {
       throw invalid_request("'" + pm + ".content' is required", pm + ".content", "missing_required_parameter");
     ChatMessage msg;
     msg.role = *rendered;
-    if (content != nullptr) msg.content = text_of_content(*content, pm + ".content", r == "assistant");
+    if (content != nullptr) parse_content(*content, pm + ".content", r == "assistant", r == "user", msg);
     if (calls != nullptr) msg.tool_calls = parse_message_tool_calls(*calls, pm + ".tool_calls");
     if (r == "tool") {
       const Value* id = field(m, "tool_call_id");

@@ -136,9 +136,10 @@ std::vector<ChatPromptPart> render_gemma4(const Tokenizer& tok, const std::vecto
       if (p.type == "text") {
         w.content(py_trim(p.text));
       } else if (p.type == "image") {
-        // UNCONFIRMED placement for the official template (docs/model.md §3.6 lists the id).
+        // The published Gemma 4 templates set the placeholder apart by blank
+        // lines; the processor then expands it (docs/model.md §7.6).
         require_token(tok, "<|image|>", kName);
-        w.markup("<|image|>");
+        w.markup("\n\n<|image|>\n\n");
         last = Last::kOther;
       }
     }
@@ -301,11 +302,17 @@ std::vector<ChatMessage> chat_messages_from_json(const json::Value& list, const 
         std::string pw = what + ".content[" + std::to_string(k) + "]";
         const json::Value* type = p.find("type");
         if (!type) throw Error(pw + ": missing \"type\"");
-        ChatContentPart part{type->as_string(pw + ".type"), ""};
+        ChatContentPart part{type->as_string(pw + ".type"), "", ""};
         if (part.type == "text") {
           const json::Value* text = p.find("text");
           if (!text) throw Error(pw + ": a text part needs \"text\"");
           part.text = text->as_string(pw + ".text");
+        } else if (part.type == "image") {
+          // Where the picture is, under the key Transformers' chat messages use
+          // ("image", "url" or "path"); absent: the caller supplies the image.
+          for (const char* key : {"image", "url", "path"})
+            if (const json::Value* src = p.find(key); src != nullptr && part.source.empty())
+              part.source = src->as_string(pw + "." + key);
         }
         parts.push_back(std::move(part));
       }

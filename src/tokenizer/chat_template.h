@@ -36,6 +36,10 @@ namespace dgemma {
 struct ChatContentPart {
   std::string type;  // "text" or "image" (other types render nothing)
   std::string text;  // for "text"
+  // For "image": where the picture comes from (a data: URL, an http(s) URL or
+  // a file path), as the caller gave it. Rendering writes only the image's
+  // placeholder; the caller decodes the picture (docs/image.md).
+  std::string source;
 };
 
 // A call the model made in an earlier assistant turn.

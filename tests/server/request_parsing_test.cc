@@ -50,6 +50,30 @@ TEST(RequestParsing, AcceptsAFullChatRequest) {
   EXPECT_TRUE(r.include_drafts);
 }
 
+TEST(RequestParsing, ImagePartsKeepTheirOrderAndSource) {
+  const CompletionRequest r = chat(R"({"messages": [{"role": "user", "content": [
+      {"type": "text", "text": "Compare "},
+      {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "high"}},
+      {"type": "image_url", "image_url": "https://example.com/b.jpg"},
+      {"type": "text", "text": "please"}]}]})");
+  ASSERT_EQ(r.messages.size(), 1u);
+  ASSERT_TRUE(r.messages[0].parts.has_value());
+  const std::vector<ChatContentPart>& p = *r.messages[0].parts;
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].type, "text");
+  EXPECT_EQ(p[0].text, "Compare ");
+  EXPECT_EQ(p[1].type, "image");
+  EXPECT_EQ(p[1].source, "data:image/png;base64,AAAA");
+  EXPECT_EQ(p[2].type, "image");
+  EXPECT_EQ(p[2].source, "https://example.com/b.jpg");
+  EXPECT_EQ(p[3].text, "please");
+  EXPECT_EQ(r.messages[0].content, "Compare please");
+  // Text-only parts stay a plain string, rendered exactly as before.
+  EXPECT_FALSE(chat(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]})")
+                   .messages[0]
+                   .parts.has_value());
+}
+
 TEST(RequestParsing, LogprobsOfChatAndCompletions) {
   const std::string msg = R"({"messages": [{"role": "user", "content": "x"}])";
   const CompletionRequest off = chat(msg + R"(, "logprobs": false, "top_logprobs": 0})");
@@ -151,6 +175,18 @@ TEST(RequestParsing, RejectsBadRequestsWithTheOffendingField) {
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": null}]})", 400, "messages[0].content"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": 3}]})", 400, "messages[0].content"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
+       "messages[0].content[0].image_url"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+       400, "messages[0].content[0].image_url.url"},
+      {Endpoint::kChat,
+       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": 3}}]}]})", 400,
+       "messages[0].content[0].image_url.url"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": 3}]}]})",
+       400, "messages[0].content[0].image_url"},
+      {Endpoint::kChat,
+       R"({"messages": [{"role": "system", "content": [{"type": "image_url", "image_url": "data:x"}]}]})", 400,
+       "messages[0].content[0].type"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]})", 400,
        "messages[0].content[0].type"},
       {Endpoint::kChat, "{" + msg + R"(, "model": "gpt-4"})", 404, "model"},
       {Endpoint::kChat, "{" + msg + R"(, "model": 4})", 400, "model"},
