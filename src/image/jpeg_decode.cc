@@ -121,6 +121,8 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limits) 
     default:
       throw Error("JPEG: unsupported colour space with " + std::to_string(c.num_components) + " components");
   }
+  // The saved markers live only until decompression ends.
+  const std::vector<uint8_t> exif = first_exif(c);
   const int64_t w = c.image_width, hgt = c.image_height;
   const size_t stride = size_t(w) * size_t(components);
   std::vector<unsigned char> rows(stride * size_t(hgt));
@@ -140,7 +142,6 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limits) 
       out.pixels[3 * i] = out.pixels[3 * i + 1] = out.pixels[3 * i + 2] = rows[i];
     }
   }
-  const std::vector<uint8_t> exif = first_exif(c);
   return apply_orientation(std::move(out), exif_orientation(exif));
 }
 

@@ -96,6 +96,15 @@ int channels_of(int color_type) {
 }  // namespace
 
 RgbImage decode_png(std::span<const uint8_t> bytes, const ImageLimits& limits) {
+  // The size from IHDR (which must come first), before libpng reads on to
+  // the image data: a header that claims too many pixels is refused even when
+  // nothing follows it.
+  if (bytes.size() >= 24 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0) {
+    auto be32 = [&](size_t at) {
+      return uint32_t(bytes[at]) << 24 | uint32_t(bytes[at + 1]) << 16 | uint32_t(bytes[at + 2]) << 8 | bytes[at + 3];
+    };
+    if (be32(16) != 0 && be32(20) != 0) check_image_size(int64_t(be32(16)), int64_t(be32(20)), limits);
+  }
   PngHandle h;
   PngJob& job = h.job;
   job.data = bytes.data();

@@ -57,7 +57,7 @@ TEST(ImageDecode, EveryReferenceFileMatchesPillow) {
 TEST(ImageDecode, SixteenBitGrayIsClampedNotShifted) {
   // The reference file holds values above 255 (to 255) and below (kept).
   const std::string dir = golden_v_dir() + "/decode";
-  const std::vector<uint8_t> want = read_test_bytes(dir + "/gray16.rgb");
+  const std::vector<uint8_t> want = read_test_bytes(dir + "/gray16.png.rgb");
   int saturated = 0, small = 0;
   for (size_t i = 0; i < want.size(); i += 3) (want[i] == 255 ? saturated : small) += 1;
   EXPECT_GT(saturated, 0);

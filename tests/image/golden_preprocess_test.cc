@@ -8,6 +8,7 @@
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/thread_pool.h"
+#include "dgemma/error.h"
 #include "image/decode_image.h"
 #include "image/image_preprocess.h"
 #include "image/image_processor_config.h"

@@ -7,6 +7,7 @@
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/thread_pool.h"
+#include "dgemma/error.h"
 #include "image/image_preprocess.h"
 #include "image/pillow_resize.h"
 #include "image_test_files.h"
@@ -80,7 +81,10 @@ TEST(TargetSize, GoldenVSizes) {
   // capped at max_soft_tokens units.
   EXPECT_EQ(hw(1, 2000), (std::vector<int64_t>{12, 840}));
   EXPECT_EQ(hw(2000, 1), (std::vector<int64_t>{840, 12}));
-  EXPECT_EQ(hw(3, 200), (std::vector<int64_t>{12, 792}));
+  EXPECT_EQ(hw(2, 200), (std::vector<int64_t>{12, 840}));
+  // Just thick enough for one unit: the ordinary formula.
+  EXPECT_EQ(hw(3, 200), (std::vector<int64_t>{12, 816}));
+  EXPECT_EQ(hw(1, 69), (std::vector<int64_t>{12, 828}));
   EXPECT_THROW(target_size(0, 10, v), Error);
 }
 

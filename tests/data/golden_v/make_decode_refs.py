@@ -131,10 +131,9 @@ def expect(name, data, note):
     except Exception as e:  # the reference refuses the file too
         manifest.append({"file": name, "pillow_error": f"{type(e).__name__}: {e}", "note": note})
         return
-    base = os.path.splitext(name)[0]
-    with open(os.path.join(OUT, base + ".rgb"), "wb") as f:
+    with open(os.path.join(OUT, name + ".rgb"), "wb") as f:
         f.write(im.tobytes())
-    manifest.append({"file": name, "rgb": base + ".rgb", "height": im.height, "width": im.width, "note": note})
+    manifest.append({"file": name, "rgb": name + ".rgb", "height": im.height, "width": im.width, "note": note})
 
 
 W, H = 13, 9  # odd, non-square: every rotation shows
