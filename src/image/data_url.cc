@@ -110,8 +110,7 @@ DataUrl parse_image_data_url(std::string_view url, uint64_t max_bytes) {
   for (size_t i = 0; i < body; ++i) {
     const int v = base64_value(payload[i]);
     if (v < 0) {
-      throw Error("data: URL base64 has an invalid character " + shown(payload[i]) + " at offset " +
-                  std::to_string(i));
+      throw Error("data: URL base64 has an invalid character " + shown(payload[i]) + " at offset " + std::to_string(i));
     }
     acc = (acc << 6) | uint32_t(v);
     bits += 6;

@@ -31,9 +31,7 @@ RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits)
       }
       throw Error("not an image in a supported format (PNG, JPEG or WebP); the data starts with " + head);
     }
-    default:
-      throw Error(std::string(image_format_name(format)) +
-                  " images are not supported (send PNG, JPEG or WebP)");
+    default: throw Error(std::string(image_format_name(format)) + " images are not supported (send PNG, JPEG or WebP)");
   }
 }
 
@@ -44,8 +42,8 @@ RgbImage decode_image_file(const std::string& path, const ImageLimits& limits) {
     const std::streamoff size = in.tellg();
     if (size < 0) throw Error("cannot read the file");
     if (uint64_t(size) > limits.max_bytes) {
-      throw Error("image is " + std::to_string(size) + " bytes, over the limit of " +
-                  std::to_string(limits.max_bytes) + " bytes");
+      throw Error("image is " + std::to_string(size) + " bytes, over the limit of " + std::to_string(limits.max_bytes) +
+                  " bytes");
     }
     std::vector<uint8_t> bytes(static_cast<size_t>(size));
     in.seekg(0);

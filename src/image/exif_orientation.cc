@@ -32,10 +32,20 @@ struct Reader {
 // Bytes per value of each TIFF type Pillow reads (others are skipped).
 int type_size(uint16_t type) {
   switch (type) {
-    case 1: case 2: case 6: case 7: return 1;  // BYTE ASCII SBYTE UNDEFINED
-    case 3: case 8: return 2;                  // SHORT SSHORT
-    case 4: case 9: case 11: case 13: return 4;  // LONG SLONG FLOAT IFD
-    case 5: case 10: case 12: case 16: return 8;  // RATIONAL SRATIONAL DOUBLE LONG8
+    case 1:
+    case 2:
+    case 6:
+    case 7: return 1;  // BYTE ASCII SBYTE UNDEFINED
+    case 3:
+    case 8: return 2;  // SHORT SSHORT
+    case 4:
+    case 9:
+    case 11:
+    case 13: return 4;  // LONG SLONG FLOAT IFD
+    case 5:
+    case 10:
+    case 12:
+    case 16: return 8;  // RATIONAL SRATIONAL DOUBLE LONG8
     default: return 0;
   }
 }
@@ -44,12 +54,14 @@ int type_size(uint16_t type) {
 std::optional<double> first_value(const Reader& r, uint16_t type, uint64_t at) {
   switch (type) {
     case 3: return double(r.u(at, 2));
-    case 4: case 13: return double(r.u(at, 4));
+    case 4:
+    case 13: return double(r.u(at, 4));
     case 16: return double(r.u(at, 8));
     case 6: return double(int8_t(r.u(at, 1)));
     case 8: return double(int16_t(r.u(at, 2)));
     case 9: return double(int32_t(r.u(at, 4)));
-    case 5: case 10: {
+    case 5:
+    case 10: {
       const uint32_t num = uint32_t(r.u(at, 4)), den = uint32_t(r.u(at + 4, 4));
       const double n = type == 5 ? double(num) : double(int32_t(num));
       const double q = type == 5 ? double(den) : double(int32_t(den));

@@ -116,10 +116,8 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limits) 
     case JCS_YCbCr:
     case JCS_RGB: out_space = JCS_RGB, components = 3; break;
     case JCS_CMYK:
-    case JCS_YCCK:
-      throw Error("JPEG: CMYK images are not supported (convert the image to RGB first)");
-    default:
-      throw Error("JPEG: unsupported colour space with " + std::to_string(c.num_components) + " components");
+    case JCS_YCCK: throw Error("JPEG: CMYK images are not supported (convert the image to RGB first)");
+    default: throw Error("JPEG: unsupported colour space with " + std::to_string(c.num_components) + " components");
   }
   // The saved markers live only until decompression ends.
   const std::vector<uint8_t> exif = first_exif(c);

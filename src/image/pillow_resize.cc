@@ -85,8 +85,8 @@ void for_rows(ThreadPool* pool, int64_t rows, Fn&& fn) {
 RgbImage resize_bicubic(const RgbImage& image, int64_t out_height, int64_t out_width, ThreadPool* pool) {
   if (out_height <= 0 || out_width <= 0 || image.height <= 0 || image.width <= 0) {
     throw Error("resize: sizes must be positive (from " + std::to_string(image.height) + "x" +
-                std::to_string(image.width) + " to " + std::to_string(out_height) + "x" +
-                std::to_string(out_width) + ")");
+                std::to_string(image.width) + " to " + std::to_string(out_height) + "x" + std::to_string(out_width) +
+                ")");
   }
   const bool horizontal = out_width != image.width, vertical = out_height != image.height;
   if (!horizontal && !vertical) return image;

@@ -122,8 +122,7 @@ std::vector<uint8_t> huge_png_header() {
 }
 
 TEST(ImageDecode, PixelLimitIsCheckedFromTheHeader) {
-  EXPECT_EQ(error_of(huge_png_header()),
-            "image is 90000x90000 = 8.1e+09 pixels, over the limit of 89478485 pixels");
+  EXPECT_EQ(error_of(huge_png_header()), "image is 90000x90000 = 8.1e+09 pixels, over the limit of 89478485 pixels");
   // The golden PNG (40x30) under a 1000-pixel limit, JPEG and WebP alike.
   ImageLimits small;
   small.max_pixels = 1000;

@@ -74,7 +74,7 @@ TEST(TargetSize, GoldenVSizes) {
     const TargetSize t = target_size(h, w, v);
     return std::vector<int64_t>{t.height, t.width};
   };
-  EXPECT_EQ(hw(30, 40), (std::vector<int64_t>{84, 108}));   // upscaled
+  EXPECT_EQ(hw(30, 40), (std::vector<int64_t>{84, 108}));    // upscaled
   EXPECT_EQ(hw(200, 120), (std::vector<int64_t>{120, 72}));  // downscaled
   EXPECT_EQ(hw(40, 300), (std::vector<int64_t>{36, 264}));   // extreme aspect
   // A side that rounds to zero: one unit, the other side by the aspect ratio,
