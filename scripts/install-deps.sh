@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           clang libclang-rt-14-dev time python3 libopenblas-dev libopenmpi-dev openmpi-bin
-          libcpp-httplib-dev libssl-dev curl clang-format
+          libcpp-httplib-dev libssl-dev curl clang-format libjpeg62-turbo-dev libpng-dev libwebp-dev
           ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd)
 missing=()
 for p in "${packages[@]}"; do
