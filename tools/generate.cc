@@ -14,6 +14,7 @@
 #include "generate/generation_stats.h"
 #include "generate/recorded_self_conditioning.h"
 #include "generation_flags.h"
+#include "image_inputs.h"
 #include "model_flags.h"
 #include "output.h"
 
@@ -39,10 +40,12 @@ class ClockObserver : public GenerationObserver {
 int run_generate(const Args& args) {
   ModelFlags mf;
   GenerationFlags gf;
+  ImageFlags imf;
   std::string prompt_ids, replay;
   bool as_json = false, quiet = false, replay_sc = false;
   FlagParser p(
-      "dgemma generate -m DIR --prompt-ids 2,427,... [--replay FILE.safetensors | --seed N] [--json]",
+      "dgemma generate -m DIR --prompt-ids 2,427,... [--image FILE]... [--replay FILE.safetensors | --seed N] "
+      "[--json]",
       "Runs block-diffusion generation on token ids (no tokenizer). Parameters come from\n"
       "DIR/generation_config.json (flat or nested keys); the flags below override them.\n"
       "Output: the full sequence as the reference returns it (prompt + whole canvases, pad after\n"
@@ -54,7 +57,10 @@ int run_generate(const Args& args) {
       "differences about tenfold per step, so a free-running replay drifts from the recording after\n"
       "a few steps; --replay-self-conditioning also takes each step's self-conditioning input from\n"
       "the recording (recorded logits / temperature), which keeps the replay exact while the model\n"
-      "still computes every pass. A summary goes to stderr.");
+      "still computes every pass. A summary goes to stderr.\n"
+      "--image FILE (repeatable) fills the prompt's runs of image placeholder ids in order: the ids must\n"
+      "already hold each picture's BOI, soft-token placeholders and EOI (what the processor's expansion\n"
+      "gives); a run whose length differs from its picture's soft tokens is an error naming both.");
   mf.add_to(p);
   p.add_string("--prompt-ids", &prompt_ids,
                "prompt token ids separated by commas or spaces, or a JSON list: what `dgemma tokenize` prints "
@@ -63,6 +69,7 @@ int run_generate(const Args& args) {
   p.add_string("--replay", &replay, "replay recorded random draws from this safetensors file", "FILE");
   p.add_bool("--replay-self-conditioning", &replay_sc,
              "with --replay: self-conditioning inputs from the recording too (parity check)");
+  imf.add_to(p);
   gf.add_to(p);
   p.add_bool("--json", &as_json, "print one JSON object instead of the id list");
   p.add_bool("-q,--quiet", &quiet, "no summary on stderr");
@@ -86,6 +93,10 @@ int run_generate(const Args& args) {
       throw Error("--prompt-ids: token id " + std::to_string(prompt[i]) + " at position " + std::to_string(i) +
                   " is outside the vocabulary [0, " + std::to_string(model->vocab_size()) + ")");
   const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
+  const std::vector<VisionInput> images =
+      imf.files.empty() ? std::vector<VisionInput>()
+                        : vision_inputs(load_image_files(imf.files, model_image_processor(*model, mf.model_dir),
+                                                         imf.limits(), model->thread_pool()));
 
   std::unique_ptr<DrawSource> draws;
   ReplayDraws* tape = nullptr;
@@ -105,7 +116,7 @@ int run_generate(const Args& args) {
   std::unique_ptr<RecordedSelfConditioning> anchored;
   if (replay_sc) anchored = std::make_unique<RecordedSelfConditioning>(*model, replay);
   DiffusionModel& runner = anchored ? static_cast<DiffusionModel&>(*anchored) : *model;
-  const GenerationResult result = generate(runner, prompt, config, *draws, &observer);
+  const GenerationResult result = generate(runner, prompt, config, *draws, &observer, {}, images);
   if (tape != nullptr && tape->consumed() != tape->size() && !quiet)
     std::fprintf(stderr, "warning: used %zu of the %zu recorded draws in %s (the run differs from the recording)\n",
                  tape->consumed(), tape->size(), replay.c_str());

@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "cli.h"
 #include "dgemma/error.h"
 #include "generate/generate.h"
 #include "generation_flags.h"
+#include "image_inputs.h"
 #include "interrupt.h"
 #include "model_flags.h"
 #include "model_source.h"
@@ -28,9 +30,10 @@ namespace {
 int run_run(const Args& args) {
   ModelFlags mf;
   GenerationFlags gf;
+  ImageFlags imf;
   std::string prompt, prompt_file, system, tokenizer_flag, template_name = "auto";
   bool raw = false, thinking = false, visualize = false, as_json = false, special = false, quiet = false;
-  FlagParser p("dgemma run [-m DIR] -p \"text\" [-n N] [--seed N] [--visualize | --json]",
+  FlagParser p("dgemma run [-m DIR] -p \"text\" [--image FILE]... [-n N] [--seed N] [--visualize | --json]",
                std::string("Generates a reply to one prompt. The prompt goes through the model's chat template\n"
                            "(Gemma 4: <bos><|turn>user\\n...<turn|>\\n<|turn>model\\n plus the empty thought\n"
                            "channel unless --thinking); --raw encodes the text as is, with the tokenizer's BOS.\n"
@@ -50,7 +53,9 @@ int run_run(const Args& args) {
                            "The prompt plus the whole canvases for -n must fit in the context size (-c, default the\n"
                            "model's max_position_embeddings); a request that does not is refused before the model\n"
                            "loads. Ctrl-C stops generation: the text so far and the summary are printed and the exit\n"
-                           "status is 130 (a second Ctrl-C exits at once).\n\n") +
+                           "status is 130 (a second Ctrl-C exits at once).\n"
+                           "--image FILE (PNG, JPEG or WebP; repeatable) puts pictures before the text of the user\n"
+                           "turn, each expanded to its soft tokens; the model needs a vision tower (docs/image.md).\n\n") +
                    kDefaultModelHelp);
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
@@ -61,6 +66,7 @@ int run_run(const Args& args) {
   p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn)");
   p.add_bool("--raw", &raw, "no chat template: encode the prompt as is (BOS per the tokenizer)");
   p.add_string("--chat-template", &template_name, "auto, gemma4 or gemma3", "NAME");
+  imf.add_to(p);
   gf.add_to(p);
   p.add_bool("--visualize", &visualize, "show the denoising of every canvas");
   p.add_bool("--json", &as_json, "JSON lines of step/canvas/done events on stdout");
@@ -72,6 +78,7 @@ int run_run(const Args& args) {
   if (!p.given("-p") && !p.given("-f")) throw UsageError("run: give a prompt with -p TEXT or -f FILE");
   if (visualize && as_json) throw UsageError("run: --visualize and --json exclude each other");
   if (raw && (!system.empty() || thinking)) throw UsageError("run: --raw excludes --system and --thinking");
+  if (raw && !imf.files.empty()) throw UsageError("run: --image needs the chat template, not --raw");
   if (p.given("-f"))
     prompt = read_prompt_file(prompt_file);
   else if (prompt == "-")
@@ -84,21 +91,39 @@ int run_run(const Args& args) {
   mf.model_dir = resolve_model_dir(mf, quiet);
   const Tokenizer tokenizer = load_model_tokenizer(tokenizer_flag, mf.model_dir);
   const GenerationConfig config = gf.resolve(mf.model_dir, quiet, mf.config);
+  // Pictures are decoded before the model loads: a bad file fails at once.
+  const std::vector<VisionInput> images =
+      imf.files.empty() ? std::vector<VisionInput>()
+                        : vision_inputs(load_image_files(imf.files, read_image_processor_config(mf.model_dir),
+                                                         imf.limits(), nullptr));
   std::vector<int32_t> ids;
+  int64_t image_tokens = 0;  // what the placeholders expand to (BOI, soft tokens, EOI; one placeholder each already)
   if (raw) {
     ids = tokenizer.encode(prompt, true);
   } else {
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system, {}});
-    messages.push_back({"user", prompt, {}});
+    std::optional<std::vector<ChatContentPart>> parts;
+    if (!images.empty()) {  // the pictures first, then the text (Transformers' examples' order)
+      parts.emplace(images.size(), ChatContentPart{"image", "", ""});
+      parts->push_back({"text", prompt, ""});
+      for (const VisionInput& image : images) image_tokens += image.n_soft + 1;
+    }
+    messages.push_back({"user", prompt, parts});
     ids = encode_chat(tokenizer, messages, true, thinking, parse_chat_template_kind(template_name));
   }
   // Refuse a request that cannot fit before loading the model.
-  check_context_fits(config, int64_t(ids.size()), 0, model_canvas_length(mf.model_dir, mf.config));
+  check_context_fits(config, int64_t(ids.size()) + image_tokens, 0, model_canvas_length(mf.model_dir, mf.config));
   mf.no_progress = mf.no_progress || quiet;  // -q: no progress bar either
   auto model = mf.load();
   quiet = quiet || !mf.is_output_rank();  // under MPI only rank 0 reports
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!images.empty()) {
+    model_image_processor(*model, mf.model_dir);  // the tower exists and agrees with the processor
+    std::vector<int64_t> counts;
+    for (const VisionInput& image : images) counts.push_back(image.n_soft);
+    ids = expand_image_placeholders(ids, counts, model_image_tokens(*model));
+  }
 
   const uint64_t seed = gf.resolve_seed();
   RandomDraws draws(seed);
@@ -114,7 +139,7 @@ int run_run(const Args& args) {
   const InterruptHandler interrupts;
   const QuietInput quiet_keys(STDIN_FILENO);  // keys typed meanwhile: not echoed into the reply (quiet_input.h)
   printer.start();
-  const GenerationResult result = generate(*model, ids, config, draws, &printer);
+  const GenerationResult result = generate(*model, ids, config, draws, &printer, {}, images);
   json::Object extra;
   extra.emplace_back("seed", json::Value(seed));
   const GenerationStats stats = printer.finish(result, model->canvas_length(), extra);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "cli.h"
 #include "dgemma/error.h"
 #include "generation_flags.h"
+#include "image_inputs.h"
 #include "model_flags.h"
 #include "model_source.h"
 #include "server/http_server.h"
@@ -58,7 +60,10 @@ int run_serve(const Args& args) {
   int64_t port = 8080, parallel = 2, max_queue = 64, max_body = 1 << 20, max_prompt_tokens = 8192;
   int64_t max_tokens_limit = 4096, http_threads = 0, drain_timeout = 60;
   int64_t request_timeout = 30, max_connections = 512, max_connections_per_client = 256;
-  bool thinking = false, quiet = false, special_tokens_in_content = false;
+  bool thinking = false, quiet = false, special_tokens_in_content = false, allow_remote_images = false;
+  int64_t max_image_bytes = int64_t(server::ImageRequestLimits::kDefaultMaxImageBytes);
+  int64_t max_images = server::ImageRequestLimits::kDefaultMaxImages;
+  int64_t max_image_pixels = int64_t(ImageLimits::kDefaultMaxPixels);
   std::string api_key;
   FlagParser p(
       "dgemma serve [-m DIR] [--host 127.0.0.1] [--port 8080] [--parallel N] [--max-queue N]",
@@ -82,6 +87,11 @@ int run_serve(const Args& args) {
           "passes (prompts, committed canvases) take the model one at a time. Up to --max-queue more wait\n"
           "(then 429 with Retry-After). A client that disconnects cancels its request. prompt + max_tokens\n"
           "(whole canvases) must fit -c/--ctx-size.\n"
+          "Images (a model with a vision tower): user message parts {\"type\": \"image_url\", \"image_url\":\n"
+          "{\"url\": \"data:image/png;base64,...\"}} (PNG, JPEG, WebP), at most --max-images per request, each at\n"
+          "most --max-image-bytes and --max-image-pixels; a bad picture gets 400 naming messages[i].content[j].\n"
+          "http(s) URLs are refused unless --allow-remote-images. --max-body-size then defaults to what that\n"
+          "many base64 pictures need.\n"
           "SIGINT/SIGTERM drain: new and queued requests get 503, running ones finish (streams end with\n"
           "[DONE]), then the server exits 0; a second signal or --drain-timeout stops at once. Each request\n"
           "is logged on stderr (-q: not). Flags -n, --max-denoising-steps, --t-min, ... set the defaults of\n"
@@ -99,7 +109,17 @@ int run_serve(const Args& args) {
   p.add_int("-np,--parallel", &parallel, "sequences generated at a time (each holds a KV cache and logits buffers)", 1,
             256);
   p.add_int("--max-queue", &max_queue, "requests that may wait for a sequence slot; more get 429", 0, 100000);
-  p.add_int("--max-body-size", &max_body, "largest request body in bytes; larger get 413", 1024);
+  p.add_int("--max-body-size", &max_body,
+            "largest request body in bytes; larger get 413 (default 1 MiB, or room for --max-images base64 "
+            "pictures when the model takes images)",
+            1024);
+  p.add_int("--max-images", &max_images, "pictures per chat request; more get 400", 0, 64);
+  p.add_int("--max-image-bytes", &max_image_bytes, "bytes of one picture (decoded from base64); more get 400", 1);
+  p.add_int("--max-image-pixels", &max_image_pixels,
+            "width x height of one picture, checked before decoding; more get 400", 1);
+  p.add_bool("--allow-remote-images", &allow_remote_images,
+             "fetch http(s) image URLs (no redirects; --max-image-bytes and a 10 s timeout apply); "
+             "without it they get 400 asking for a data: URL");
   p.add_int("--max-prompt-tokens", &max_prompt_tokens, "longest prompt in tokens; longer get 400", 1);
   p.add_int("--max-tokens-limit", &max_tokens_limit, "largest max_tokens a request may ask for; more get 400", 1);
   p.add_int("--threads-http", &http_threads, "HTTP worker threads (0: parallel + max-queue + 16, at most 512)", 0,
@@ -165,6 +185,17 @@ int run_serve(const Args& args) {
   so.slots = int(parallel);
   so.max_queue = max_queue;
   so.trained_context_length = model->config().max_position_embeddings;
+  so.vision = model->config().vision_tower;
+  if (so.vision) {
+    so.image_config = model_image_processor(*model, mf.model_dir);
+    so.image_tokens = model_image_tokens(*model);
+  }
+  so.image_limits.max_image_bytes = uint64_t(max_image_bytes);
+  so.image_limits.max_images = max_images;
+  so.image_limits.max_image_pixels = uint64_t(max_image_pixels);
+  so.image_limits.allow_remote = allow_remote_images;
+  if (so.vision && !p.given("--max-body-size"))
+    max_body = std::max(max_body, server::body_size_for_images(so.image_limits));
   server::Metrics metrics;
   server::SharedModel shared(*model);
   server::CompletionService service(shared, tokenizer, so, metrics);

@@ -207,6 +207,9 @@ std::string gemma4_style_tokenizer_json(const std::string& gemma3_json, const st
       {52, "<unused46>", "<|\"|>"},           {98, "<unused92>", "<|think|>"},
       {100, "<unused94>", "<|channel>"},      {101, "<unused95>", "<channel|>"},
       {105, "<start_of_turn>", "<|turn>"},    {106, "<end_of_turn>", "<turn|>"},
+      // The image markers (docs/model.md §7.6): begin, placeholder, end.
+      {255999, "<start_of_image>", "<|image>"}, {258880, "<unused2978>", "<|image|>"},
+      {258882, "<unused2980>", "<image|>"},
   };
   json::ParseOptions po;
   po.source = source;

@@ -189,6 +189,11 @@ void SequenceModel::encode(const std::vector<int32_t>& ids) {
   shared_.run_exclusive(*this, [&] { shared_.model_.encode(ids); });
 }
 
+void SequenceModel::encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) {
+  z_valid_ = false;
+  shared_.run_exclusive(*this, [&] { shared_.model_.encode_with_images(ids, images); });
+}
+
 void SequenceModel::decode(const int32_t* canvas, const float* self_conditioning, float* logits) {
   z_valid_ = false;
   SharedModel::DecodeRequest r;

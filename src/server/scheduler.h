@@ -138,6 +138,9 @@ class SequenceModel final : public DiffusionModel {
   int64_t canvas_length() const override { return shared_.model_.canvas_length(); }
   int64_t cache_length() const override { return cache_.length; }
   void encode(const std::vector<int32_t>& ids) override;
+  // The prompt's pictures run through the vision tower inside the same
+  // exclusive turn as the encoder pass they feed (docs/server.md §8.3).
+  void encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) override;
   void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
   void truncate_cache(int64_t length) override;
   // The sampler pass in the shared model's batched pass (when the shared

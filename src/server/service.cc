@@ -199,7 +199,8 @@ void ActiveRequest::run(DiffusionModel& sequence) {
 
   try {
     RandomDraws draws(setup_.seed);
-    generate(sequence, setup_.prompt, setup_.config, draws, &observer);
+    generate(sequence, setup_.prompt, setup_.config, draws, &observer, {},
+             setup_.images ? std::span<const VisionInput>(*setup_.images) : std::span<const VisionInput>());
   } catch (const std::exception& e) {
     metrics_.count_generation("error");
     StreamEvent err;
@@ -290,7 +291,8 @@ std::string CompletionService::new_id(const char* prefix) {
   return buf;
 }
 
-std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& req, const std::string& prefill) const {
+std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& req, const std::string& prefill,
+                                                     std::span<const VisionInput> images) const {
   const char* param = req.endpoint == Endpoint::kChat ? "messages" : "prompt";
   // A token stands for at most max_token_bytes_ bytes of the text (the chat
   // template only adds tokens), so a text this long is over the limit
@@ -319,6 +321,11 @@ std::vector<int32_t> CompletionService::build_prompt(const CompletionRequest& re
             {std::string_view(prefill).substr(kToolCallBegin.size()), false}};
         const std::vector<int32_t> tail = tokenizer_.encode_pieces(pieces, false);
         ids.insert(ids.end(), tail.begin(), tail.end());
+      }
+      if (!images.empty()) {  // the processor's expansion (docs/model.md §7.6)
+        std::vector<int64_t> counts;
+        for (const VisionInput& image : images) counts.push_back(image.n_soft);
+        ids = expand_image_placeholders(ids, counts, options_.image_tokens);
       }
     } else if (req.prompt_ids) {
       ids = *req.prompt_ids;
@@ -407,7 +414,13 @@ std::vector<std::shared_ptr<ActiveRequest>> CompletionService::submit_choices(co
   s.tool_prefill = tool_prefill(req);
   s.max_tool_calls = req.parallel_tool_calls ? 0 : 1;
   if (s.tools) s.tool_call_id = new_id("call_");
-  s.prompt = build_prompt(req, s.tool_prefill);
+  // Decoded here, in the request's worker, before the request waits for the
+  // model: a bad picture is a 400 and costs the model nothing.
+  if (req.endpoint == Endpoint::kChat && count_request_images(req.messages) > 0)
+    s.images = std::make_shared<const std::vector<VisionInput>>(
+        load_request_images(req.messages, options_.vision, options_.image_config, options_.image_limits, nullptr));
+  s.prompt = build_prompt(req, s.tool_prefill,
+                          s.images ? std::span<const VisionInput>(*s.images) : std::span<const VisionInput>());
   s.max_tokens = fit_max_tokens(req, int64_t(s.prompt.size()));
   s.config = build_config(req, s.max_tokens);
   s.stop = req.stop;

@@ -12,17 +12,23 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "core/vision_input.h"
+#include "image/image_processor_config.h"
 
 #include "generate/generation_config.h"
 #include "server/completion_text.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "server/request_images.h"
 #include "server/scheduler.h"
 #include "server/token_logprobs.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/image_placeholders.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dgemma::server {
@@ -49,6 +55,13 @@ struct ServiceOptions {
   // The model's max_position_embeddings (0: unknown), which /v1/models and
   // /props report beside the context size in force (defaults.context_size).
   int64_t trained_context_length = 0;
+  // Images (docs/server.md §8): whether the model has a vision tower, how
+  // its processor prepares a picture, the placeholder ids the prompt's image
+  // parts expand to, and what a request may send.
+  bool vision = false;
+  ImageProcessorConfig image_config;
+  ImageTokenIds image_tokens;
+  ImageRequestLimits image_limits;
 };
 
 struct StreamEvent {
@@ -80,6 +93,8 @@ class ActiveRequest final : public Job {
     int64_t max_tokens = 0;
     std::vector<std::string> stop;
     uint64_t seed = 0;
+    // The prompt's pictures, in order (shared by a request's choices).
+    std::shared_ptr<const std::vector<VisionInput>> images;
     bool drafts = false;
     bool logprobs = false;     // per answer token (docs/server.md §5)
     int64_t top_logprobs = 0;  // alternatives per token
@@ -162,7 +177,9 @@ class CompletionService {
 
  private:
   // `prefill`: tool-call text appended after the chat prompt (tool_choice).
-  std::vector<int32_t> build_prompt(const CompletionRequest& request, const std::string& prefill) const;
+  // `images`: the request's pictures, whose placeholders the prompt expands.
+  std::vector<int32_t> build_prompt(const CompletionRequest& request, const std::string& prefill,
+                                    std::span<const VisionInput> images) const;
   GenerationConfig build_config(const CompletionRequest& request, int64_t max_tokens) const;
   // max_tokens of `request` checked against the context size (ServiceOptions).
   int64_t fit_max_tokens(const CompletionRequest& request, int64_t prompt_tokens) const;

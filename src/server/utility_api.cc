@@ -127,6 +127,7 @@ ServedModel served_model(CompletionService& service, int64_t created) {
   m.trained_context_length = o.trained_context_length;
   m.vocab_size = service.vocab_size();
   m.canvas_length = service.canvas_length();
+  m.vision = o.vision;
   ChatTemplateKind kind = o.template_kind;
   if (kind == ChatTemplateKind::kAuto) {
     try {
@@ -155,6 +156,9 @@ Value model_card(const ServedModel& m) {
   meta.emplace_back("n_vocab", Value(m.vocab_size));
   meta.emplace_back("canvas_length", Value(m.canvas_length));
   card.set("meta", Value(std::move(meta)));
+  Array modalities{Value("text")};
+  if (m.vision) modalities.emplace_back("image");
+  card.set("input_modalities", Value(std::move(modalities)));
   return card;
 }
 
@@ -207,7 +211,7 @@ std::string props_body(const ServedModel& model, const ServiceOptions& options) 
   o.set("chat_template", Value(model.chat_template));
   o.set("thinking", Value(options.thinking));
   Value modalities = Object{};
-  modalities.set("vision", Value(false));
+  modalities.set("vision", Value(model.vision));
   o.set("modalities", Value(std::move(modalities)));
   o.set("default_generation_settings", Value(std::move(settings)));
   return json::dump(o);

@@ -46,13 +46,14 @@ struct ServedModel {
   int64_t vocab_size = 0;
   int64_t canvas_length = 0;
   std::string chat_template;  // the template chat requests use: gemma4, gemma3 (or none)
+  bool vision = false;        // the model has a vision tower: chat requests may hold images
 };
 ServedModel served_model(CompletionService& service, int64_t created);
 
 // One model object of /v1/models: the OpenAI fields plus "max_model_len"
 // (the longest prompt + reply a request may use, as vLLM reports it) and
 // "meta" {"n_ctx_train", "n_ctx", "n_vocab", "canvas_length"} (llama.cpp's
-// names).
+// names), and "input_modalities": ["text"] or ["text", "image"].
 std::string model_card_body(const ServedModel& model);
 // {"object": "list", "data": [model card]}.
 std::string model_list_body(const ServedModel& model);

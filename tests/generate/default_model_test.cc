@@ -3,6 +3,8 @@
 // Gemma 4 prompt ids (docs/model.md §3.6), deterministic files, and a generation run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -63,6 +65,17 @@ TEST(DefaultModel, TokenizerIsGemma4Style) {
                                      236761, 106, 107,  105, 4368, 107, 100,  45518, 107,  101};
   EXPECT_EQ(encode_chat(tok, m, true, false), want);
   EXPECT_EQ(tok.encode("Hello", true), (std::vector<int32_t>{2, 9259}));
+  // The image markers carry the Gemma 4 names and ids (docs/model.md §7.6).
+  EXPECT_EQ(tok.token_id("<|image>"), 255999);
+  EXPECT_EQ(tok.token_id("<|image|>"), 258880);
+  EXPECT_EQ(tok.token_id("<image|>"), 258882);
+  EXPECT_EQ(tok.token_id("<start_of_image>"), -1);
+  const std::vector<ChatMessage> pic = {
+      {"user", "", std::vector<ChatContentPart>{{"image", "", ""}, {"text", "Describe it.", ""}}}};
+  EXPECT_EQ(render_chat(tok, pic, true, false),
+            "<bos><|turn>user\n\n\n<|image|>\n\nDescribe it.<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
+  const std::vector<int32_t> ids = encode_chat(tok, pic, true, false);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 258880), 1);
 }
 
 TEST(DefaultModel, Gemma4TokenizerRejectsOtherFiles) {
