@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli.h"
 #include "dgemma/error.h"
 #include "generate/chat_session.h"
 #include "generate/generate.h"
 #include "generation_flags.h"
+#include "image_inputs.h"
 #include "interrupt.h"
 #include "line_reader.h"
 #include "model_flags.h"
@@ -31,6 +34,7 @@ struct ChatCommand {
 };
 constexpr ChatCommand kChatCommands[] = {
     {"/help", "list these commands"},
+    {"/image", "PATH: a picture (PNG, JPEG, WebP) for the next message; repeat for several"},
     {"/reset", "start a new conversation (drops the KV cache)"},
     {"/quit", "exit (also /exit or end of input)"},
 };
@@ -55,10 +59,11 @@ std::string trim(const std::string& s) {
 int run_chat(const Args& args) {
   ModelFlags mf;
   GenerationFlags gf;
+  ImageFlags imf;
   std::string system, tokenizer_flag, template_name = "auto", first_file;
   bool thinking = false, special = false, verbose = false, quiet = false;
   FlagParser p(
-      "dgemma chat [-m DIR] [--system TEXT] [-f FILE] [-n N] [--seed N] [--verbose]",
+      "dgemma chat [-m DIR] [--system TEXT] [-f FILE] [--image FILE]... [-n N] [--seed N] [--verbose]",
       std::string("Multi-turn chat: each line read from stdin is a user turn; the reply is printed as\n"
                   "its canvases commit. Works with a pipe as well as a terminal. -f FILE makes the file's\n"
                   "text (all its lines) the first user turn. Commands:\n") +
@@ -75,7 +80,9 @@ int run_chat(const Args& args) {
                       "as a finished reply) and the session goes on. Ctrl-C at the prompt abandons the line; a\n"
                       "second one there (or two in quick succession during a reply) exits with status 130.\n"
                       "On a terminal the input line can be edited (arrows, Home/End, Ctrl-A/E/K/U/W, Up/Down\n"
-                      "for this session's history); from a pipe, lines are read as they are.\n\n") +
+                      "for this session's history); from a pipe, lines are read as they are.\n"
+                      "Pictures (a model with a vision tower): --image FILE goes with the first message, /image PATH\n"
+                      "with the next one; each is shown to the model before the message's text.\n\n") +
           kDefaultModelHelp);
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
@@ -83,6 +90,7 @@ int run_chat(const Args& args) {
   p.add_string("-f,--file", &first_file, "the first user turn: the text of FILE (all its lines)", "FILE");
   p.add_bool("--thinking", &thinking, "enable thinking (Gemma 4 <|think|> system turn)");
   p.add_string("--chat-template", &template_name, "auto, gemma4 or gemma3", "NAME");
+  imf.add_to(p);
   gf.add_to(p);
   p.add_bool("--special", &special, "keep special tokens in the printed text");
   p.add_bool("-v,--verbose", &verbose, "per-turn cache reuse and summary on stderr");
@@ -106,6 +114,18 @@ int run_chat(const Args& args) {
     verbose = false;
   }
   ChatSession session(*model, tokenizer, parse_chat_template_kind(template_name), system, thinking);
+  // Pictures waiting for the next message: --image for the first, /image later.
+  std::vector<VisionInput> pictures;
+  std::optional<ImageProcessorConfig> image_config;
+  const auto add_picture = [&](const std::string& path) {
+    if (!image_config) {
+      image_config = model_image_processor(*model, mf.model_dir);  // throws when there is no tower
+      session.set_image_tokens(model_image_tokens(*model));
+    }
+    for (VisionInput& v : vision_inputs(load_image_files({path}, *image_config, imf.limits(), model->thread_pool())))
+      pictures.push_back(std::move(v));
+  };
+  for (const std::string& f : imf.files) add_picture(f);
   session.set_context_limit(config.context_size, reply_positions(config.max_new_tokens, model->canvas_length()));
 
   const bool interactive = is_tty(stdin);
@@ -143,7 +163,25 @@ int run_chat(const Args& args) {
       if (text == "/quit" || text == "/exit") break;
       if (text == "/reset") {
         session.reset();
+        pictures.clear();
         if (!quiet) std::fprintf(stderr, "dgemma: conversation reset\n");
+        continue;
+      }
+      if (text.rfind("/image", 0) == 0 && (text.size() == 6 || text[6] == ' ')) {
+        const std::string path = trim(text.substr(6));
+        if (path.empty()) {
+          std::fprintf(stderr, "dgemma: /image needs a path: /image photo.jpg\n");
+          continue;
+        }
+        try {
+          add_picture(path);
+          if (!quiet)
+            std::fprintf(stderr, "dgemma: %s (%lld soft tokens) goes with the next message\n", path.c_str(),
+                         (long long)pictures.back().n_soft);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "error: %s\n", e.what());
+          status = 1;
+        }
         continue;
       }
       if (text == "/help") {
@@ -158,7 +196,8 @@ int run_chat(const Args& args) {
 
     ChatSession::TurnInput in;
     try {
-      in = session.begin_turn(text);
+      in = session.begin_turn(text, pictures);
+      pictures.clear();
     } catch (const Error& e) {  // does not fit in the context size: skip this message
       std::fprintf(stderr, "error: %s\n", e.what());
       status = 1;
@@ -185,7 +224,7 @@ int run_chat(const Args& args) {
     std::optional<QuietInput> quiet_keys;
     quiet_keys.emplace(STDIN_FILENO);
     printer.start();
-    const GenerationResult result = generate(*model, in.new_ids, config, draws, &printer);
+    const GenerationResult result = generate(*model, in.new_ids, config, draws, &printer, {}, in.images);
     GenerationStats stats = printer.finish(result, model->canvas_length());
     quiet_keys.reset();
     session.end_turn(result, printer.tokens());  // a cancelled reply is kept as far as it was shown

@@ -15,6 +15,15 @@ constexpr const char* kModelMark = "Q";
 
 std::vector<ChatMessage> closed_exchange() { return {{"user", kUserMark, {}}, {"assistant", kModelMark, {}}}; }
 
+// Where each maximal run of `image` ids starts.
+std::vector<int64_t> run_starts(const std::vector<int32_t>& ids, int32_t image) {
+  std::vector<int64_t> starts;
+  if (image < 0) return starts;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == image && (i == 0 || ids[i - 1] != image)) starts.push_back(int64_t(i));
+  return starts;
+}
+
 }  // namespace
 
 ChatSession::ChatSession(DiffusionModel& model, const Tokenizer& tokenizer, ChatTemplateKind kind, std::string system,
@@ -34,43 +43,68 @@ void ChatSession::set_context_limit(int64_t context_size, int64_t reply_position
   reply_positions_ = reply_positions;
 }
 
-std::vector<int32_t> ChatSession::first_turn_ids(const std::string& user_text) const {
-  std::vector<ChatMessage> messages;
-  if (!system_.empty()) messages.push_back({"system", system_, {}});
-  messages.push_back({"user", user_text, {}});
-  return encode_chat(tokenizer_, messages, true, thinking_, kind_);
+std::vector<ChatMessage> ChatSession::user_message(const Turn& turn) const {
+  if (turn.pictures.empty()) return {{"user", turn.user, {}}};
+  std::vector<ChatContentPart> parts(turn.pictures.size(), ChatContentPart{"image", "", ""});
+  parts.push_back({"text", turn.user, ""});
+  return {{"user", turn.user, std::move(parts)}};
 }
 
-std::vector<int32_t> ChatSession::continuation_ids(const std::string& user_text) const {
+std::vector<int32_t> ChatSession::expanded(std::vector<int32_t> ids, const Turn& turn) const {
+  if (turn.pictures.empty()) return ids;
+  std::vector<int64_t> counts;
+  for (const Picture& p : turn.pictures) counts.push_back(p.input->n_soft);
+  return expand_image_placeholders(ids, counts, image_tokens_);
+}
+
+std::vector<int32_t> ChatSession::first_turn_ids(const Turn& turn) const {
+  std::vector<ChatMessage> messages;
+  if (!system_.empty()) messages.push_back({"system", system_, {}});
+  for (ChatMessage& m : user_message(turn)) messages.push_back(std::move(m));
+  return expanded(encode_chat(tokenizer_, messages, true, thinking_, kind_), turn);
+}
+
+std::vector<int32_t> ChatSession::continuation_ids(const Turn& turn) const {
   // The template's text for one more user turn and the generation prompt,
   // as the difference of two renderings.
   std::vector<ChatMessage> messages = closed_exchange();
   const std::string before = render_chat(tokenizer_, messages, false, thinking_, kind_);
-  messages.push_back({"user", user_text, {}});
+  for (ChatMessage& m : user_message(turn)) messages.push_back(std::move(m));
   const std::string after = render_chat(tokenizer_, messages, true, thinking_, kind_);
   if (after.compare(0, before.size(), before) != 0)
     throw Error("chat: the chat template does not render a conversation as a prefix of its continuation");
-  return tokenizer_.encode(after.substr(before.size()), false);
+  return expanded(tokenizer_.encode(after.substr(before.size()), false), turn);
 }
 
 std::vector<int32_t> ChatSession::history_from(size_t first, const Turn& next) const {
   std::vector<int32_t> h;
   for (size_t k = first; k < turns_.size(); ++k) {
-    const std::vector<int32_t> head = k == first ? first_turn_ids(turns_[k].user) : turns_[k].continuation;
+    const std::vector<int32_t> head = k == first ? first_turn_ids(turns_[k]) : turns_[k].continuation;
     h.insert(h.end(), head.begin(), head.end());
     h.insert(h.end(), turns_[k].reply.begin(), turns_[k].reply.end());
   }
-  const std::vector<int32_t> head = first == turns_.size() ? first_turn_ids(next.user) : next.continuation;
+  const std::vector<int32_t> head = first == turns_.size() ? first_turn_ids(next) : next.continuation;
   h.insert(h.end(), head.begin(), head.end());
   return h;
 }
 
-ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text) {
-  Turn next{user_text, continuation_ids(user_text), {}};
+std::vector<ChatSession::Picture> ChatSession::history_pictures() const {
+  std::vector<Picture> out;
+  for (const Turn& t : turns_) out.insert(out.end(), t.pictures.begin(), t.pictures.end());
+  return out;
+}
+
+ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text, std::vector<VisionInput> images) {
+  if (!images.empty() && image_tokens_.image < 0)
+    throw Error("chat: this model takes no images (it has no image placeholder id)");
+  Turn next{user_text, {}, {}, {}};
+  for (VisionInput& image : images)
+    next.pictures.push_back({next_serial_++, std::make_shared<const VisionInput>(std::move(image))});
+  next.continuation = continuation_ids(next);
   std::vector<int32_t> history;
   size_t first = 0;
   if (turns_.empty()) {
-    history = first_turn_ids(user_text);
+    history = first_turn_ids(next);
   } else {
     history = history_;
     history.insert(history.end(), next.continuation.begin(), next.continuation.end());
@@ -95,6 +129,19 @@ ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text) {
   }
   const auto [mismatch, unused] = std::mismatch(cached_.begin(), cached_.end(), history_.begin(), history_.end());
   int64_t keep = int64_t(mismatch - cached_.begin());
+  // Equal ids are not the same picture: the cached prefix ends at the first
+  // run the cache encoded with another picture (or not at all).
+  const std::vector<int64_t> starts = run_starts(history_, image_tokens_.image);
+  const std::vector<Picture> pictures = history_pictures();
+  if (starts.size() != pictures.size())
+    throw Error("chat: the conversation has " + std::to_string(starts.size()) + " image placeholder runs for " +
+                std::to_string(pictures.size()) + " pictures");
+  size_t kept_runs = 0;
+  for (; kept_runs < starts.size() && starts[kept_runs] < keep; ++kept_runs)
+    if (kept_runs >= cached_pictures_.size() || cached_pictures_[kept_runs] != pictures[kept_runs].serial) {
+      keep = starts[kept_runs];
+      break;
+    }
   if (keep < int64_t(cached_.size())) {
     try {
       model_.truncate_cache(keep);
@@ -106,6 +153,13 @@ ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text) {
     }
     cached_.resize(size_t(keep));
   }
+  while (kept_runs > 0 && starts[kept_runs - 1] >= keep) --kept_runs;  // a reset to 0 keeps none
+  cached_pictures_.resize(std::min(cached_pictures_.size(), kept_runs));
+  pending_pictures_.clear();
+  for (size_t r = kept_runs; r < pictures.size(); ++r) {
+    in.images.push_back(*pictures[r].input);
+    pending_pictures_.push_back(pictures[r].serial);
+  }
   in.reused = keep;
   in.dropped_turns = int64_t(first);
   in.new_ids.assign(history_.begin() + keep, history_.end());
@@ -116,6 +170,8 @@ ChatSession::TurnInput ChatSession::begin_turn(const std::string& user_text) {
 void ChatSession::end_turn(const GenerationResult& result, std::span<const int32_t> reply) {
   // generate() encoded the prompt and the leading committed canvases.
   cached_.insert(cached_.end(), pending_.begin(), pending_.end());
+  cached_pictures_.insert(cached_pictures_.end(), pending_pictures_.begin(), pending_pictures_.end());
+  pending_pictures_.clear();
   const int64_t encoded = model_.cache_length() - int64_t(cached_.size());
   const std::span<const int32_t> generated = result.generated();
   if (encoded < 0 || encoded > int64_t(generated.size()))
@@ -139,6 +195,8 @@ void ChatSession::reset() {
   cached_.clear();
   pending_.clear();
   turns_.clear();
+  cached_pictures_.clear();
+  pending_pictures_.clear();
 }
 
 }  // namespace dgemma
