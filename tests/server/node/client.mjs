@@ -5,6 +5,7 @@
 // usage: node client.mjs BASE_URL MODEL CURL_CONTENT
 //   CURL_CONTENT: the content curl got for the chat request below (seed 7,
 //   max_tokens 5), which the client must reproduce exactly.
+import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { bad, check, finish, metric, ok, step, waitFor } from './common.mjs';
 
@@ -205,6 +206,50 @@ await step('tools', async () => {
   }
 });
 
+// Pictures as data: URLs (docs/server.md §8); the default model has a small vision tower.
+const picture = (file, type) =>
+  `data:${type};base64,${readFileSync(new URL(`../../data/golden_v/images/${file}`, import.meta.url)).toString('base64')}`;
+const imageMessage = (url, text = 'What is in the picture?') =>
+  [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text }] }];
+
+await step('images', async () => {
+  const m = await client.models.retrieve(model);
+  check(Array.isArray(m.input_modalities) && m.input_modalities.includes('image'), 'models.retrieve: takes images',
+    JSON.stringify(m.input_modalities));
+  const png = picture('png_up.png', 'image/png');
+  const r = await client.chat.completions.create({ model, messages: imageMessage(png), max_tokens: 5, seed: 3 });
+  check(r.choices[0].message.content.length > 0 && r.usage.completion_tokens === 5, 'image: answered',
+    JSON.stringify(r.usage));
+  const text = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'What is in the picture?' }], max_tokens: 5, seed: 3 });
+  check(r.usage.prompt_tokens > text.usage.prompt_tokens + 2, 'image: the soft tokens count as prompt tokens',
+    `${r.usage.prompt_tokens} vs ${text.usage.prompt_tokens}`);
+  const again = await client.chat.completions.create({ model, messages: imageMessage(png), max_tokens: 5, seed: 3 });
+  check(again.choices[0].message.content === r.choices[0].message.content, 'image: deterministic for a fixed seed');
+  const jpeg = await client.chat.completions.create({
+    model, max_tokens: 5, seed: 3,
+    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: picture('wide.jpg', 'image/jpeg') } },
+      { type: 'image_url', image_url: { url: picture('jpeg_exif.jpg', 'image/jpeg') } }, { type: 'text', text: 'Compare.' }] }],
+  });
+  check(jpeg.usage.completion_tokens === 5, 'two JPEG images in one message');
+  // A broken picture is a 400 naming it, and a good request beside it is unaffected.
+  const truncated = `data:image/png;base64,${readFileSync(new URL('../../data/golden_v/images/png_up.png', import.meta.url)).subarray(0, 200).toString('base64')}`;
+  const [bad1, good] = await Promise.allSettled([
+    client.chat.completions.create({ model, messages: imageMessage(truncated), max_tokens: 5 }),
+    client.chat.completions.create({ model, messages: imageMessage(png), max_tokens: 5, seed: 3 }),
+  ]);
+  check(bad1.status === 'rejected' && bad1.reason instanceof OpenAI.BadRequestError &&
+    bad1.reason.param === 'messages[0].content[0].image_url', 'truncated image: 400 naming the part',
+    bad1.status === 'rejected' ? `${bad1.reason.status} ${bad1.reason.param} ${bad1.reason.message}` : 'accepted');
+  check(good.status === 'fulfilled' && good.value.choices[0].message.content === r.choices[0].message.content,
+    'a good image request beside a bad one is unaffected');
+  try {
+    await client.chat.completions.create({ model, messages: imageMessage('data:image/png;base64,bm90IGFuIGltYWdl'), max_tokens: 5 });
+    bad('not an image: accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && /image 0/.test(e.message), 'not an image: 400 naming image 0', e.message);
+  }
+});
+
 await step('errors', async () => {
   const expectStatus = async (name, status, fn) => {
     try {
@@ -220,7 +265,7 @@ await step('errors', async () => {
   await expectStatus('n = 17 (over the limit of 16)', 400, () => chat(1, 5, { n: 17 }));
   await expectStatus('empty messages', 400, () => client.chat.completions.create({ model, messages: [] }));
   await expectStatus('bad temperature', 400, () => chat(1, 5, { temperature: 3 }));
-  await expectStatus('image part', 400, () => client.chat.completions.create({
+  await expectStatus('remote image URL', 400, () => client.chat.completions.create({
     model, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x/y.png' } }] }],
   }));
   const r = await chat(7, 5);
