@@ -52,6 +52,15 @@ DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, std::uniqu
   bo.progress = options.load_progress;
   weights_ = bind_weights(config_, store_, bo);
   cache_ = empty_cache();
+  if (!weights_.vision.empty()) vision_ = std::make_unique<VisionTower>(config_, weights_.vision, bf16_run());
+}
+
+const Tensor& DiffusionGemma::image_soft_tokens(const VisionInput& image) {
+  if (!vision_)
+    throw Error(config_.source + (config_.has_vision_config
+                                      ? ": the checkpoint stores no vision tower tensors, so it cannot take images"
+                                      : ": the model has no vision_config, so it cannot take images"));
+  return vision_->soft_tokens(exec_, image);
 }
 
 KvCache DiffusionGemma::empty_cache() const {
