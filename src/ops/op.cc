@@ -18,7 +18,7 @@ std::string_view op_scope(OpKind kind) {
     case OpKind::kAffine:
     case OpKind::kPoolCells:
     case OpKind::kScatterRows: return "model";  // the vision tower and the merge of its soft tokens
-    default: return "layer";  // concat_rows: the layer's KV cache
+    default: return "layer";                    // concat_rows: the layer's KV cache
   }
 }
 
@@ -420,9 +420,7 @@ std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& c) {
   return parts;
 }
 
-const Tensor* attention_blocks(const OpCall& c) {
-  return mask_uses_blocks(c.attrs.mask) ? c.in.back() : nullptr;
-}
+const Tensor* attention_blocks(const OpCall& c) { return mask_uses_blocks(c.attrs.mask) ? c.in.back() : nullptr; }
 
 AttentionKeys attention_keys(const OpCall& c) {
   AttentionKeys keys;

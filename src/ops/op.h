@@ -51,9 +51,10 @@
 //                                                                         rounded; the patch input 2·(p - 0.5) and the
 //                                                                         vision standardization, docs/model.md §7)
 //   pool_cells      in: x[N,H], cell[N] I32                          out: [attrs.out_rows,H], row c = Σ over the rows n
-//                                                                         with cell[n] = c, in row order, of x[n]·attrs.scale
-//                                                                         (the vision pooler, docs/model.md §7.4); every
-//                                                                         cell in [0, out_rows)
+//                                                                         with cell[n] = c, in row order, of
+//                                                                         x[n]·attrs.scale (the vision pooler,
+//                                                                         docs/model.md §7.4); every cell in [0,
+//                                                                         out_rows)
 //   scatter_rows    in: base[T,H], src[n,H], rows[n] I32             out: [T,H] = base with row rows[i] replaced by
 //                                                                         src[i] (rows distinct, in [0, T): image soft
 //                                                                         tokens into the prompt, docs/model.md §7.6)
