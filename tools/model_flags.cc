@@ -42,6 +42,10 @@ void ModelFlags::add_to(FlagParser& p) {
   p.add_string("--decoder-window", &decoder_window,
                "committed keys seen by sliding decoder layers: reference (HF, last W-1), static (W), per-query (JAX)",
                "VARIANT");
+  p.add_string("--image-mask", &image_mask,
+               "the encoder's mask over a prompt with images: hf (Transformers' generate(), the default), jax "
+               "(Google's JAX code) or causal (the text mask, as a bare Transformers forward())",
+               "RULE");
   p.add_int("-t,--threads", &threads, "CPU threads (0 = all cores)", 0);
   p.add_string("--quantize", &quantize,
                "quantize plain weights at load, nothing written: " + load_quantization_help() +
@@ -83,6 +87,8 @@ ModelOptions ModelFlags::options() const {
   if (threads < 0) throw UsageError("option --threads: expected an integer >= 0, got " + std::to_string(threads));
   o.load_threads = int(threads);
   o.decoder_window = parse_flag_value("--decoder-window", [&] { return parse_decoder_window(decoder_window); });
+  if (!image_mask.empty())
+    o.image_mask = parse_flag_value("--image-mask", [&] { return parse_image_mask(image_mask); });
   std::optional<LoadQuantization> q = parse_load_quantization(quantize);
   if (!q)
     throw UsageError(std::string("option --quantize: expected ") + load_quantization_names() + ", got '" + quantize +

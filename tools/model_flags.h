@@ -23,6 +23,7 @@ struct ModelFlags {
   std::string config;  // optional alternative config.json
   std::string precision = "fp32";
   std::string decoder_window = "reference";
+  std::string image_mask;  // the encoder's mask over images: hf (empty), jax, causal (docs/model.md §7.7)
   int64_t threads = 0;
   std::string quantize = "none";  // quantize at load: none, nf4, nvfp4-experts, q8
   std::string plan;               // optional `dgemma plan --json` output: run its stages

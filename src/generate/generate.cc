@@ -313,7 +313,8 @@ bool Denoiser::canvas(int64_t c, bool last, std::span<const int32_t> start) {
 }  // namespace
 
 GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& prompt, const GenerationConfig& config,
-                          DrawSource& draws, GenerationObserver* observer, std::span<const int32_t> start_canvas) {
+                          DrawSource& draws, GenerationObserver* observer, std::span<const int32_t> start_canvas,
+                          std::span<const VisionInput> images) {
   validate_generation_config(config, "generate: generation config");
   const int64_t L = model.canvas_length();
   const int64_t V = model.vocab_size();
@@ -346,7 +347,11 @@ GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& pro
   if (n_canvases == 0) return result;
 
   Denoiser denoiser(model, config, draws, observer, result);
-  if (!prompt.empty()) model.encode(prompt);  // prefill (docs/model.md §2.2)
+  // Prefill (docs/model.md §2.2); images only here (§7.6).
+  if (!images.empty())
+    model.encode_with_images(prompt, images);
+  else if (!prompt.empty())
+    model.encode(prompt);
   for (int64_t c = 0; c < n_canvases; ++c)
     if (!denoiser.canvas(c, c + 1 == n_canvases, start_canvas)) break;
 

@@ -101,9 +101,11 @@ struct GenerationResult {
 // results on the CPU. The [L, V] logits buffers are allocated once per call.
 // Throws dgemma::Error on invalid input; BadLogitsRow (sampler.h), naming
 // the canvas, step and row, on a row of logits holding NaN or +inf or only
-// -inf.
+// -inf. `images` (in prompt order) go with the prompt's runs of image
+// placeholder ids into the prefill (DiffusionModel::encode_with_images,
+// docs/model.md §7.6); the committed canvases are encoded as text.
 GenerationResult generate(DiffusionModel& model, const std::vector<int32_t>& prompt, const GenerationConfig& config,
                           DrawSource& draws, GenerationObserver* observer = nullptr,
-                          std::span<const int32_t> start_canvas = {});
+                          std::span<const int32_t> start_canvas = {}, std::span<const VisionInput> images = {});
 
 }  // namespace dgemma

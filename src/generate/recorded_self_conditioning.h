@@ -39,6 +39,9 @@ class RecordedSelfConditioning final : public DiffusionModel {
   int64_t canvas_length() const override { return inner_.canvas_length(); }
   int64_t cache_length() const override { return inner_.cache_length(); }
   void encode(const std::vector<int32_t>& ids) override { inner_.encode(ids); }
+  void encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) override {
+    inner_.encode_with_images(ids, images);
+  }
   void truncate_cache(int64_t length) override { inner_.truncate_cache(length); }
   // A null `self_conditioning` starts a new canvas; otherwise it is replaced
   // by the recorded one of the previous step (throws when the file has none).

@@ -235,8 +235,7 @@ Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const 
     OpAttrs aa;
     int64_t first = 0;
     if (pass == Pass::kEncoder) {
-      aa.mask = AttentionMask::kCausalWindow;
-      aa.window = spec.type == LayerType::kSliding ? config_.sliding_window : 0;
+      encoder_mask(spec, aa);
     } else if (spec.type == LayerType::kSliding) {
       if (options_.decoder_window == DecoderWindow::kPerQuery) {
         aa.mask = AttentionMask::kCommittedWindow;
@@ -251,6 +250,9 @@ Tensor& DiffusionGemma::attend(Executor& ex, int li, Pass pass, int step, const 
     // The op reads the cache where it lies (a device backend's memory),
     // without gathering it with the new rows first.
     aa.skip_rows = first;
+    if (mask_uses_blocks(aa.mask))
+      return op.run(OpKind::kAttention, "self_attn.attention",
+                    {&qs, &ks, &vs, &ps, &ps, &lc.keys, &lc.values, &lc.positions, encoder_blocks_}, {}, aa);
     return op.run(OpKind::kAttention, "self_attn.attention",
                   {&qs, &ks, &vs, &ps, &ps, &lc.keys, &lc.values, &lc.positions}, {}, aa);
   };
@@ -307,10 +309,76 @@ Tensor& DiffusionGemma::encoder_embedding(const std::vector<int32_t>& ids_in) {
   return x;
 }
 
+void DiffusionGemma::encoder_mask(const LayerSpec& spec, OpAttrs& aa) const {
+  const bool sliding = spec.type == LayerType::kSliding;
+  aa.mask = AttentionMask::kCausalWindow;
+  aa.window = sliding ? config_.sliding_window : 0;
+  if (!encoder_blocks_) return;
+  // docs/model.md §7.7: hf lets a block's rows see each other on every layer
+  // (past the window too); jax only on sliding layers, within ±window.
+  if (options_.image_mask == ImageMask::kHf)
+    aa.mask = AttentionMask::kCausalWindowBlocks;
+  else if (options_.image_mask == ImageMask::kJax && sliding)
+    aa.mask = AttentionMask::kJaxBlocks;
+}
+
 void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
   if (ids_in.empty()) return;
-  const int64_t n = int64_t(ids_in.size());
-  Tensor& x = encoder_embedding(ids_in);
+  encode_rows(encoder_embedding(ids_in), int64_t(ids_in.size()), nullptr);
+}
+
+void DiffusionGemma::encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) {
+  std::vector<Tensor> soft;
+  if (!images.empty()) throw Error("encode: this model has no vision tower");
+  encode_soft_tokens(ids, soft);
+}
+
+void DiffusionGemma::encode_soft_tokens(const std::vector<int32_t>& ids, std::span<const Tensor> soft_tokens) {
+  const int64_t H = config_.hidden_size;
+  std::vector<int64_t> n_soft;
+  for (size_t i = 0; i < soft_tokens.size(); ++i) {
+    const Tensor& t = soft_tokens[i];
+    if (t.dtype != DType::kF32 || t.shape.size() != 2 || t.dim(1) != H)
+      throw Error("encode: the soft tokens of image " + std::to_string(i) + " must be F32 [n, " + std::to_string(H) +
+                  "], got " + t.shape_string());
+    n_soft.push_back(t.dim(0));
+  }
+  const std::vector<ImageRun> runs = match_image_runs(ids, config_.image_token_id, n_soft, "encode");
+  if (runs.empty()) {
+    encode(ids);
+    return;
+  }
+  const int64_t n = int64_t(ids.size());
+  Tensor& e = encoder_embedding(ids);
+  // docs/model.md §7.6: the soft tokens, in prompt order, replace the
+  // placeholder rows (whose pad embedding they overwrite, unscaled).
+  int64_t total = 0;
+  for (int64_t c : n_soft) total += c;
+  Tensor src = Tensor::f32({total, H});
+  Tensor rows = Tensor::i32({total});
+  int64_t r = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Tensor& t = soft_tokens[i];
+    t.ensure_host();
+    std::copy(t.f.begin(), t.f.end(), src.f.begin() + r * H);
+    for (int64_t k = 0; k < runs[i].count; ++k) rows.i[size_t(r + k)] = int32_t(runs[i].first + k);
+    r += runs[i].count;
+  }
+  OpSite op{exec_, -1, Pass::kEncoder, 0, workspace_};
+  Tensor& x = op.run(OpKind::kScatterRows, "merge_soft_tokens", {&e, &src, &rows}, {});
+  exec_.tap("vision.soft_tokens", src);
+  exec_.tap("encoder.merged_embeddings", x);
+  Tensor blocks = Tensor::i32({n});
+  blocks.i = image_blocks(ids, config_.image_token_id);
+  encode_rows(x, n, options_.image_mask == ImageMask::kCausal ? nullptr : &blocks);
+}
+
+void DiffusionGemma::encode_rows(Tensor& x, int64_t n, const Tensor* blocks) {
+  struct Blocks {
+    const Tensor*& slot;
+    ~Blocks() { slot = nullptr; }
+  } scoped{encoder_blocks_};
+  encoder_blocks_ = blocks;
   decoder_step_ = 0;
   processed_valid_ = false;
   Tensor pos = positions_tensor(cache_.length, n);

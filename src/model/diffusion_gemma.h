@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "checkpoint/config.h"
 #include "model/decode_item.h"
+#include "model/image_prompt.h"
 #include "model/kv_cache.h"
 #include "model/vision_tower.h"
 #include "model/workspace.h"
@@ -36,6 +37,7 @@ enum class DecoderWindow {
 struct ModelOptions {
   WeightPrecision precision = WeightPrecision::kAsStored;
   DecoderWindow decoder_window = DecoderWindow::kReference;
+  ImageMask image_mask = ImageMask::kHf;  // the encoder's mask over a prompt with images (docs/model.md §7.7)
   bool verify_tied_copies = true;
   LoadQuantization quantize = LoadQuantization::kNone;  // quantize at load (quantize/load_quantize.h)
   int load_threads = 0;  // threads that quantize at load; 0 = all cores (the bytes do not depend on it)
@@ -62,6 +64,18 @@ class DiffusionGemma : public DiffusionModel {
   // The host pool of the backend given to load() (Backend::host_pool).
   ThreadPool* thread_pool() override;
   void encode(const std::vector<int32_t>& ids) override;
+  // Runs the vision tower on each image (image_soft_tokens), then
+  // encode_soft_tokens().
+  void encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) override;
+  // The encoder pass over a prompt whose images are already soft tokens
+  // (docs/model.md §7.6): soft_tokens[i] [n_soft_i, H] F32 replaces the i-th
+  // run of image placeholder ids, which must hold exactly n_soft_i ids
+  // (dgemma::Error naming both numbers otherwise; also when the numbers of
+  // runs and images differ). The mask follows options().image_mask
+  // (docs/model.md §7.7), with the image blocks of this call's ids.
+  void encode_soft_tokens(const std::vector<int32_t>& ids, std::span<const Tensor> soft_tokens);
+  // The encoder's mask over prompts with images from now on.
+  void set_image_mask(ImageMask mask) { options_.image_mask = mask; }
   void decode(const int32_t* canvas, const float* self_conditioning, float* logits) override;
   void truncate_cache(int64_t length) override;
   // The sampler pass runs as the sample op on the model's backend, right
@@ -161,6 +175,11 @@ class DiffusionGemma : public DiffusionModel {
   // The encoder's input rows [n, H] of `ids` (checked; image placeholders
   // read as pad), in a workspace slot.
   Tensor& encoder_embedding(const std::vector<int32_t>& ids);
+  // The encoder pass over the input rows x of `ids` (blocks: the image
+  // blocks of the rows, or null for the text mask).
+  void encode_rows(Tensor& x, int64_t n, const Tensor* blocks);
+  // The attention mask and window of an encoder layer (docs/model.md §2.2, §7.7).
+  void encoder_mask(const LayerSpec& spec, OpAttrs& attrs) const;
   // The canvas as an I32 tensor, every id checked against the vocabulary.
   Tensor canvas_ids(const int32_t* canvas, int64_t n) const;
   OpAttrs embedding_attrs() const;
@@ -196,6 +215,9 @@ class DiffusionGemma : public DiffusionModel {
   Tensor processed_;
   bool processed_valid_ = false;
   std::vector<BatchSegment> batch_;  // set while decode_batch runs its layers
+  // The image blocks of the encoder pass that runs (one id per new row,
+  // image_prompt.h image_blocks); null: the text mask.
+  const Tensor* encoder_blocks_ = nullptr;
   std::vector<Backend*> layer_backends_;
   std::unique_ptr<LayerSchedule> schedule_ = make_layer_schedule(nullptr);
   std::unique_ptr<VisionTower> vision_;  // null without a tower

@@ -5,7 +5,10 @@
 // changing it. The CPU model (src/model) implements this; tests can implement
 // it with recorded logits.
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "core/vision_input.h"
 
 namespace dgemma {
 
@@ -31,6 +34,15 @@ class DiffusionModel {
   // Causal encoder pass over `ids` at positions cache_length() ..
   // cache_length()+n-1; appends their keys/values to the cache.
   virtual void encode(const std::vector<int32_t>& ids) = 0;
+
+  // The encoder pass over a prompt with images (docs/model.md §7.6, §7.7):
+  // images[i] (in prompt order) becomes soft tokens that replace the i-th
+  // run of image placeholder ids, and the encoder's mask lets an image's rows
+  // see each other. Only this pass sees the images; later passes (committed
+  // canvases) are text. Throws dgemma::Error when the runs and the images do
+  // not match (counts named). The default takes no images: with none it is
+  // encode(ids), with any it throws.
+  virtual void encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images);
 
   // One decoder pass over a canvas of canvas_length() ids at positions
   // cache_length() .. +canvas_length()-1. `self_conditioning` is null on the

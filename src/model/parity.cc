@@ -1,5 +1,11 @@
 #include "model/parity.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <span>
+
+#include "core/file_io.h"
+#include "core/json.h"
 #include "dgemma/error.h"
 #include "io/tensor_io.h"
 #include "model/tap_recorder.h"
@@ -41,8 +47,8 @@ Tensor with_batch(const Tensor& t) {
 
 void take_taps(const TapRecorder& rec, NamedTensors& out) {
   for (const auto& [name, t] : rec.taps()) {
-    if (name.find(".router.") != std::string::npos)
-      out[name] = t;  // [T, k], as the golden files
+    if (name.find(".router.") != std::string::npos || name == "vision.soft_tokens")
+      out[name] = t;  // [T, k] and [n, H], as the golden files
     else
       out[name] = with_batch(t);
   }
@@ -67,16 +73,131 @@ void take_cache(const KvCache& cache, NamedTensors& out) {
   }
 }
 
+// The mask rule named by the case description next to `file` (FILE.json for
+// FILE.safetensors), if there is one.
+std::optional<ImageMask> case_mask_rule(const std::string& file) {
+  std::filesystem::path json_path(file);
+  json_path.replace_extension(".json");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(json_path, ec)) return std::nullopt;
+  json::ParseOptions po;
+  po.source = json_path.string();
+  const json::Value doc = json::parse(read_text_file(json_path.string()), po);
+  const json::Value* rule = doc.is_object() ? doc.find("mask_rule") : nullptr;
+  if (!rule) return std::nullopt;
+  const std::string& name = rule->as_string(json_path.string() + ": mask_rule");
+  // generate cases describe the rule of their first encoder call first.
+  std::optional<ImageMask> mask = image_mask_of_case_rule(name.substr(0, name.find(' ')));
+  if (!mask) throw Error(json_path.string() + ": unknown mask_rule \"" + name + "\"");
+  return mask;
+}
+
+// mm_token_type_ids, when given, must mark exactly the placeholder ids.
+void check_token_types(const TensorStore& in, const std::string& file, const std::vector<int32_t>& ids,
+                       int64_t image_token_id) {
+  const TensorView* v = in.find("mm_token_type_ids");
+  if (!v) return;
+  Tensor t = tensor_from_view(*v);
+  if (size_t(t.numel()) != ids.size())
+    throw Error(file + ": \"mm_token_type_ids\" has " + std::to_string(t.numel()) + " entries for " +
+                std::to_string(ids.size()) + " input ids");
+  for (size_t k = 0; k < ids.size(); ++k)
+    if ((t.i[k] == 1) != (ids[k] == image_token_id))
+      throw Error(file + ": \"mm_token_type_ids\"[" + std::to_string(k) + "] = " + std::to_string(t.i[k]) +
+                  " but input id " + std::to_string(ids[k]) + (ids[k] == image_token_id ? " is" : " is not") +
+                  " the image placeholder " + std::to_string(image_token_id));
+}
+
+// The case's own soft tokens [n_total, H], split by the runs of placeholder ids.
+std::vector<Tensor> case_soft_tokens(const TensorStore& in, const std::string& file, const std::vector<int32_t>& ids,
+                                     int64_t image_token_id) {
+  const TensorView* v = in.find("vision.soft_tokens");
+  if (!v) throw Error(file + ": tensor \"vision.soft_tokens\" is missing");
+  Tensor all = tensor_from_view(*v);
+  if (all.dtype != DType::kF32 || all.shape.size() != 2)
+    throw Error(file + ": \"vision.soft_tokens\" must be float [n, H], got " + all.shape_string());
+  const int64_t H = all.dim(1);
+  std::vector<Tensor> out;
+  int64_t row = 0;
+  for (const ImageRun& r : image_runs(ids, image_token_id)) {
+    if (row + r.count > all.dim(0))
+      throw Error(file + ": \"vision.soft_tokens\" has " + std::to_string(all.dim(0)) +
+                  " rows, fewer than the prompt's placeholder ids");
+    Tensor t = Tensor::f32({r.count, H});
+    std::copy(all.f.begin() + row * H, all.f.begin() + (row + r.count) * H, t.f.begin());
+    out.push_back(std::move(t));
+    row += r.count;
+  }
+  if (row != all.dim(0))
+    throw Error(file + ": \"vision.soft_tokens\" has " + std::to_string(all.dim(0)) + " rows, the prompt " +
+                std::to_string(row) + " placeholder ids");
+  return out;
+}
+
 }  // namespace
 
-NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& files, bool expert_inputs) {
+int64_t vision_pooling_kernel(const DiffusionGemma& /*model*/) { return 0; }
+
+std::optional<ImageMask> image_mask_of_case_rule(const std::string& rule) {
+  if (rule.empty()) return std::nullopt;
+  if (rule == "hf_generate" || rule == "hf") return ImageMask::kHf;
+  if (rule == "google_jax" || rule == "jax") return ImageMask::kJax;
+  if (rule == "hf_forward_causal" || rule == "causal") return ImageMask::kCausal;
+  return std::nullopt;
+}
+
+std::vector<VisionInput> vision_inputs_of(const TensorStore& in, const std::string& file, int64_t pooling_kernel) {
+  const TensorView *pv = in.find("pixel_values"), *iv = in.find("image_position_ids");
+  if (!pv) throw Error(file + ": tensor \"pixel_values\" is missing");
+  if (!iv) throw Error(file + ": tensor \"image_position_ids\" is missing");
+  Tensor pixels = tensor_from_view(*pv), pos = tensor_from_view(*iv);
+  if (pixels.dtype != DType::kF32 || pixels.shape.size() != 3)
+    throw Error(file + ": \"pixel_values\" must be float [N, P, D], got " + pixels.shape_string());
+  const int64_t N = pixels.dim(0), P = pixels.dim(1), D = pixels.dim(2);
+  if (pos.shape != std::vector<int64_t>{N, P, 2})
+    throw Error(file + ": \"image_position_ids\" must be [" + std::to_string(N) + ", " + std::to_string(P) +
+                ", 2] like pixel_values, got " + pos.shape_string());
+  if (pooling_kernel <= 0) throw Error(file + ": the model has no vision tower (no pooling kernel)");
+  std::vector<VisionInput> images;
+  for (int64_t b = 0; b < N; ++b) {
+    VisionInput vi;
+    int64_t n = 0;
+    while (n < P && pos.i[size_t((b * P + n) * 2)] >= 0) ++n;
+    for (int64_t r = n; r < P; ++r)
+      if (pos.i[size_t((b * P + r) * 2)] >= 0 || pos.i[size_t((b * P + r) * 2 + 1)] >= 0)
+        throw Error(file + ": image " + std::to_string(b) + ": patch " + std::to_string(r) +
+                    " has a position after the padding began at patch " + std::to_string(n));
+    vi.pixel_values = Tensor::f32({n, D});
+    std::copy(pixels.f.begin() + b * P * D, pixels.f.begin() + (b * P + n) * D, vi.pixel_values.f.begin());
+    vi.positions = Tensor::i32({n, 2});
+    std::copy(pos.i.begin() + b * P * 2, pos.i.begin() + (b * P + n) * 2, vi.positions.i.begin());
+    for (int64_t r = 0; r < n; ++r) {
+      vi.grid_w = std::max<int64_t>(vi.grid_w, vi.positions.i[size_t(2 * r)] + 1);
+      vi.grid_h = std::max<int64_t>(vi.grid_h, vi.positions.i[size_t(2 * r + 1)] + 1);
+    }
+    if (vi.grid_h * vi.grid_w != n || vi.grid_h % pooling_kernel || vi.grid_w % pooling_kernel)
+      throw Error(file + ": image " + std::to_string(b) + ": " + std::to_string(n) + " real patches on a " +
+                  std::to_string(vi.grid_h) + " x " + std::to_string(vi.grid_w) +
+                  " grid, which is not whole pooling cells of " + std::to_string(pooling_kernel));
+    vi.n_soft = (vi.grid_h / pooling_kernel) * (vi.grid_w / pooling_kernel);
+    images.push_back(std::move(vi));
+  }
+  return images;
+}
+
+NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& files,
+                               const ParityOptions& options) {
   NamedTensors out;
-  TapRecorder rec(expert_inputs);
+  TapRecorder rec(options.expert_inputs);
   model.set_observer(&rec);
   struct Reset {
     DiffusionGemma& m;
-    ~Reset() { m.set_observer(nullptr); }
-  } reset{model};
+    ImageMask mask;
+    ~Reset() {
+      m.set_observer(nullptr);
+      m.set_image_mask(mask);
+    }
+  } reset{model, model.options().image_mask};
   bool any = false;
   for (const auto& file : files) {
     TensorStore in = TensorStore::open_file(file);
@@ -86,7 +207,22 @@ NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::str
       model.truncate_cache(0);  // fresh cache
       check_positions(in, "position_ids", file, 0, ids.size());
       rec.clear();
-      model.encode(ids);
+      if (in.find("pixel_values") || in.find("vision.soft_tokens")) {
+        const int64_t image_id = model.config().image_token_id;
+        check_token_types(in, file, ids, image_id);
+        std::optional<ImageMask> mask = options.image_mask ? options.image_mask : case_mask_rule(file);
+        model.set_image_mask(mask ? *mask : reset.mask);
+        if (options.case_soft_tokens) {
+          const std::vector<Tensor> soft = case_soft_tokens(in, file, ids, image_id);
+          model.encode_soft_tokens(ids, soft);
+        } else {
+          const std::vector<VisionInput> images = vision_inputs_of(in, file, vision_pooling_kernel(model));
+          model.encode_with_images(ids, images);
+        }
+        model.set_image_mask(reset.mask);
+      } else {
+        model.encode(ids);
+      }
       take_taps(rec, out);
       take_cache(model.cache(), out);
     }

@@ -5,7 +5,12 @@
 //   input_ids [1,T], position_ids      -> encoder pass into a fresh cache
 //   decoder_input_ids [1,C], decoder_position_ids, optional
 //   self_conditioning_logits [1,C,V]   -> one decoder pass over that cache
+//   with input_ids also pixel_values [N,P,3·p²], image_position_ids
+//   [N,P,2] (padding rows -1), mm_token_type_ids [1,T]
+//                                      -> the encoder pass over a prompt with
+//                                         N images (docs/model.md §7.6, §7.7)
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +20,40 @@ namespace dgemma {
 
 using NamedTensors = std::map<std::string, Tensor>;
 
-// expert_inputs: also what each layer's routed experts are fed
-// ("<pass>.experts.<i>.input" [1,T,H], ".down_input" [1,T,k,I]).
+struct ParityOptions {
+  // Also what each layer's routed experts are fed ("<pass>.experts.<i>.input"
+  // [1,T,H], ".down_input" [1,T,k,I]).
+  bool expert_inputs = false;
+  // The encoder's mask over images. Unset: the input file's case description
+  // (the `mask_rule` of the .json next to it: hf_generate, google_jax or
+  // hf_forward_causal), else the model's own option.
+  std::optional<ImageMask> image_mask;
+  // Merge the input file's own `vision.soft_tokens` [n_total, H] (split by
+  // the runs of placeholder ids) instead of running the vision tower on
+  // pixel_values: checks the merge and the masks apart from the tower.
+  bool case_soft_tokens = false;
+};
+
 NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& input_files,
-                               bool expert_inputs = false);
+                               const ParityOptions& options);
+inline NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& input_files,
+                                      bool expert_inputs = false) {
+  ParityOptions o;
+  o.expert_inputs = expert_inputs;
+  return run_parity_inputs(model, input_files, o);
+}
+
+// The mask rule of a golden case's `mask_rule` ("hf_generate" and the other
+// spellings above, or hf / jax / causal); unset for an empty name.
+std::optional<ImageMask> image_mask_of_case_rule(const std::string& rule);
+
+// The pooling kernel of the model's vision tower (0: it has none).
+int64_t vision_pooling_kernel(const DiffusionGemma& model);
+
+// The images of an encoder input file, in prompt order: pixel_values
+// [N,P,D] and image_position_ids [N,P,2] (rows with position -1 are padding
+// and dropped). n_soft = real patches / k² with k the pooling kernel.
+std::vector<VisionInput> vision_inputs_of(const TensorStore& in, const std::string& file, int64_t pooling_kernel);
 
 // Writes F32 tensors as F32 and I32 tensors as I64 (the golden dtype of ids).
 void write_named_tensors(const std::string& path, const NamedTensors& tensors);

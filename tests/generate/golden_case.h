@@ -16,6 +16,7 @@
 namespace dgemma::testing {
 
 inline std::string golden_a_dir() { return std::string(DGEMMA_TEST_DATA) + "/golden_a"; }
+inline std::string golden_v_dir() { return std::string(DGEMMA_TEST_DATA) + "/golden_v"; }
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -27,13 +28,14 @@ inline std::string read_file(const std::string& path) {
 
 class GoldenCase {
  public:
-  explicit GoldenCase(const std::string& name)
+  // A case of the golden folder `dir` (golden A by default).
+  explicit GoldenCase(const std::string& name, const std::string& dir = golden_a_dir())
       : name_(name),
-        tensors_path_(golden_a_dir() + "/cases/" + name + ".safetensors"),
+        tensors_path_(dir + "/cases/" + name + ".safetensors"),
         file_(SafetensorsFile::open(tensors_path_)) {
     json::ParseOptions options;
     options.source = name + ".json";
-    meta_ = json::parse(read_file(golden_a_dir() + "/cases/" + name + ".json"), options);
+    meta_ = json::parse(read_file(dir + "/cases/" + name + ".json"), options);
   }
 
   const std::string& name() const { return name_; }
