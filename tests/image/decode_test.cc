@@ -103,9 +103,8 @@ TEST(ImageDecode, OtherFormatsAreRefusedByName) {
 // A PNG header claiming 90000 × 90000 pixels and nothing else: the limit is
 // checked from the header, so the refusal names the size, not a failed read
 // or allocation of 24 GB.
-std::vector<uint8_t> huge_png_header() {
+std::vector<uint8_t> huge_png_header(uint32_t side = 90000) {
   std::vector<uint8_t> b = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
-  const uint32_t side = 90000;
   for (int k = 0; k < 2; ++k) {
     for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(side >> s));
   }
@@ -123,6 +122,9 @@ std::vector<uint8_t> huge_png_header() {
 
 TEST(ImageDecode, PixelLimitIsCheckedFromTheHeader) {
   EXPECT_EQ(error_of(huge_png_header()), "image is 90000x90000 = 8.1e+09 pixels, over the limit of 89478485 pixels");
+  // Sides whose product overflows 64 bits.
+  EXPECT_EQ(error_of(huge_png_header(0xffffffffu)),
+            "image is 4294967295x4294967295 = 1.84e+19 pixels, over the limit of 89478485 pixels");
   // The golden PNG (40x30) under a 1000-pixel limit, JPEG and WebP alike.
   ImageLimits small;
   small.max_pixels = 1000;
