@@ -26,6 +26,7 @@ std::string error_of(const std::vector<uint8_t>& bytes, const ImageLimits& limit
 }
 
 TEST(ImageDecode, EveryReferenceFileMatchesPillow) {
+  if (!image_decoders_available()) GTEST_SKIP() << "built without libpng, libjpeg and libwebp (DGEMMA_IMAGE_DECODERS)";
   const std::string dir = golden_v_dir() + "/decode";
   const json::Value manifest = json::parse(read_text_file(dir + "/manifest.json"));
   int checked = 0;
@@ -65,6 +66,7 @@ TEST(ImageDecode, SixteenBitGrayIsClampedNotShifted) {
 }
 
 TEST(ImageDecode, TruncatedFilesAreErrors) {
+  if (!image_decoders_available()) GTEST_SKIP() << "built without libpng, libjpeg and libwebp (DGEMMA_IMAGE_DECODERS)";
   for (const char* name : {"images/png_up.png", "images/wide.jpg", "decode/progressive.jpg", "decode/lossy.webp",
                            "decode/animated.webp"}) {
     SCOPED_TRACE(name);
@@ -75,6 +77,7 @@ TEST(ImageDecode, TruncatedFilesAreErrors) {
 }
 
 TEST(ImageDecode, GarbageAndEmptyInputs) {
+  if (!image_decoders_available()) GTEST_SKIP() << "built without libpng, libjpeg and libwebp (DGEMMA_IMAGE_DECODERS)";
   EXPECT_EQ(error_of({}), "image is empty (0 bytes)");
   const std::vector<uint8_t> text = {'<', 'h', 't', 'm', 'l', '>', ' ', 'x', 'y'};
   EXPECT_EQ(error_of(text),
@@ -121,6 +124,7 @@ std::vector<uint8_t> huge_png_header(uint32_t side = 90000) {
 }
 
 TEST(ImageDecode, PixelLimitIsCheckedFromTheHeader) {
+  if (!image_decoders_available()) GTEST_SKIP() << "built without libpng, libjpeg and libwebp (DGEMMA_IMAGE_DECODERS)";
   EXPECT_EQ(error_of(huge_png_header()), "image is 90000x90000 = 8.1e+09 pixels, over the limit of 89478485 pixels");
   // Sides whose product overflows 64 bits.
   EXPECT_EQ(error_of(huge_png_header(0xffffffffu)),
@@ -137,6 +141,7 @@ TEST(ImageDecode, PixelLimitIsCheckedFromTheHeader) {
 }
 
 TEST(ImageDecode, ZeroSizeIsAnError) {
+  if (!image_decoders_available()) GTEST_SKIP() << "built without libpng, libjpeg and libwebp (DGEMMA_IMAGE_DECODERS)";
   // IHDR with width 0: libpng refuses it itself; the message says why.
   std::vector<uint8_t> b = huge_png_header();
   for (int i = 16; i < 20; ++i) b[size_t(i)] = 0;
