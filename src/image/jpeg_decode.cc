@@ -25,7 +25,6 @@ struct JpegErrors {
   jpeg_error_mgr pub;  // first: libjpeg sees a jpeg_error_mgr*
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX + 32];
-  bool ignore_eof;  // while finishing: a missing EOI after the last row is fine
 };
 
 struct JpegJob {
@@ -44,10 +43,11 @@ void on_error_exit(j_common_ptr cinfo) {
 
 // Warnings are ignored as Pillow ignores them, except the data running out
 // (the memory source would go on with a made-up end marker): that is a
-// truncated file.
+// truncated file, even when only the end marker is missing (Pillow refuses
+// that too).
 void on_emit_message(j_common_ptr cinfo, int level) {
   auto* err = reinterpret_cast<JpegErrors*>(cinfo->err);
-  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF && !err->ignore_eof) {
+  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
     std::snprintf(err->message, sizeof err->message, "image is truncated");
     longjmp(err->jump, 1);
   }
@@ -79,7 +79,6 @@ bool read_pixels(JpegJob* job, J_COLOR_SPACE out_space, unsigned char* rows, siz
     JSAMPROW row = rows + size_t(job->cinfo.output_scanline) * stride;
     jpeg_read_scanlines(&job->cinfo, &row, 1);
   }
-  job->err.ignore_eof = true;
   jpeg_finish_decompress(&job->cinfo);
   return true;
 }

@@ -74,6 +74,12 @@ TEST(ImageDecode, TruncatedFilesAreErrors) {
     bytes.resize(bytes.size() * 2 / 3);
     EXPECT_NE(error_of(bytes).find("truncated"), std::string::npos) << error_of(bytes);
   }
+  // A JPEG missing only its end marker: Pillow refuses it too.
+  std::vector<uint8_t> jpeg = read_test_bytes(golden_v_dir() + "/images/wide.jpg");
+  ASSERT_EQ(jpeg[jpeg.size() - 2], 0xff);
+  ASSERT_EQ(jpeg[jpeg.size() - 1], 0xd9);
+  jpeg.resize(jpeg.size() - 2);
+  EXPECT_EQ(error_of(jpeg), "JPEG: image is truncated");
 }
 
 TEST(ImageDecode, GarbageAndEmptyInputs) {
