@@ -67,27 +67,26 @@ DataUrl parse_image_data_url(std::string_view url, uint64_t max_bytes) {
   if (out.media_type.compare(0, 6, "image/") != 0) {
     throw Error("data: URL media type '" + std::string(type) + "' is not an image type");
   }
+  // Parameters after the media type, `;base64` last.
   bool base64 = false;
-  std::string_view params = semi == std::string_view::npos ? std::string_view() : header.substr(semi + 1);
-  while (!params.empty() || semi != std::string_view::npos) {
-    const size_t next = params.find(';');
-    const std::string_view param = params.substr(0, next);
+  for (size_t at = semi; at != std::string_view::npos;) {
+    const size_t next = header.find(';', at + 1);
+    const std::string_view param = header.substr(at + 1, next == std::string_view::npos ? next : next - at - 1);
+    at = next;
     if (base64) throw Error("data: URL has parameters after ';base64'");
-    if (iequals_prefix(param, "base64") && param.size() == 6) {
+    if (param.size() == 6 && iequals_prefix(param, "base64")) {
       base64 = true;
-    } else {
-      const size_t eq = param.find('=');
-      if (eq == std::string_view::npos || eq == 0 || eq + 1 == param.size()) {
-        throw Error("data: URL parameter '" + std::string(param) + "' is not name=value");
-      }
-      for (size_t i = 0; i < param.size(); ++i) {
-        if (i != eq && !is_token_char(param[i])) {
-          throw Error("data: URL parameter '" + std::string(param) + "' has an invalid character");
-        }
+      continue;
+    }
+    const size_t eq = param.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == param.size()) {
+      throw Error("data: URL parameter '" + std::string(param) + "' is not name=value");
+    }
+    for (size_t i = 0; i < param.size(); ++i) {
+      if (i != eq && !is_token_char(param[i])) {
+        throw Error("data: URL parameter '" + std::string(param) + "' has an invalid character");
       }
     }
-    if (next == std::string_view::npos) break;
-    params = params.substr(next + 1);
   }
   if (!base64) throw Error("data: URL is not base64 (';base64,' expected before the data)");
 

@@ -8,7 +8,13 @@
 #include "image/decoders.h"
 #include "image/image_format.h"
 
+#ifndef DGEMMA_HAVE_IMAGE_DECODERS
+#define DGEMMA_HAVE_IMAGE_DECODERS 0
+#endif
+
 namespace dgemma {
+
+bool image_decoders_available() { return DGEMMA_HAVE_IMAGE_DECODERS; }
 
 RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits) {
   if (bytes.empty()) throw Error("image is empty (0 bytes)");
@@ -18,9 +24,18 @@ RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits)
   }
   const ImageFormat format = sniff_image_format(bytes);
   switch (format) {
+#if DGEMMA_HAVE_IMAGE_DECODERS
     case ImageFormat::kPng: return image::decode_png(bytes, limits);
     case ImageFormat::kJpeg: return image::decode_jpeg(bytes, limits);
     case ImageFormat::kWebp: return image::decode_webp(bytes, limits);
+#else
+    case ImageFormat::kPng:
+    case ImageFormat::kJpeg:
+    case ImageFormat::kWebp:
+      throw Error(std::string(image_format_name(format)) +
+                  " image: this dgemma was built without image decoding (libpng, libjpeg and libwebp were not "
+                  "found when it was built: DGEMMA_IMAGE_DECODERS)");
+#endif
     case ImageFormat::kUnknown: {
       static const char* hex = "0123456789abcdef";
       std::string head;

@@ -16,6 +16,10 @@ namespace dgemma {
 // the caller prefixes the image's name (decode_image_file does).
 RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits = {});
 
+// False in a build made without libpng, libjpeg and libwebp
+// (DGEMMA_IMAGE_DECODERS): decode_image then refuses every image, saying so.
+bool image_decoders_available();
+
 // The same for a file, its errors prefixed with the path. The file's size is
 // checked against limits.max_bytes before it is read.
 RgbImage decode_image_file(const std::string& path, const ImageLimits& limits = {});

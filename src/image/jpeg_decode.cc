@@ -25,7 +25,6 @@ struct JpegErrors {
   jpeg_error_mgr pub;  // first: libjpeg sees a jpeg_error_mgr*
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX + 32];
-  bool ignore_eof;  // while finishing: a missing EOI after the last row is fine
 };
 
 struct JpegJob {
@@ -39,17 +38,18 @@ void on_error_exit(j_common_ptr cinfo) {
   char text[JMSG_LENGTH_MAX];
   cinfo->err->format_message(cinfo, text);
   std::snprintf(err->message, sizeof err->message, "%s", text);
-  longjmp(err->jump, 1);
+  longjmp(err->jump, 1);  // NOLINT(cert-err52-cpp): libjpeg's error protocol
 }
 
 // Warnings are ignored as Pillow ignores them, except the data running out
 // (the memory source would go on with a made-up end marker): that is a
-// truncated file.
+// truncated file, even when only the end marker is missing (Pillow refuses
+// that too).
 void on_emit_message(j_common_ptr cinfo, int level) {
   auto* err = reinterpret_cast<JpegErrors*>(cinfo->err);
-  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF && !err->ignore_eof) {
+  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
     std::snprintf(err->message, sizeof err->message, "image is truncated");
-    longjmp(err->jump, 1);
+    longjmp(err->jump, 1);  // NOLINT(cert-err52-cpp): libjpeg's error protocol
   }
 }
 
@@ -60,7 +60,7 @@ bool read_header(JpegJob* job, const uint8_t* data, size_t size) {
   job->err.pub.error_exit = on_error_exit;
   job->err.pub.emit_message = on_emit_message;
   job->err.pub.output_message = on_output_message;
-  if (setjmp(job->err.jump)) return false;
+  if (setjmp(job->err.jump)) return false;  // NOLINT(cert-err52-cpp): libjpeg's error protocol
   jpeg_create_decompress(&job->cinfo);
   job->created = true;
   jpeg_mem_src(&job->cinfo, data, static_cast<unsigned long>(size));
@@ -72,14 +72,13 @@ bool read_header(JpegJob* job, const uint8_t* data, size_t size) {
 // Library defaults (ISLOW IDCT, fancy upsampling, no scaling); `rows` gets
 // height rows of width·components bytes.
 bool read_pixels(JpegJob* job, J_COLOR_SPACE out_space, unsigned char* rows, size_t stride) {
-  if (setjmp(job->err.jump)) return false;
+  if (setjmp(job->err.jump)) return false;  // NOLINT(cert-err52-cpp): libjpeg's error protocol
   job->cinfo.out_color_space = out_space;
   jpeg_start_decompress(&job->cinfo);
   while (job->cinfo.output_scanline < job->cinfo.output_height) {
     JSAMPROW row = rows + size_t(job->cinfo.output_scanline) * stride;
     jpeg_read_scanlines(&job->cinfo, &row, 1);
   }
-  job->err.ignore_eof = true;
   jpeg_finish_decompress(&job->cinfo);
   return true;
 }

@@ -43,9 +43,12 @@ Taps make_taps(int64_t in_size, int64_t out_size) {
   for (int64_t i = 0; i < out_size; ++i) {
     const double center = (double(i) + 0.5) * scale;
     const double inv = 1.0 / filter_scale;
-    // (int) truncates toward zero, before the clamp.
+    // (int) truncates toward zero, before the clamp: Pillow's rounding, on
+    // purpose (docs/image.md §6.2).
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     int64_t lo = int64_t(int(center - support + 0.5));
     if (lo < 0) lo = 0;
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     int64_t hi = int64_t(int(center + support + 0.5));
     if (hi > in_size) hi = in_size;
     const int64_t n = hi - lo;
@@ -57,7 +60,8 @@ Taps make_taps(int64_t in_size, int64_t out_size) {
     for (int64_t j = 0; j < n; ++j) {
       if (sum != 0.0) w[size_t(j)] /= sum;
       const double scaled = w[size_t(j)] * double(1 << kPrecisionBits);
-      // Round half away from zero.
+      // Round half away from zero (docs/image.md §6.3).
+      // NOLINTNEXTLINE(bugprone-incorrect-roundings)
       t.weight[size_t(i * t.taps + j)] = int32_t(w[size_t(j)] < 0 ? int(-0.5 + scaled) : int(0.5 + scaled));
     }
     t.first[size_t(i)] = lo;

@@ -45,7 +45,7 @@ void on_read(png_structp png, png_bytep out, size_t n) {
 }
 
 bool read_header(PngJob* job) {
-  if (setjmp(png_jmpbuf(job->png))) return false;
+  if (setjmp(png_jmpbuf(job->png))) return false;  // NOLINT(cert-err52-cpp): libpng's error protocol
   png_set_read_fn(job->png, job, on_read);
   // The pixel limit is ours (checked before any row is allocated); libpng's
   // own default of a million pixels per side would refuse images Pillow reads.
@@ -66,7 +66,7 @@ bool read_header(PngJob* job) {
 // Rows as stored, one byte per sample below 8 bits (not rescaled), 16-bit
 // samples big-endian, interlacing undone.
 bool read_rows(PngJob* job, png_bytep* rows, size_t row_bytes) {
-  if (setjmp(png_jmpbuf(job->png))) return false;
+  if (setjmp(png_jmpbuf(job->png))) return false;  // NOLINT(cert-err52-cpp): libpng's error protocol
   if (job->bit_depth < 8) png_set_packing(job->png);
   png_set_interlace_handling(job->png);
   png_read_update_info(job->png, job->info);

@@ -18,12 +18,11 @@ void check_image_size(int64_t width, int64_t height, const ImageLimits& limits) 
   if (width <= 0 || height <= 0) {
     throw Error("image has zero size (" + std::to_string(width) + "x" + std::to_string(height) + ")");
   }
-  // Both sides fit in 31 bits for every format read here, so the product
-  // cannot overflow.
-  const uint64_t pixels = uint64_t(width) * uint64_t(height);
-  if (pixels > limits.max_pixels) {
+  // Compared by division: the sides of a PNG header reach 2³² − 1, whose
+  // product overflows 64 bits.
+  if (uint64_t(width) > limits.max_pixels / uint64_t(height)) {
     char text[64];
-    std::snprintf(text, sizeof text, "%.3g", double(pixels));
+    std::snprintf(text, sizeof text, "%.3g", double(width) * double(height));
     throw Error("image is " + std::to_string(width) + "x" + std::to_string(height) + " = " + text +
                 " pixels, over the limit of " + std::to_string(limits.max_pixels) + " pixels");
   }

@@ -39,6 +39,7 @@ void expect_image_equals(const TensorView& want, const RgbImage& got) {
 }
 
 TEST_P(GoldenPreprocess, MatchesTheReferenceProcessor) {
+  if (!image_decoders_available()) GTEST_SKIP() << "built without libpng, libjpeg and libwebp (DGEMMA_IMAGE_DECODERS)";
   const std::string dir = golden_v_dir();
   const std::string name = GetParam();
   const auto file = SafetensorsFile::open(dir + "/cases/preprocess_" + name + ".safetensors");
