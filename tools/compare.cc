@@ -36,9 +36,10 @@ int run_compare(const Args& args) {
   FlagParser p("dgemma compare EXPECTED.safetensors ACTUAL.safetensors [--atol X] [--rtol X] [--rows N] [--json]",
                "Compares every tensor of EXPECTED that ACTUAL also has: max absolute and relative error,\n"
                "elements outside atol + rtol*|expected|, and argmax agreement along the last axis.\n"
-               "Input tensors (input_ids, *_position_ids, decoder_input_ids, self_conditioning_logits) are\n"
-               "skipped. Exits 1 when any tensor is out of tolerance, has another element count, has a NaN\n"
-               "where the other has none, or an argmax differs, or a tensor is missing from ACTUAL.");
+               "Input tensors (input_ids, *_position_ids, decoder_input_ids, self_conditioning_logits,\n"
+               "pixel_values) are skipped. Exits 1 when any tensor is out of tolerance, has another element\n"
+               "count, has a NaN where the other has none, or an argmax differs, or a tensor is missing\n"
+               "from ACTUAL.");
   p.add_double("--atol", &atol, "absolute tolerance");
   p.add_double("--rtol", &rtol, "relative tolerance");
   p.add_bool("--json", &as_json, "one JSON object per tensor, then a summary object");
@@ -59,6 +60,7 @@ int run_compare(const Args& args) {
     if (name == "input_ids" || name == "position_ids" || name == "decoder_input_ids" ||
         name == "decoder_position_ids" || name == "self_conditioning_logits")
       continue;
+    if (name == "pixel_values" || name == "image_position_ids") continue;  // a vision case's image inputs
     const TensorView* vb = b.find(name);
     if (!vb) {
       ++missing;

@@ -261,9 +261,7 @@ void parse_layers(const Fields& t, ModelConfig& c) {
 
 // A size of the tower: positive when given, 0 when the key is absent (then
 // read off the tensors, docs/model.md §7.1).
-int optional_size(const Fields& v, const std::string& key) {
-  return v.get(key) ? int(v.positive_int(key)) : 0;
-}
+int optional_size(const Fields& v, const std::string& key) { return v.get(key) ? int(v.positive_int(key)) : 0; }
 
 // The vision tower's block (docs/model.md §7.1). Features the tower's code
 // supports in other Gemma 4 checkpoints but DiffusionGemma's does not use
@@ -294,13 +292,14 @@ void parse_vision(const Fields& top, ModelConfig& c) {
     v.fail("head_dim", "must be a multiple of 4 (2-D RoPE rotates two halves of split-half pairs), got " +
                            std::to_string(t.head_dim));
   if (t.num_kv_heads > 0 && t.num_heads % t.num_kv_heads != 0)
-    v.fail("num_key_value_heads", std::to_string(t.num_kv_heads) + " does not divide num_attention_heads " +
-                                      std::to_string(t.num_heads));
+    v.fail("num_key_value_heads",
+           std::to_string(t.num_kv_heads) + " does not divide num_attention_heads " + std::to_string(t.num_heads));
   if (const json::Value* rp = v.get("rope_parameters")) {
     if (!rp->is_object()) v.fail("rope_parameters", "must be an object");
     Fields r(*rp, "vision_config.rope_parameters.", top.source());
     const std::string type = r.string_or("rope_type", "default");
-    if (type != "default") r.fail("rope_type", "unsupported RoPE type \"" + type + "\" for the vision tower (supported: default)");
+    if (type != "default")
+      r.fail("rope_type", "unsupported RoPE type \"" + type + "\" for the vision tower (supported: default)");
     t.rope_theta = r.number_or("rope_theta", 100.0);
     if (!(t.rope_theta > 1.0) || !std::isfinite(t.rope_theta))
       r.fail("rope_theta", "must be > 1, got " + fmt(t.rope_theta));

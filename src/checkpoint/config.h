@@ -34,14 +34,14 @@ struct LayerSpec {
 // (resolve_vision_config, checkpoint/vision_shapes.h), never filled with a
 // class default.
 struct VisionConfig {
-  int hidden_size = 0;            // Hv
-  int intermediate_size = 0;      // gated MLP width (0: from mlp.gate_proj)
+  int hidden_size = 0;        // Hv
+  int intermediate_size = 0;  // gated MLP width (0: from mlp.gate_proj)
   int num_layers = 0;
   int num_heads = 0;
-  int num_kv_heads = 0;           // 0: from k_proj's rows / head_dim
-  int head_dim = 0;               // d, a multiple of 4 (2-D RoPE, docs/model.md §7.3)
-  int patch_size = 0;             // p: a patch is 3·p² values
-  int pooling_kernel_size = 0;    // k: k×k patches pool into one soft token
+  int num_kv_heads = 0;                 // 0: from k_proj's rows / head_dim
+  int head_dim = 0;                     // d, a multiple of 4 (2-D RoPE, docs/model.md §7.3)
+  int patch_size = 0;                   // p: a patch is 3·p² values
+  int pooling_kernel_size = 0;          // k: k×k patches pool into one soft token
   int64_t position_embedding_size = 0;  // P rows per position table (0: from the table)
   std::optional<bool> standardize;      // unset: whether std_bias is stored
   double rope_theta = 100.0;
@@ -81,10 +81,10 @@ struct ModelConfig {
   int64_t max_position_embeddings = 131072;
   int64_t pad_token_id = 0, bos_token_id = 2;
   std::vector<int64_t> eos_token_ids;
-  int64_t image_token_id = -1;  // -1: none
+  int64_t image_token_id = -1;                   // -1: none
   int64_t boi_token_id = -1, eoi_token_id = -1;  // begin / end of an image (-1: none)
-  int64_t vision_soft_tokens_per_image = 0;       // informational (the count is per image)
-  std::string dtype;            // informational ("bfloat16", "float32")
+  int64_t vision_soft_tokens_per_image = 0;      // informational (the count is per image)
+  std::string dtype;                             // informational ("bfloat16", "float32")
   bool has_vision_config = false;
   // The tower (docs/model.md §7.1): parsed when has_vision_config.
   // vision_tower says whether it is part of the model: true with a

@@ -60,8 +60,8 @@ void VisionTower::check_input(const VisionInput& im) const {
     fail("grid " + std::to_string(im.grid_h) + "x" + std::to_string(im.grid_w) +
          " is not a multiple of the pooling kernel " + std::to_string(k));
   if (im.n_soft != (im.grid_h / k) * (im.grid_w / k))
-    fail("n_soft " + std::to_string(im.n_soft) + " is not (grid_h/k)·(grid_w/k) = " +
-         std::to_string((im.grid_h / k) * (im.grid_w / k)));
+    fail("n_soft " + std::to_string(im.n_soft) +
+         " is not (grid_h/k)·(grid_w/k) = " + std::to_string((im.grid_h / k) * (im.grid_w / k)));
   pos.ensure_host();
   for (int64_t r = 0; r < n; ++r) {
     const int32_t x = pos.i[size_t(2 * r)], y = pos.i[size_t(2 * r + 1)];
@@ -77,7 +77,8 @@ void VisionTower::check_input(const VisionInput& im) const {
 // h0 = input_proj(2·(p − 0.5)) + (T_x[column] + T_y[row]) (docs/model.md §7.2).
 Tensor& VisionTower::patch_embeddings(Executor& ex, const VisionInput& im) {
   OpSite op{ex, -1, Pass::kVision, 0, ws_};
-  Tensor& scaled = op.run(OpKind::kAffine, "patch_embedder.input_scale", {&im.pixel_values}, {&pixel_shift_, &pixel_scale_});
+  Tensor& scaled =
+      op.run(OpKind::kAffine, "patch_embedder.input_scale", {&im.pixel_values}, {&pixel_shift_, &pixel_scale_});
   Tensor& proj = op.linear("patch_embedder.input_proj", scaled, w_.input_proj);
   const Tensor cols = position_column(im.positions, 0), rows = position_column(im.positions, 1);
   OpAttrs ea;

@@ -35,8 +35,7 @@ constexpr uint32_t component_bit(Component c) { return uint32_t(1) << unsigned(c
 // experts and the vision tower's linears (docs/model.md §7.1).
 inline constexpr uint32_t kLinearWeights = component_bit(Component::kAttention) | component_bit(Component::kDenseMlp) |
                                            component_bit(Component::kSelfConditioning) |
-                                           component_bit(Component::kExperts) |
-                                           component_bit(Component::kVisionLinear);
+                                           component_bit(Component::kExperts) | component_bit(Component::kVisionLinear);
 
 struct LoadFormat {
   LoadQuantization mode;

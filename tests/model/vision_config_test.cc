@@ -84,8 +84,9 @@ TEST(VisionConfig, Abbreviated26bConfigLeavesSizesOpen) {
     expected_vision_tensors(c);
     ADD_FAILURE() << "a tensor list from an incomplete vision_config";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("intermediate_size, num_key_value_heads, position_embedding_size, standardize"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("intermediate_size, num_key_value_heads, position_embedding_size, standardize"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -85,8 +85,7 @@ TEST_P(VisionGolden, EveryTapMatchesTheReferenceOnTheRealRows) {
       if (name.rfind("vision.", 0) != 0) continue;
       const Tensor expected = tensor_from_view(*golden.find(name));
       if (name == "vision.pooled_mask") {  // exact: the first n_soft cells are real
-        for (int64_t c = 0; c < expected.numel(); ++c)
-          EXPECT_EQ(expected.i[size_t(c)], c < im.n_soft ? 1 : 0) << c;
+        for (int64_t c = 0; c < expected.numel(); ++c) EXPECT_EQ(expected.i[size_t(c)], c < im.n_soft ? 1 : 0) << c;
         ++checked;
         continue;
       }
@@ -180,8 +179,7 @@ TEST(VisionTower, RefusesImagesThatDoNotFit) {
     return "";
   };
   VisionInput wrong_patch = synthetic_image(3, 3, 2, 3);  // 12 values per patch, the tower takes 48
-  EXPECT_NE(error_of(wrong_patch).find("pixel_values must be F32 [n, 48]"), std::string::npos)
-      << error_of(wrong_patch);
+  EXPECT_NE(error_of(wrong_patch).find("pixel_values must be F32 [n, 48]"), std::string::npos) << error_of(wrong_patch);
   VisionInput ragged = synthetic_image(3, 4, 4, 3);  // 4 columns: not a multiple of the 3x3 pooling
   ragged.n_soft = 1;
   EXPECT_NE(error_of(ragged).find("not a multiple of the pooling kernel 3"), std::string::npos);
