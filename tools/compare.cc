@@ -1,4 +1,4 @@
-// dgemma compare A.safetensors B.safetensors [--atol X] [--rtol X]
+// dgemma compare A.safetensors B.safetensors [--atol X] [--rtol X] [--rows N]
 #include <cstdio>
 
 #include "cli.h"
@@ -10,10 +10,30 @@
 namespace dgemma::cli {
 namespace {
 
+// Rows [0, n) of `t` along its second-to-last axis (all of them when n is 0
+// or t has no more).
+Tensor first_rows(Tensor t, int64_t n) {
+  if (n <= 0 || t.shape.size() < 2 || t.dim(-2) <= n) return t;
+  const int64_t rows = t.dim(-2), w = t.dim(-1), outer = t.numel() / (rows * w);
+  std::vector<int64_t> shape = t.shape;
+  shape[shape.size() - 2] = n;
+  Tensor o = t.dtype == DType::kF32 ? Tensor::f32(shape) : Tensor::i32(shape);
+  for (int64_t b = 0; b < outer; ++b)
+    for (int64_t k = 0; k < n * w; ++k) {
+      const size_t from = size_t(b * rows * w + k), to = size_t(b * n * w + k);
+      if (t.dtype == DType::kF32)
+        o.f[to] = t.f[from];
+      else
+        o.i[to] = t.i[from];
+    }
+  return o;
+}
+
 int run_compare(const Args& args) {
   double atol = 1e-3, rtol = 0.0;
   bool as_json = false, allow_missing = false;
-  FlagParser p("dgemma compare EXPECTED.safetensors ACTUAL.safetensors [--atol X] [--rtol X] [--json]",
+  int64_t rows = 0;
+  FlagParser p("dgemma compare EXPECTED.safetensors ACTUAL.safetensors [--atol X] [--rtol X] [--rows N] [--json]",
                "Compares every tensor of EXPECTED that ACTUAL also has: max absolute and relative error,\n"
                "elements outside atol + rtol*|expected|, and argmax agreement along the last axis.\n"
                "Input tensors (input_ids, *_position_ids, decoder_input_ids, self_conditioning_logits) are\n"
@@ -23,6 +43,10 @@ int run_compare(const Args& args) {
   p.add_double("--rtol", &rtol, "relative tolerance");
   p.add_bool("--json", &as_json, "one JSON object per tensor, then a summary object");
   p.add_bool("--allow-missing", &allow_missing, "do not fail on tensors absent from ACTUAL");
+  p.add_int("--rows", &rows,
+            "compare only the first N rows (second-to-last axis) of each tensor that has more: the real "
+            "patches of a padded vision case (0: all)",
+            0, INT64_MAX);
   if (!p.parse(args)) return 0;
   if (p.positional().size() != 2) throw UsageError("compare: expected two safetensors files (see --help)");
   if (atol < 0 || rtol < 0) throw UsageError("compare: tolerances must be >= 0");
@@ -45,7 +69,7 @@ int run_compare(const Args& args) {
         std::printf("%-44s missing from %s\n", name.c_str(), p.positional()[1].c_str());
       continue;
     }
-    Tensor e = tensor_from_view(*a.find(name)), x = tensor_from_view(*vb);
+    Tensor e = first_rows(tensor_from_view(*a.find(name)), rows), x = first_rows(tensor_from_view(*vb), rows);
     CompareResult r = compare_tensors(e, x, atol, rtol);
     const bool ok = !r.shape_mismatch && !r.nan_mismatch && r.mismatches == 0 && r.argmax_disagree == 0;
     failures += !ok;

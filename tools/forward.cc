@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "dgemma/error.h"
 #include "model/parity.h"
+#include "model/vision_parity.h"
 #include "model_flags.h"
 
 namespace dgemma::cli {
@@ -24,6 +25,10 @@ int run_forward(const Args& args) {
                "  decoder_input_ids, decoder_position_ids[, self_conditioning_logits] -> one decoder pass\n"
                "    (decoder.embeddings, decoder.self_conditioning_out, decoder.layer_in/out.{i},\n"
                "     decoder.router.{i}.*, decoder.last_hidden_state, decoder.logits)\n"
+               "  pixel_values, image_position_ids (no input_ids) -> the vision tower on that one image\n"
+               "    (vision.patch_embeddings, vision.layer_out.{l}, vision.pooled, vision.pooled_mask,\n"
+               "     vision.standardized, vision.soft_tokens; padded to the case's shapes with zero rows:\n"
+               "     compare the real patches with `dgemma compare --rows N`)\n"
                "With --expert-inputs also what each layer's routed experts are fed: <pass>.experts.{i}.input\n"
                "  [1,T,H] (the gate/up input) and <pass>.experts.{i}.down_input [1,T,k,I] (the down input of\n"
                "  each token's k experts, in router order), as PTQ calibration observes them.\n"
@@ -48,7 +53,13 @@ int run_forward(const Args& args) {
   po.case_soft_tokens = case_soft_tokens;
   if (!mf.image_mask.empty()) po.image_mask = mf.options().image_mask;
   auto model = mf.load();
-  NamedTensors t = run_parity_inputs(*model, inputs, po);
+  // Vision cases run the tower alone; the others go through the text passes in order.
+  std::vector<std::string> text_inputs, vision_inputs;
+  for (const std::string& f : inputs)
+    (is_vision_case(TensorStore::open_file(f)) ? vision_inputs : text_inputs).push_back(f);
+  NamedTensors t = text_inputs.empty() ? NamedTensors{} : run_parity_inputs(*model, text_inputs, po);
+  for (const std::string& f : vision_inputs)
+    for (auto& [name, tensor] : run_vision_case(*model, f)) t[name] = std::move(tensor);
   write_named_tensors(out, t);
   std::fprintf(stderr, "wrote %zu tensors to %s\n", t.size(), out.c_str());
   return 0;

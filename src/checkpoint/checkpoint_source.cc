@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "checkpoint/gguf_names.h"
+#include "checkpoint/vision_shapes.h"
 #include "dgemma/error.h"
 
 namespace dgemma {
@@ -68,6 +69,7 @@ CheckpointSource open_checkpoint(const std::string& path, const std::string& con
                   (std::filesystem::exists(path, ec) ? "" : " (it does not exist)"));
     src.config = load_model_config(folder_config_path(path, config_path));
     src.store = TensorStore::open_dir(path);
+    resolve_vision_config(src.config, src.store);
   } else {
     if (!config_path.empty())
       throw Error(path + ": a GGUF file carries its own config; " + config_path + " does not apply to it");

@@ -134,9 +134,11 @@ void parse_tokens_and_extras(const Fields& top, const Fields& t, ModelConfig& c)
   c.bos_token_id = t.int_or("bos_token_id", top.int_or("bos_token_id", 2));
   c.dtype = top.string_or("dtype", top.string_or("torch_dtype", t.string_or("dtype", "")));
   c.image_token_id = top.int_or("image_token_id", -1);
+  c.boi_token_id = top.int_or("boi_token_id", -1);
+  c.eoi_token_id = top.int_or("eoi_token_id", -1);
+  c.vision_soft_tokens_per_image = top.int_or("vision_soft_tokens_per_image", 0);
   c.canvas_length = int(top.get("canvas_length") ? top.positive_int("canvas_length") : 256);
   if (t.get("max_position_embeddings")) c.max_position_embeddings = t.positive_int("max_position_embeddings");
-  c.has_vision_config = top.get("vision_config") != nullptr;
   if (const json::Value* eos = top.get("eos_token_id") ? top.get("eos_token_id") : t.get("eos_token_id")) {
     if (eos->is_array()) {
       for (const auto& e : eos->as_array()) c.eos_token_ids.push_back(e.as_int(top.source() + ": eos_token_id[]"));
@@ -264,7 +266,72 @@ void parse_layers(const Fields& t, ModelConfig& c) {
                               std::to_string(c.num_layers - 1) + ")");
 }
 
+// A size of the tower: positive when given, 0 when the key is absent (then
+// read off the tensors, docs/model.md §7.1).
+int optional_size(const Fields& v, const std::string& key) { return v.get(key) ? int(v.positive_int(key)) : 0; }
+
+// The vision tower's block (docs/model.md §7.1). Features the tower's code
+// supports in other Gemma 4 checkpoints but DiffusionGemma's does not use
+// are refused rather than computed wrongly.
+void parse_vision(const Fields& top, ModelConfig& c) {
+  const json::Value* vc = top.get("vision_config");
+  c.has_vision_config = vc != nullptr;
+  c.vision_tower = c.has_vision_config;
+  if (!vc) return;
+  if (!vc->is_object()) top.fail("vision_config", "must be an object");
+  Fields v(*vc, "vision_config.", top.source());
+  VisionConfig& t = c.vision;
+  t.hidden_size = int(v.positive_int("hidden_size"));
+  t.num_layers = int(v.positive_int("num_hidden_layers"));
+  t.num_heads = int(v.positive_int("num_attention_heads"));
+  t.head_dim = int(v.positive_int("head_dim"));
+  t.patch_size = int(v.positive_int("patch_size"));
+  t.pooling_kernel_size = int(v.positive_int("pooling_kernel_size"));
+  t.intermediate_size = optional_size(v, "intermediate_size");
+  t.num_kv_heads = optional_size(v, "num_key_value_heads");
+  t.position_embedding_size = optional_size(v, "position_embedding_size");
+  if (v.get("standardize")) t.standardize = v.bool_or("standardize", false);
+  t.default_output_length = v.int_or("default_output_length", 0);
+  t.rms_norm_eps = v.number_or("rms_norm_eps", 1e-6);
+  if (!(t.rms_norm_eps > 0.0) || t.rms_norm_eps > 1.0)
+    v.fail("rms_norm_eps", "must be in (0, 1], got " + fmt(t.rms_norm_eps));
+  if (t.head_dim % 4 != 0)
+    v.fail("head_dim", "must be a multiple of 4 (2-D RoPE rotates two halves of split-half pairs), got " +
+                           std::to_string(t.head_dim));
+  if (t.num_kv_heads > 0 && t.num_heads % t.num_kv_heads != 0)
+    v.fail("num_key_value_heads",
+           std::to_string(t.num_kv_heads) + " does not divide num_attention_heads " + std::to_string(t.num_heads));
+  if (const json::Value* rp = v.get("rope_parameters")) {
+    if (!rp->is_object()) v.fail("rope_parameters", "must be an object");
+    Fields r(*rp, "vision_config.rope_parameters.", top.source());
+    const std::string type = r.string_or("rope_type", "default");
+    if (type != "default")
+      r.fail("rope_type", "unsupported RoPE type \"" + type + "\" for the vision tower (supported: default)");
+    t.rope_theta = r.number_or("rope_theta", 100.0);
+    if (!(t.rope_theta > 1.0) || !std::isfinite(t.rope_theta))
+      r.fail("rope_theta", "must be > 1, got " + fmt(t.rope_theta));
+  }
+  const std::string act = v.string_or("hidden_activation", "gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh")
+    v.fail("hidden_activation", "unsupported activation \"" + act + "\" (the vision tower uses gelu_pytorch_tanh)");
+  if (v.bool_or("attention_bias", false)) v.fail("attention_bias", "true is not supported (the tower has no biases)");
+  if (v.bool_or("use_clipped_linears", false))
+    v.fail("use_clipped_linears", "true is not supported (clamped linears are not implemented; docs/model.md §7.1)");
+}
+
 }  // namespace
+
+std::string VisionConfig::missing_keys() const {
+  std::string s;
+  auto add = [&](bool missing, const char* key) {
+    if (missing) s += (s.empty() ? "" : ", ") + std::string(key);
+  };
+  add(intermediate_size <= 0, "intermediate_size");
+  add(num_kv_heads <= 0, "num_key_value_heads");
+  add(position_embedding_size <= 0, "position_embedding_size");
+  add(!standardize.has_value(), "standardize");
+  return s;
+}
 
 int RopeSpec::rotated_pairs(int head_dim) const {
   if (type == "proportional") return int(std::floor(partial_rotary_factor * head_dim / 2.0));
@@ -293,6 +360,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& sourc
   parse_dimensions(t, c);
   parse_tokens_and_extras(top, t, c);
   refuse_absent_features(t);
+  parse_vision(top, c);
   if (c.top_k_experts > c.num_experts)
     t.fail("top_k_experts", std::to_string(c.top_k_experts) + " exceeds num_experts " + std::to_string(c.num_experts));
   parse_layers(t, c);

@@ -28,9 +28,20 @@ void write_sparse_checkpoint(const std::string& config_path, const std::string& 
       for (const auto& a : t.aliases)
         if (a.rfind(kEncoderTextPrefix, 0) == 0) items.push_back({a, t.shape});
   }
-  if (options.include_vision) {
-    items.push_back({"model.encoder.embed_vision.embedding_projection.weight", {config.hidden_size, 1152}});
-    items.push_back({"model.encoder.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", {1152, 1152}});
+  if (options.include_vision && config.has_vision_config) {
+    // The whole tower. An abbreviated vision_config (the published 26B
+    // config's copy) leaves sizes out; the fixture stores them at the
+    // published tower's values, so that loading it reads them back off the
+    // shapes (docs/model.md §7.1).
+    ModelConfig full = config;
+    VisionConfig& v = full.vision;
+    if (v.intermediate_size <= 0) v.intermediate_size = 4304;
+    if (v.num_kv_heads <= 0) v.num_kv_heads = v.num_heads;
+    if (v.position_embedding_size <= 0) v.position_embedding_size = 10240;
+    if (!v.standardize) v.standardize = true;
+    for (const ExpectedTensor& t : expected_vision_tensors(full)) items.push_back({t.name, t.shape});
+    // A vestigial table some exports carry; loaders skip it.
+    items.push_back({"model.encoder.embed_vision.embedding.weight", {16, v.hidden_size}});
   }
   const int shards = std::max(1, options.shards);
   std::vector<SafetensorsWriter> writers(static_cast<size_t>(shards));

@@ -13,7 +13,10 @@ namespace dgemma {
 struct FakeCheckpointOptions {
   int shards = 4;  // > 1 writes model.safetensors.index.json
   DType dtype = DType::kBF16;
-  bool include_vision = true;            // a few vision tensors that loaders skip
+  // The vision tower when the config has one (sizes an abbreviated
+  // vision_config leaves out at the published 26B tower's values), and a
+  // vestigial embed_vision.embedding table that loaders skip.
+  bool include_vision = true;
   bool include_encoder_aliases = false;  // also store encoder copies of tied tensors
 };
 

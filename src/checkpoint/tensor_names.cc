@@ -1,5 +1,9 @@
 #include "checkpoint/tensor_names.h"
 
+#include <initializer_list>
+
+#include "dgemma/error.h"
+
 namespace dgemma {
 
 const char* component_name(Component c) {
@@ -11,18 +15,76 @@ const char* component_name(Component c) {
     case Component::kExperts: return "experts";
     case Component::kSelfConditioning: return "self_conditioning";
     case Component::kNormsScalars: return "norms_scalars";
+    case Component::kVisionLinear: return "vision_linear";
+    case Component::kVisionTable: return "vision_table";
   }
   return "?";
 }
 
-bool is_skipped_tensor(const std::string& name) {
-  static const char* kPrefixes[] = {"model.encoder.vision_tower.", "model.encoder.embed_vision.",
-                                    "model.encoder.audio_tower.",  "model.encoder.embed_audio.",
-                                    "model.vision_tower.",         "model.embed_vision.",
-                                    "model.audio_tower.",          "model.embed_audio."};
-  for (const char* p : kPrefixes)
+namespace {
+
+bool starts_with_any(const std::string& name, std::initializer_list<const char*> prefixes) {
+  for (const char* p : prefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;
+}
+
+}  // namespace
+
+bool is_vision_tensor(const std::string& name) {
+  return starts_with_any(name, {"model.encoder.vision_tower.", "model.encoder.embed_vision.", "model.vision_tower.",
+                                "model.embed_vision."});
+}
+
+bool is_skipped_tensor(const ModelConfig& config, const std::string& name) {
+  if (starts_with_any(name, {"model.encoder.audio_tower.", "model.encoder.embed_audio.", "model.audio_tower.",
+                             "model.embed_audio."}))
+    return true;
+  // Some exports keep an unused embedding table beside the projection.
+  if (starts_with_any(name, {"model.encoder.embed_vision.embedding.", "model.embed_vision.embedding."})) return true;
+  // The tower is read under model.encoder. only; the other layout is not DiffusionGemma's.
+  if (starts_with_any(name, {"model.vision_tower.", "model.embed_vision."})) return true;
+  return is_vision_tensor(name) && !config.vision_tower;
+}
+
+std::vector<ExpectedTensor> expected_vision_tensors(const ModelConfig& c) {
+  std::vector<ExpectedTensor> out;
+  if (!c.vision_tower) return out;
+  const VisionConfig& v = c.vision;
+  if (!v.complete())
+    throw Error(c.source + ": vision_config leaves out " + v.missing_keys() +
+                " and no stored vision tensor gave them (docs/model.md §7.1)");
+  const int64_t H = v.hidden_size, F = v.intermediate_size, d = v.head_dim;
+  const int64_t q = int64_t(v.num_heads) * d, kv = int64_t(v.num_kv_heads) * d;
+  const int64_t patch = 3 * int64_t(v.patch_size) * v.patch_size;
+  auto add = [&](std::string name, std::vector<int64_t> shape, Component comp) {
+    out.push_back({std::move(name), std::move(shape), comp, {}});
+  };
+  const std::string& t = kVisionTowerPrefix;
+  add(t + "patch_embedder.input_proj.weight", {H, patch}, Component::kVisionLinear);
+  add(t + "patch_embedder.position_embedding_table", {2, v.position_embedding_size, H}, Component::kVisionTable);
+  for (int i = 0; i < v.num_layers; ++i) {
+    const std::string p = t + "encoder.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {H}, Component::kVisionTable);
+    add(p + "self_attn.q_proj.linear.weight", {q, H}, Component::kVisionLinear);
+    add(p + "self_attn.k_proj.linear.weight", {kv, H}, Component::kVisionLinear);
+    add(p + "self_attn.v_proj.linear.weight", {kv, H}, Component::kVisionLinear);
+    add(p + "self_attn.o_proj.linear.weight", {H, q}, Component::kVisionLinear);
+    add(p + "self_attn.q_norm.weight", {d}, Component::kVisionTable);
+    add(p + "self_attn.k_norm.weight", {d}, Component::kVisionTable);
+    add(p + "post_attention_layernorm.weight", {H}, Component::kVisionTable);
+    add(p + "pre_feedforward_layernorm.weight", {H}, Component::kVisionTable);
+    add(p + "mlp.gate_proj.linear.weight", {F, H}, Component::kVisionLinear);
+    add(p + "mlp.up_proj.linear.weight", {F, H}, Component::kVisionLinear);
+    add(p + "mlp.down_proj.linear.weight", {H, F}, Component::kVisionLinear);
+    add(p + "post_feedforward_layernorm.weight", {H}, Component::kVisionTable);
+  }
+  if (*v.standardize) {
+    add(t + "std_bias", {H}, Component::kVisionTable);
+    add(t + "std_scale", {H}, Component::kVisionTable);
+  }
+  add(kEmbedVisionPrefix + "embedding_projection.weight", {c.hidden_size, H}, Component::kVisionLinear);
+  return out;
 }
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {

@@ -52,6 +52,15 @@ DiffusionGemma::DiffusionGemma(ModelConfig config, TensorStore store, std::uniqu
   bo.progress = options.load_progress;
   weights_ = bind_weights(config_, store_, bo);
   cache_ = empty_cache();
+  if (!weights_.vision.empty()) vision_ = std::make_unique<VisionTower>(config_, weights_.vision, bf16_run());
+}
+
+const Tensor& DiffusionGemma::image_soft_tokens(const VisionInput& image) {
+  if (!vision_)
+    throw Error(config_.source + (config_.has_vision_config
+                                      ? ": the checkpoint stores no vision tower tensors, so it cannot take images"
+                                      : ": the model has no vision_config, so it cannot take images"));
+  return vision_->soft_tokens(exec_, image);
 }
 
 KvCache DiffusionGemma::empty_cache() const {
@@ -319,8 +328,16 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
 }
 
 void DiffusionGemma::encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) {
+  // Each image's soft tokens are copied out: the tower's output slot is
+  // reused by the next image.
   std::vector<Tensor> soft;
-  if (!images.empty()) throw Error("encode: this model has no vision tower");
+  for (const VisionInput& image : images) {
+    const Tensor& t = image_soft_tokens(image);
+    t.ensure_host();
+    Tensor copy = Tensor::f32(t.shape);
+    copy.f = t.f;
+    soft.push_back(std::move(copy));
+  }
   encode_soft_tokens(ids, soft);
 }
 

@@ -15,6 +15,7 @@
 #include "model/decode_item.h"
 #include "model/image_prompt.h"
 #include "model/kv_cache.h"
+#include "model/vision_tower.h"
 #include "model/workspace.h"
 #include "model/weights.h"
 #include "ops/backend.h"
@@ -104,6 +105,14 @@ class DiffusionGemma : public DiffusionModel {
   // gives their sequence alone; the host copies are only the items' O(n)
   // samples and the logits of the items that ask for them.
   void decode_batch(std::span<const DecodeItem> items);
+
+  // Whether the checkpoint has a vision tower (docs/model.md §7.1).
+  bool has_vision_tower() const { return vision_ != nullptr; }
+  // The soft tokens [image.n_soft, H_text] of one image (docs/model.md §7),
+  // computed with the model's backend and observer (Pass::kVision ops, the
+  // vision.* taps). Valid until the next call. Throws dgemma::Error when the
+  // model has no tower or the image does not fit it.
+  const Tensor& image_soft_tokens(const VisionInput& image);
 
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
@@ -211,6 +220,7 @@ class DiffusionGemma : public DiffusionModel {
   const Tensor* encoder_blocks_ = nullptr;
   std::vector<Backend*> layer_backends_;
   std::unique_ptr<LayerSchedule> schedule_ = make_layer_schedule(nullptr);
+  std::unique_ptr<VisionTower> vision_;  // null without a tower
 };
 
 DecoderWindow parse_decoder_window(const std::string& name);

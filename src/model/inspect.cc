@@ -154,7 +154,16 @@ std::string report_to_text(const CheckpointReport& r) {
       c.num_kv_heads, c.head_dim, c.sliding_window, c.num_global_kv_heads, c.global_head_dim);
   add("feed-forward    dense %d; %d experts top-%d x %d\n", c.intermediate_size, c.num_experts, c.top_k_experts,
       c.moe_intermediate_size);
-  add("canvas          %d tokens, logit soft-cap %g\n\n", c.canvas_length, c.final_logit_softcapping);
+  add("canvas          %d tokens, logit soft-cap %g\n", c.canvas_length, c.final_logit_softcapping);
+  if (c.vision_tower) {
+    const VisionConfig& v = c.vision;
+    add("vision          %d layers, hidden %d, %d heads x %d, MLP %d, patch %d, pooling %d, %s\n", v.num_layers,
+        v.hidden_size, v.num_heads, v.head_dim, v.intermediate_size, v.patch_size, v.pooling_kernel_size,
+        v.standardize.value_or(false) ? "standardized" : "not standardized");
+  } else if (c.has_vision_config) {
+    add("vision          none stored (the config has a vision_config; images are refused)\n");
+  }
+  add("\n");
   add("%-20s %16s %14s\n", "component", "parameters", "bytes");
   for (const auto& [k, v] : r.parameters_by_component)
     add("%-20s %16s %14s\n", k.c_str(), human_count(v).c_str(), human_bytes(r.bytes_by_component.at(k)).c_str());
@@ -163,7 +172,7 @@ std::string report_to_text(const CheckpointReport& r) {
   for (const auto& [k, v] : r.bytes_by_dtype) add("%-20s %14s\n", k.c_str(), human_bytes(v).c_str());
   add("\ntie groups      %zu (decoder tensors canonical; %zu alias copies stored in the files)\n", r.tie_groups.size(),
       r.aliases_stored.size());
-  add("skipped         %zu vision/audio tensors (%s)\n", r.skipped_tensors.size(),
+  add("skipped         %zu unused tensors (%s; audio, or vision without a tower)\n", r.skipped_tensors.size(),
       human_bytes(r.skipped_bytes).c_str());
   add("\nmemory at context %lld: weights %s + KV cache %s + workspace %s = %s\n", (long long)r.context,
       human_bytes(r.weight_bytes).c_str(), human_bytes(r.kv_cache_bytes).c_str(),

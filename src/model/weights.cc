@@ -163,11 +163,13 @@ void bind_plain(const TensorStore& store, const ExpectedTensor& ex, const BindOp
   if (auto q = quantize_at_load(ref, ex, options.quantize, mapped, options.threads)) ref = std::move(*q);
 }
 
-// Stored tensors no expected tensor used: skipped (vision/audio) or unexpected.
-void sort_unused(const TensorStore& store, const std::optional<QuantContext>& quant, Binding& bn, ModelWeights& mw) {
+// Stored tensors no expected tensor used: skipped (audio, vision without a
+// tower) or unexpected.
+void sort_unused(const ModelConfig& config, const TensorStore& store, const std::optional<QuantContext>& quant,
+                 Binding& bn, ModelWeights& mw) {
   for (const auto& n : store.names()) {
     if (bn.used.count(n) || (quant && is_ignored_quant_tensor(*quant, n))) continue;
-    if (is_skipped_tensor(n)) {
+    if (is_skipped_tensor(config, n)) {
       mw.skipped.push_back(n);
       mw.skipped_bytes += store.find(n)->nbytes();
     } else {
@@ -219,6 +221,7 @@ void take_slots(const ModelConfig& config, const std::map<std::string, WeightRef
   mw.sc_down = take(d + "self_conditioning.down_proj.weight");
   mw.layers.resize(size_t(config.num_layers));
   for (int i = 0; i < config.num_layers; ++i) take_layer(config, i, refs, mw.layers[size_t(i)]);
+  take_vision_slots(config, refs, mw.vision);
 }
 
 }  // namespace
@@ -230,7 +233,8 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
   // offered to the quantized readers, which decide from the stored tensors.
   const std::optional<QuantContext> quant = detect_quantization(store);
 
-  const std::vector<ExpectedTensor> expected = expected_tensors(config);
+  std::vector<ExpectedTensor> expected = expected_tensors(config);
+  for (ExpectedTensor& v : expected_vision_tensors(config)) expected.push_back(std::move(v));
   int64_t total_elems = 0, bound_elems = 0;
   for (const ExpectedTensor& ex : expected) total_elems += numel_of(ex.shape);
   for (const ExpectedTensor& ex : expected) {
@@ -241,7 +245,7 @@ ModelWeights bind_weights(const ModelConfig& config, const TensorStore& store, c
     bound_elems += numel_of(ex.shape);
     if (options.progress) options.progress(bound_elems, total_elems);
   }
-  sort_unused(store, quant, bn, mw);
+  sort_unused(config, store, quant, bn, mw);
   if (!bn.bad.empty()) throw Error(bn.bad.message(store.dir() + ": checkpoint does not match " + config.source + ":"));
   take_slots(config, bn.refs, mw);
   return mw;

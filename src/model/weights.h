@@ -13,6 +13,7 @@
 #include "checkpoint/config.h"
 #include "checkpoint/tensor_names.h"
 #include "core/tensor.h"
+#include "model/vision_weights.h"
 #include "quantize/load_quantize.h"
 
 namespace dgemma {
@@ -46,9 +47,10 @@ struct ModelWeights {
   WeightRef embed, final_norm;
   WeightRef sc_pre_norm, sc_gate, sc_up, sc_down;
   std::vector<LayerWeights> layers;
+  VisionWeights vision;  // empty without a tower (docs/model.md §7.1)
 
-  std::vector<BoundTensor> bound;    // one per expected tensor, in order
-  std::vector<std::string> skipped;  // vision/audio tensors, not loaded
+  std::vector<BoundTensor> bound;    // one per expected tensor (text, then vision), in order
+  std::vector<std::string> skipped;  // tensors stored but not read (audio, vision without a tower)
   uint64_t skipped_bytes = 0;
   std::deque<std::vector<uint8_t>> owned;  // converted or realigned copies
 };

@@ -35,10 +35,26 @@ struct Sizes {
   uint64_t hidden_handoff = 0;   // one hand-off of hidden states
 };
 
+// Every tensor the model binds: the text model's, then the vision tower's,
+// which runs before the encoder's first layer and goes with the embedding
+// (docs/model.md §7.1).
+std::vector<ExpectedTensor> placed_tensors(const ModelConfig& c) {
+  std::vector<ExpectedTensor> all = expected_tensors(c);
+  for (ExpectedTensor& t : expected_vision_tensors(c)) all.push_back(std::move(t));
+  return all;
+}
+
+// The text layer a tensor belongs to, -1 for the global ones (the vision
+// tower's own layers included).
+int layer_of_tensor(const ExpectedTensor& t) {
+  if (t.component == Component::kVisionLinear || t.component == Component::kVisionTable) return -1;
+  return layer_of(t.name);
+}
+
 Sizes measure(const ModelConfig& c, const std::map<std::string, uint64_t>& bytes, const PlanRequest& r) {
   Sizes s;
   s.layers.resize(size_t(c.num_layers));
-  for (const ExpectedTensor& t : expected_tensors(c)) {
+  for (const ExpectedTensor& t : placed_tensors(c)) {
     uint64_t b;
     if (auto it = bytes.find(t.name); it != bytes.end()) {
       b = it->second;
@@ -46,7 +62,7 @@ Sizes measure(const ModelConfig& c, const std::map<std::string, uint64_t>& bytes
       b = 2;  // bf16 when the checkpoint does not say
       for (int64_t d : t.shape) b *= uint64_t(d);
     }
-    const int li = layer_of(t.name);
+    const int li = layer_of_tensor(t);
     if (li >= 0)
       s.layers[size_t(li)].weights += b;
     else
@@ -332,8 +348,8 @@ Plan make_plan(const ModelConfig& c, const std::map<std::string, uint64_t>& byte
     return plan.devices.front().name;
   };
   const std::string head = plan.devices.front().name;
-  for (const ExpectedTensor& t : expected_tensors(c)) {
-    const int li = layer_of(t.name);
+  for (const ExpectedTensor& t : placed_tensors(c)) {
+    const int li = layer_of_tensor(t);
     const std::string dev = li >= 0 ? device_of_layer(li) : head;
     plan.tensor_device[t.name] = dev;
     for (const auto& alias : t.aliases)

@@ -31,10 +31,11 @@ enum class LoadBlockRule : uint8_t {
 };
 
 constexpr uint32_t component_bit(Component c) { return uint32_t(1) << unsigned(c); }
-// The weights of the linear layers: attention, dense MLP, self-conditioning and experts.
+// The weights of the linear layers: attention, dense MLP, self-conditioning,
+// experts and the vision tower's linears (docs/model.md §7.1).
 inline constexpr uint32_t kLinearWeights = component_bit(Component::kAttention) | component_bit(Component::kDenseMlp) |
                                            component_bit(Component::kSelfConditioning) |
-                                           component_bit(Component::kExperts);
+                                           component_bit(Component::kExperts) | component_bit(Component::kVisionLinear);
 
 struct LoadFormat {
   LoadQuantization mode;

@@ -58,7 +58,7 @@ std::shared_ptr<QuantizedWeight> read_one(const QuantContext& ctx, const Expecte
 // Components whose ops dispatch on WeightRef::quant (backend/cpu/quant_kernels.h).
 bool has_quantized_path(Component c) {
   return c == Component::kEmbedding || c == Component::kAttention || c == Component::kDenseMlp ||
-         c == Component::kSelfConditioning || c == Component::kExperts;
+         c == Component::kSelfConditioning || c == Component::kExperts || c == Component::kVisionLinear;
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include "io/safetensors.h"
 #include "model/diffusion_gemma.h"
 #include "model/image_prompt.h"
-#include "model/parity.h"
+#include "model/vision_parity.h"
 #include "step_recorder.h"
 #include "cpu_model.h"
 
@@ -37,7 +37,8 @@ TEST(RealModelImageReplay, MatchesReference) {
   auto model = test::load_on_cpu(testing::golden_v_dir(), options);
   ASSERT_EQ(model->options().image_mask, ImageMask::kHf);  // generate()'s rule is the default
   const TensorStore in = TensorStore::open_file(golden.tensors_path());
-  const std::vector<VisionInput> images = vision_inputs_of(in, golden.tensors_path(), vision_pooling_kernel(*model));
+  const std::vector<VisionInput> images =
+      vision_inputs_from_case(in, golden.tensors_path(), model->config().vision.pooling_kernel_size);
   ASSERT_EQ(images.size(), 1u);
 
   RecordedSelfConditioning anchored(*model, golden.tensors_path());

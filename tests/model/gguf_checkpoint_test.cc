@@ -42,6 +42,8 @@ GgmlType type_for(const ExpectedTensor& ex) {
     case Component::kExperts: return GgmlType::kQ8_0;
     case Component::kSelfConditioning: return GgmlType::kQ5_0;
     case Component::kNormsScalars: return GgmlType::kF32;
+    case Component::kVisionLinear:  // GGUF files carry no vision tower
+    case Component::kVisionTable: return GgmlType::kF32;
   }
   return GgmlType::kF32;
 }

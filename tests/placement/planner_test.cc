@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "checkpoint/checkpoint_source.h"
 #include "dgemma/error.h"
 #include "model/diffusion_gemma.h"
 #include "checkpoint/fake_checkpoint.h"
@@ -33,8 +34,10 @@ const RealModel& real_model() {
     FakeCheckpointOptions o;
     o.include_encoder_aliases = true;  // a re-saved checkpoint: storage must still be counted once
     write_sparse_checkpoint(kData + "/configs/diffusiongemma-26b-a4b.config.json", dir, o);
-    r.config = load_model_config(dir + "/config.json");
-    TensorStore store = TensorStore::open_dir(dir);
+    CheckpointSource src = open_checkpoint(dir);  // the vision sizes the config leaves out come from the tensors
+    r.config = std::move(src.config);
+    point_layer_ropes(r.config);
+    const TensorStore& store = src.store;
     BindOptions bo;
     bo.verify_tied_copies = false;
     for (const auto& b : bind_weights(r.config, store, bo).bound) {
