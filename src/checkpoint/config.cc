@@ -50,6 +50,11 @@ class Fields {
   }
   const std::string& prefix() const { return prefix_; }
   const std::string& source() const { return source_; }
+  // Whether the key is there with the value null (get() treats that as absent).
+  bool is_null(const std::string& key) const {
+    const json::Value* v = obj_.find(key);
+    return v && v->is_null();
+  }
 
  private:
   const json::Value& obj_;
@@ -115,7 +120,9 @@ void parse_dimensions(const Fields& t, ModelConfig& c) {
   c.rms_norm_eps = t.number_or("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0.0) || c.rms_norm_eps > 1.0)
     t.fail("rms_norm_eps", "must be in (0, 1], got " + fmt(c.rms_norm_eps));
-  c.final_logit_softcapping = t.number_or("final_logit_softcapping", 0.0);
+  // Absent: the reference's class default, 30 (a config saved with only its
+  // non-default fields omits it); null or 0: no cap (docs/model.md §1.1).
+  c.final_logit_softcapping = t.is_null("final_logit_softcapping") ? 0.0 : t.number_or("final_logit_softcapping", 30.0);
   if (c.final_logit_softcapping < 0.0 || !std::isfinite(c.final_logit_softcapping))
     t.fail("final_logit_softcapping", "must be >= 0, got " + fmt(c.final_logit_softcapping));
 }

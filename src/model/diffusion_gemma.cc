@@ -328,8 +328,16 @@ void DiffusionGemma::encode(const std::vector<int32_t>& ids_in) {
 }
 
 void DiffusionGemma::encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) {
+  // Each image's soft tokens are copied out: the tower's output slot is
+  // reused by the next image.
   std::vector<Tensor> soft;
-  if (!images.empty()) throw Error("encode: this model has no vision tower");
+  for (const VisionInput& image : images) {
+    const Tensor& t = image_soft_tokens(image);
+    t.ensure_host();
+    Tensor copy = Tensor::f32(t.shape);
+    copy.f = t.f;
+    soft.push_back(std::move(copy));
+  }
   encode_soft_tokens(ids, soft);
 }
 

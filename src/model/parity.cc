@@ -9,6 +9,7 @@
 #include "dgemma/error.h"
 #include "io/tensor_io.h"
 #include "model/tap_recorder.h"
+#include "model/vision_parity.h"
 
 namespace dgemma {
 namespace {
@@ -136,53 +137,12 @@ std::vector<Tensor> case_soft_tokens(const TensorStore& in, const std::string& f
 
 }  // namespace
 
-int64_t vision_pooling_kernel(const DiffusionGemma& /*model*/) { return 0; }
-
 std::optional<ImageMask> image_mask_of_case_rule(const std::string& rule) {
   if (rule.empty()) return std::nullopt;
   if (rule == "hf_generate" || rule == "hf") return ImageMask::kHf;
   if (rule == "google_jax" || rule == "jax") return ImageMask::kJax;
   if (rule == "hf_forward_causal" || rule == "causal") return ImageMask::kCausal;
   return std::nullopt;
-}
-
-std::vector<VisionInput> vision_inputs_of(const TensorStore& in, const std::string& file, int64_t pooling_kernel) {
-  const TensorView *pv = in.find("pixel_values"), *iv = in.find("image_position_ids");
-  if (!pv) throw Error(file + ": tensor \"pixel_values\" is missing");
-  if (!iv) throw Error(file + ": tensor \"image_position_ids\" is missing");
-  Tensor pixels = tensor_from_view(*pv), pos = tensor_from_view(*iv);
-  if (pixels.dtype != DType::kF32 || pixels.shape.size() != 3)
-    throw Error(file + ": \"pixel_values\" must be float [N, P, D], got " + pixels.shape_string());
-  const int64_t N = pixels.dim(0), P = pixels.dim(1), D = pixels.dim(2);
-  if (pos.shape != std::vector<int64_t>{N, P, 2})
-    throw Error(file + ": \"image_position_ids\" must be [" + std::to_string(N) + ", " + std::to_string(P) +
-                ", 2] like pixel_values, got " + pos.shape_string());
-  if (pooling_kernel <= 0) throw Error(file + ": the model has no vision tower (no pooling kernel)");
-  std::vector<VisionInput> images;
-  for (int64_t b = 0; b < N; ++b) {
-    VisionInput vi;
-    int64_t n = 0;
-    while (n < P && pos.i[size_t((b * P + n) * 2)] >= 0) ++n;
-    for (int64_t r = n; r < P; ++r)
-      if (pos.i[size_t((b * P + r) * 2)] >= 0 || pos.i[size_t((b * P + r) * 2 + 1)] >= 0)
-        throw Error(file + ": image " + std::to_string(b) + ": patch " + std::to_string(r) +
-                    " has a position after the padding began at patch " + std::to_string(n));
-    vi.pixel_values = Tensor::f32({n, D});
-    std::copy(pixels.f.begin() + b * P * D, pixels.f.begin() + (b * P + n) * D, vi.pixel_values.f.begin());
-    vi.positions = Tensor::i32({n, 2});
-    std::copy(pos.i.begin() + b * P * 2, pos.i.begin() + (b * P + n) * 2, vi.positions.i.begin());
-    for (int64_t r = 0; r < n; ++r) {
-      vi.grid_w = std::max<int64_t>(vi.grid_w, vi.positions.i[size_t(2 * r)] + 1);
-      vi.grid_h = std::max<int64_t>(vi.grid_h, vi.positions.i[size_t(2 * r + 1)] + 1);
-    }
-    if (vi.grid_h * vi.grid_w != n || vi.grid_h % pooling_kernel || vi.grid_w % pooling_kernel)
-      throw Error(file + ": image " + std::to_string(b) + ": " + std::to_string(n) + " real patches on a " +
-                  std::to_string(vi.grid_h) + " x " + std::to_string(vi.grid_w) +
-                  " grid, which is not whole pooling cells of " + std::to_string(pooling_kernel));
-    vi.n_soft = (vi.grid_h / pooling_kernel) * (vi.grid_w / pooling_kernel);
-    images.push_back(std::move(vi));
-  }
-  return images;
 }
 
 NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::string>& files,
@@ -216,7 +176,8 @@ NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<std::str
           const std::vector<Tensor> soft = case_soft_tokens(in, file, ids, image_id);
           model.encode_soft_tokens(ids, soft);
         } else {
-          const std::vector<VisionInput> images = vision_inputs_of(in, file, vision_pooling_kernel(model));
+          const std::vector<VisionInput> images =
+              vision_inputs_from_case(in, file, model.config().vision.pooling_kernel_size);
           model.encode_with_images(ids, images);
         }
         model.set_image_mask(reset.mask);

@@ -47,14 +47,6 @@ inline NamedTensors run_parity_inputs(DiffusionGemma& model, const std::vector<s
 // spellings above, or hf / jax / causal); unset for an empty name.
 std::optional<ImageMask> image_mask_of_case_rule(const std::string& rule);
 
-// The pooling kernel of the model's vision tower (0: it has none).
-int64_t vision_pooling_kernel(const DiffusionGemma& model);
-
-// The images of an encoder input file, in prompt order: pixel_values
-// [N,P,D] and image_position_ids [N,P,2] (rows with position -1 are padding
-// and dropped). n_soft = real patches / k² with k the pooling kernel.
-std::vector<VisionInput> vision_inputs_of(const TensorStore& in, const std::string& file, int64_t pooling_kernel);
-
 // Writes F32 tensors as F32 and I32 tensors as I64 (the golden dtype of ids).
 void write_named_tensors(const std::string& path, const NamedTensors& tensors);
 

@@ -47,6 +47,25 @@ TEST(ModelConfig, NestedAndFlatGlobalKeysAgree) {
   EXPECT_EQ(a.layer(3).rope->rotated_pairs(32), 4);
 }
 
+// An absent final_logit_softcapping is the reference's default, 30 (a config
+// saved with only its non-default fields omits it, as golden V's does); null
+// or 0 turns the cap off.
+TEST(ModelConfig, AbsentSoftcapIsTheReferenceDefault) {
+  json::Value root = json::parse(read_text_file(kData + "/golden_a/config.json"));
+  json::Value text = *root.find("text_config");
+  json::Object without;
+  for (const auto& [k, v] : text.as_object())
+    if (k != "final_logit_softcapping") without.emplace_back(k, v);
+  root.set("text_config", json::Value(without));
+  EXPECT_EQ(parse_model_config(json::dump(root), "absent/config.json").final_logit_softcapping, 30.0);
+  text.set("final_logit_softcapping", json::Value());
+  root.set("text_config", text);
+  EXPECT_EQ(parse_model_config(json::dump(root), "null/config.json").final_logit_softcapping, 0.0);
+  text.set("final_logit_softcapping", 0.0);
+  root.set("text_config", text);
+  EXPECT_EQ(parse_model_config(json::dump(root), "zero/config.json").final_logit_softcapping, 0.0);
+}
+
 // Applies `edit` to golden A's text_config and returns the parse error.
 std::string error_after(const std::function<void(json::Value& root, json::Value& text)>& edit) {
   json::Value root = json::parse(read_text_file(kData + "/golden_a/config.json"));
