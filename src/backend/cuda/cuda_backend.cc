@@ -983,6 +983,9 @@ void CudaBackend::Impl::dispatch(const OpCall& c) {
     case OpKind::kSoftcap: return elementwise(c);
     case OpKind::kConcatRows: return concat_rows(c);
     case OpKind::kSample: return sample(c);
+    case OpKind::kAffine: return affine(c);
+    case OpKind::kPoolCells: return pool_cells(c);
+    case OpKind::kScatterRows: return scatter_rows(c);
   }
   fail("internal: unknown op kind " + std::to_string(int(c.kind)));
 }
