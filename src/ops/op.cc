@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <iterator>
 
@@ -18,7 +19,7 @@ std::string_view op_scope(OpKind kind) {
     case OpKind::kAffine:
     case OpKind::kPoolCells:
     case OpKind::kScatterRows: return "model";  // the vision tower and the merge of its soft tokens
-    default: return "layer";  // concat_rows: the layer's KV cache
+    default: return "layer";                    // concat_rows: the layer's KV cache
   }
 }
 
@@ -420,8 +421,19 @@ std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& c) {
   return parts;
 }
 
-const Tensor* attention_blocks(const OpCall& c) {
-  return mask_uses_blocks(c.attrs.mask) ? c.in.back() : nullptr;
+const Tensor* attention_blocks(const OpCall& c) { return mask_uses_blocks(c.attrs.mask) ? c.in.back() : nullptr; }
+
+bool attention_visible(const OpAttrs& a, int64_t qpos, int64_t kpos, int32_t qblock, int32_t kblock) {
+  const bool causal_window = kpos <= qpos && (a.window == 0 || qpos - kpos < a.window);
+  const bool same_block = qblock >= 0 && qblock == kblock;
+  switch (a.mask) {
+    case AttentionMask::kNone: return true;
+    case AttentionMask::kCausalWindow: return causal_window;
+    case AttentionMask::kCommittedWindow: return kpos >= a.first_canvas_pos || kpos > qpos - a.window;
+    case AttentionMask::kCausalWindowBlocks: return causal_window || same_block;
+    case AttentionMask::kJaxBlocks: return (kpos <= qpos || same_block) && std::abs(qpos - kpos) < a.window;
+  }
+  return false;
 }
 
 AttentionKeys attention_keys(const OpCall& c) {

@@ -51,9 +51,10 @@
 //                                                                         rounded; the patch input 2·(p - 0.5) and the
 //                                                                         vision standardization, docs/model.md §7)
 //   pool_cells      in: x[N,H], cell[N] I32                          out: [attrs.out_rows,H], row c = Σ over the rows n
-//                                                                         with cell[n] = c, in row order, of x[n]·attrs.scale
-//                                                                         (the vision pooler, docs/model.md §7.4); every
-//                                                                         cell in [0, out_rows)
+//                                                                         with cell[n] = c, in row order, of
+//                                                                         x[n]·attrs.scale (the vision pooler,
+//                                                                         docs/model.md §7.4); every cell in
+//                                                                         [0, out_rows)
 //   scatter_rows    in: base[T,H], src[n,H], rows[n] I32             out: [T,H] = base with row rows[i] replaced by
 //                                                                         src[i] (rows distinct, in [0, T): image soft
 //                                                                         tokens into the prompt, docs/model.md §7.6)
@@ -188,6 +189,13 @@ std::vector<ConcatRowsPart> concat_rows_parts(const OpCall& call);
 
 // The blocks input of a prepared attention call (null without one).
 const Tensor* attention_blocks(const OpCall& call);
+
+// Whether a query at position qpos sees a key at kpos under the call's mask
+// (attrs.mask, window, first_canvas_pos); qblock and kblock are their image
+// blocks for the blocks masks (-1: none; a key of the cache segment has
+// none). The one statement of the rules (docs/model.md §2.2, §2.4, §7.7) for
+// host code: reference kernels, FLOP counts.
+bool attention_visible(const OpAttrs& attrs, int64_t qpos, int64_t kpos, int32_t qblock = -1, int32_t kblock = -1);
 
 // The keys of a prepared attention call as two segments, in order: part 0
 // the cache's rows [first, first + rows) (none without cache inputs), part 1

@@ -246,6 +246,23 @@ Build rope(int64_t M, int64_t heads, int64_t d, int pairs, double theta) {
   };
 }
 
+// 2-D positions (column, row) of a grid `cols` wide: the vision tower's
+// RoPE (docs/model.md §7.3), halves of width d/2 with `pairs` pairs each.
+Build rope_2d(int64_t M, int64_t heads, int64_t d, int pairs, int64_t cols) {
+  return [=](Built& b, Rng& r) {
+    b.call.kind = OpKind::kRope;
+    b.f32({M, heads, d}, r, -2, 2);
+    std::vector<int32_t> pos;
+    for (int64_t m = 0; m < M; ++m) {
+      pos.push_back(int32_t(m % cols));
+      pos.push_back(int32_t(m / cols));
+    }
+    b.i32({M, 2}, pos);
+    b.call.attrs.rope_pairs = pairs;
+    b.call.attrs.rope_theta = 100.0;
+  };
+}
+
 struct Attn {
   int64_t M, S, Hq, Hk, d;
   AttentionMask mask = AttentionMask::kNone;
@@ -285,6 +302,23 @@ Build attention(Attn a) {
     b.call.attrs.window = a.window;
     b.call.attrs.first_canvas_pos = q0;
   };
+}
+
+// An image-blocks mask (docs/model.md §7.7): `ids` is each new row's block
+// (-1: text), appended as the last input.
+Build attention_blocks(Attn a, std::vector<int32_t> ids) {
+  return [=](Built& b, Rng& r) {
+    attention(a)(b, r);
+    b.i32({a.M}, ids);
+  };
+}
+
+// Rows [0, n) text, then blocks 0 and 1 over [b0, e0) and [b1, e1).
+std::vector<int32_t> two_blocks(int64_t n, int64_t b0, int64_t e0, int64_t b1, int64_t e1) {
+  std::vector<int32_t> ids(static_cast<size_t>(n), -1);
+  for (int64_t r = b0; r < e0; ++r) ids[size_t(r)] = 0;
+  for (int64_t r = b1; r < e1; ++r) ids[size_t(r)] = 1;
+  return ids;
 }
 
 Build router_topk(int64_t M, int64_t H, int64_t E, int k, DType dt) {
@@ -389,6 +423,42 @@ Build sample(int64_t M, int64_t V, bool draw, float temperature) {
   };
 }
 
+// (x - shift)·scale per column: shift and scale stored as `dt`.
+Build affine(int64_t M, int64_t H, DType dt) {
+  return [=](Built& b, Rng& r) {
+    b.call.kind = OpKind::kAffine;
+    b.f32({M, H}, r, 0, 1);
+    b.weight("std_bias", {H}, plain(dt), r, -1, 1);
+    b.weight("std_scale", {H}, plain(dt), r, 0.5f, 3.0f);
+  };
+}
+
+// N rows into C cells (the last cell left empty), scale 1/k² of a k = 3 pool.
+Build pool_cells(int64_t N, int64_t H, int64_t C) {
+  return [=](Built& b, Rng& r) {
+    b.call.kind = OpKind::kPoolCells;
+    b.f32({N, H}, r, -3, 3);
+    std::vector<int32_t> cells = uniform_ints(N, 0, C - 2, r);
+    b.i32({N}, cells);
+    b.call.attrs.out_rows = C;
+    b.call.attrs.scale = 1.0f / 9.0f;
+  };
+}
+
+// n distinct rows of a T-row base replaced, in a shuffled order.
+Build scatter_rows(int64_t T, int64_t n, int64_t H) {
+  return [=](Built& b, Rng& r) {
+    b.call.kind = OpKind::kScatterRows;
+    b.f32({T, H}, r, -1, 1);
+    b.f32({n, H}, r, 5, 6);
+    std::vector<int32_t> rows(static_cast<size_t>(T));
+    std::iota(rows.begin(), rows.end(), 0);
+    std::shuffle(rows.begin(), rows.end(), r);
+    rows.resize(size_t(n));
+    b.i32({n}, rows);
+  };
+}
+
 // ---- the table ------------------------------------------------------------------------
 
 // atol + rtol · max|reference| per fp32 output; {0, 0}: bit for bit.
@@ -461,6 +531,10 @@ const std::vector<OpCase>& catalogue() {
       {"rope_pairs0_M2_h1_d8", rope(2, 1, 8, 0, 1e4)},
       {"rope_d2_M7_h5", rope(7, 5, 2, 1, 1e4)},
       {"rope_M0", rope(0, 2, 16, 8, 1e4)},
+      // rope with 2-D positions (the vision tower): d = 72 (26B) and 8 (golden V), partial
+      {"rope_2d_M30_h2_d72_pairs18", rope_2d(30, 2, 72, 18, 6)},
+      {"rope_2d_M9_h1_d8_pairs2", rope_2d(9, 1, 8, 2, 3)},
+      {"rope_2d_partial_M7_h3_d16_pairs2", rope_2d(7, 3, 16, 2, 4)},
       // attention: GQA (Hq > Hk), the masks, the two key segments (cache + skip_rows)
       {"attention_none_gqa_M5_S33_Hq4_Hk2_d24", attention({5, 33, 4, 2, 24})},
       {"attention_causal_M9_S9_Hq3_Hk1_d40", attention({9, 9, 3, 1, 40, AM::kCausalWindow})},
@@ -475,6 +549,18 @@ const std::vector<OpCase>& catalogue() {
       {"attention_causal_d256_M3_S40_Hq8_Hk2", attention({3, 40, 8, 2, 256, AM::kCausalWindow})},
       {"attention_M1_S1_Hq1_Hk1_d8", attention({1, 1, 1, 1, 8})},
       {"attention_M0", attention({0, 5, 2, 1, 8, AM::kCausalWindow})},
+      // the vision tower: bidirectional, d = 72 (not a multiple of 16)
+      {"attention_none_M150_S150_Hq2_Hk2_d72", attention({150, 150, 2, 2, 72})},
+      // the image-blocks masks (docs/model.md §7.7): two blocks, one wider
+      // than the window, a cache segment whose keys have no block
+      {"attention_hf_blocks_window5_cache8_skip2_M30_S30_Hq4_Hk2_d72",
+       attention_blocks({30, 30, 4, 2, 72, AM::kCausalWindowBlocks, 5, 8, 2}, two_blocks(30, 0, 4, 9, 25))},
+      {"attention_jax_blocks_window5_cache8_skip2_M30_S30_Hq4_Hk2_d72",
+       attention_blocks({30, 30, 4, 2, 72, AM::kJaxBlocks, 5, 8, 2}, two_blocks(30, 0, 4, 9, 25))},
+      {"attention_hf_blocks_full_M160_S160_Hq2_Hk1_d8",
+       attention_blocks({160, 160, 2, 1, 8, AM::kCausalWindowBlocks}, two_blocks(160, 5, 140, 150, 152))},
+      {"attention_jax_blocks_window16_M160_S160_Hq2_Hk1_d8",
+       attention_blocks({160, 160, 2, 1, 8, AM::kJaxBlocks, 16}, two_blocks(160, 5, 140, 150, 152))},
       // router_topk: indices exactly
       {"router_topk_f32_M7_H45_E9_k3", router_topk(7, 45, 9, 3, DType::kF32)},
       {"router_topk_bf16_M1_H64_E8_k2", router_topk(1, 64, 8, 2, DType::kBF16)},
@@ -521,6 +607,14 @@ const std::vector<OpCase>& catalogue() {
       {"sample_nodraw_M5_V300", sample(5, 300, false, 0.40833334f), {kExact, kExact, Tol{1e-6, 1e-6}}},
       {"sample_draw_M1_V1", sample(1, 1, true, 1.0f), {kExact, kExact, Tol{1e-6, 1e-6}}},
       {"sample_M0", sample(0, 16, false, 0.8f), {kExact, kExact, Tol{1e-6, 1e-6}}},
+      // the vision tower's row ops: affine's two roundings and scatter_rows'
+      // copies bit for bit; pool_cells sums in row order
+      {"affine_f32_M5_H37", affine(5, 37, DType::kF32), {kExact}},
+      {"affine_bf16_M3_H64", affine(3, 64, DType::kBF16), {kExact}},
+      {"affine_M0", affine(0, 8, DType::kF32), {kExact}},
+      {"pool_cells_N20_H33_C6", pool_cells(20, 33, 6)},
+      {"scatter_rows_T9_n4_H17", scatter_rows(9, 4, 17), {kExact}},
+      {"scatter_rows_n0", scatter_rows(5, 0, 8), {kExact}},
   };
   return rows;
 }

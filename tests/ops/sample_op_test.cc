@@ -212,10 +212,12 @@ TEST(SampleOp, PrepareRejectsMalformedCalls) {
   EXPECT_THROW(prepare_op(c), Error);
 }
 
-TEST(SampleOp, IsAModelLevelOpAtTheEndOfTheVocabulary) {
+TEST(SampleOp, IsAModelLevelOpAfterTheTextOps) {
   EXPECT_EQ(op_name(OpKind::kSample), "sample");
   EXPECT_EQ(op_scope(OpKind::kSample), "model");
-  EXPECT_EQ(int(OpKind::kSample), kNumOpKinds - 1);
+  // The vision tower's three ops (docs/model.md §7) follow it.
+  EXPECT_EQ(int(OpKind::kSample), kNumOpKinds - 4);
+  EXPECT_EQ(op_name(OpKind(kNumOpKinds - 1)), "scatter_rows");
 }
 
 }  // namespace

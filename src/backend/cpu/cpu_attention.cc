@@ -1,6 +1,7 @@
 // Attention with scale 1.0 and an fp32 softmax (docs/model.md §1.3, §2.1). GQA: query
 // head h reads key head h / (Hq / Hk) (torch repeat_kv semantics). The mask
-// is derived from absolute positions (docs/model.md §2.2, §2.4).
+// is derived from absolute positions (docs/model.md §2.2, §2.4), and for the
+// blocks masks from the image block of each new row (docs/model.md §7.7).
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -9,21 +10,13 @@
 
 namespace dgemma::cpu::reference {
 
-static bool visible(const OpAttrs& a, int32_t qpos, int32_t kpos) {
-  switch (a.mask) {
-    case AttentionMask::kNone: return true;
-    case AttentionMask::kCausalWindow: return kpos <= qpos && (a.window == 0 || int64_t(qpos) - kpos < a.window);
-    case AttentionMask::kCommittedWindow: return kpos >= a.first_canvas_pos || int64_t(kpos) > int64_t(qpos) - a.window;
-  }
-  return false;
-}
-
 void attention(const OpCall& c, ThreadPool& pool) {
   const Tensor &q = *c.in[0], &qpos = *c.in[3];
   const AttentionKeys keys = attention_keys(c);
   Tensor& out = *c.out[0];
   const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), S = keys.total(), Hk = c.in[1]->dim(1);
   const int64_t group = Hq / Hk;
+  const Tensor* blocks = attention_blocks(c);  // new row r's block (query r, and key r of part 1)
   // Key s: its part (cache rows first, then the new rows) and row there.
   const AttentionKeyPart& p0 = keys.parts[0];
   auto part_row = [&](int64_t s) -> std::pair<const AttentionKeyPart*, int64_t> {
@@ -37,7 +30,9 @@ void attention(const OpCall& c, ThreadPool& pool) {
       float mx = -INFINITY;
       for (int64_t s = 0; s < S; ++s) {
         const auto [part, row] = part_row(s);
-        if (!visible(c.attrs, qpos.i[size_t(m)], part->pos->i[size_t(row)])) {
+        const int32_t qblock = blocks ? blocks->i[size_t(m)] : -1;
+        const int32_t kblock = blocks && part == &keys.parts[1] ? blocks->i[size_t(row)] : -1;
+        if (!attention_visible(c.attrs, qpos.i[size_t(m)], part->pos->i[size_t(row)], qblock, kblock)) {
           score[size_t(s)] = -INFINITY;
           continue;
         }

@@ -76,6 +76,9 @@ void CpuBackend::run(const OpCall& c) {
       case OpKind::kSoftcap: return ref::softcap(c, p);
       case OpKind::kConcatRows: return ref::concat_rows(c, p);
       case OpKind::kSample: return ref::sample(c, p);
+      case OpKind::kAffine: return ref::affine(c, p);
+      case OpKind::kPoolCells: return ref::pool_cells(c, p);
+      case OpKind::kScatterRows: return ref::scatter_rows(c, p);
     }
     return;
   }
@@ -97,6 +100,10 @@ void CpuBackend::run(const OpCall& c) {
     case OpKind::kSoftcap: return cpu::fast::softcap(c, x);
     case OpKind::kConcatRows: return ref::concat_rows(c, p);
     case OpKind::kSample: return ref::sample(c, p);
+    // The vision tower's row ops: memory-bound, the reference is enough.
+    case OpKind::kAffine: return ref::affine(c, p);
+    case OpKind::kPoolCells: return ref::pool_cells(c, p);
+    case OpKind::kScatterRows: return ref::scatter_rows(c, p);
   }
 }
 

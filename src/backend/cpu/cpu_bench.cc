@@ -87,23 +87,22 @@ double op_flops(const OpCall& c) {
     case OpKind::kSoftEmbedding: return 2.0 * double(c.in[0]->numel()) * double(c.w[0]->shape[1]);
     case OpKind::kAttention: {
       const Tensor &q = *c.in[0], &qpos = *c.in[3];
-      const OpAttrs& a = c.attrs;
+      const Tensor* blocks = attention_blocks(c);
+      const AttentionKeys keys = attention_keys(c);
       double visible = 0;
-      for (const AttentionKeyPart& part : attention_keys(c).parts) {
+      for (const AttentionKeyPart& part : keys.parts) {
         if (part.rows == 0) continue;
-        for (int32_t qp : qpos.i)
-          for (int64_t s = part.first; s < part.first + part.rows; ++s) {
-            const int32_t kp = part.pos->i[size_t(s)];
-            bool v = true;
-            if (a.mask == AttentionMask::kCausalWindow)
-              v = kp <= qp && (a.window == 0 || int64_t(qp) - kp < a.window);
-            else if (a.mask == AttentionMask::kCommittedWindow)
-              v = kp >= a.first_canvas_pos || int64_t(kp) > int64_t(qp) - a.window;
-            visible += v;
-          }
+        const bool new_rows = &part == &keys.parts[1];  // the cache's keys have no image block
+        for (int64_t m = 0; m < qpos.numel(); ++m)
+          for (int64_t s = part.first; s < part.first + part.rows; ++s)
+            visible +=
+                attention_visible(c.attrs, qpos.i[size_t(m)], part.pos->i[size_t(s)],
+                                  blocks ? blocks->i[size_t(m)] : -1, blocks && new_rows ? blocks->i[size_t(s)] : -1);
       }
       return 4.0 * visible * double(q.dim(1)) * double(q.dim(2));
     }
+    case OpKind::kAffine: return 2.0 * double(c.in[0]->numel());
+    case OpKind::kPoolCells: return 2.0 * double(c.in[0]->numel());
     default: return 0.0;
   }
 }

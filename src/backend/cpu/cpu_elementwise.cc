@@ -125,31 +125,54 @@ void rms_norm(const OpCall& c, ThreadPool& pool) {
 
 // Split-half RoPE (docs/model.md §1.4): pair (i, i+d/2) rotated by pos·ω_i with
 // ω_i = θ^(-2i/d) for i < rope_pairs, identity beyond. Angles and cos/sin in
-// fp32 as the reference computes them.
+// fp32 as the reference computes them. With 2-D positions (column, row) the
+// head splits in two halves of width s = d/2, each such a RoPE of width s
+// (ω_i = θ^(-2i/s)): the first turns with the column, the second with the
+// row (docs/model.md §7.3).
+namespace {
+
+// The split-half rotation of channels [off, off + width) of each head of one
+// row by angles p·inv_freq[i], i < pairs.
+void rotate_split_half(const float* x, float* out, int64_t heads, int64_t d, int64_t off, int64_t width,
+                       const std::vector<float>& inv_freq, float p) {
+  const int64_t half = width / 2;
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float ang = p * inv_freq[i];
+    const float cs = std::cos(ang), sn = std::sin(ang);
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* xi = x + h * d + off;
+      float* o = out + h * d + off;
+      const float a = xi[i], bb = xi[int64_t(i) + half];
+      o[i] = a * cs - bb * sn;
+      o[int64_t(i) + half] = bb * cs + a * sn;
+    }
+  }
+}
+
+}  // namespace
+
 void rope(const OpCall& c, ThreadPool& pool) {
   const Tensor& x = *c.in[0];
   const Tensor& pos = *c.in[1];
   Tensor& out = *c.out[0];
-  const int64_t M = x.dim(0), heads = x.dim(1), d = x.dim(2), half = d / 2;
+  const int64_t M = x.dim(0), heads = x.dim(1), d = x.dim(2);
+  const bool two_d = pos.shape.size() == 2;
+  const int64_t width = two_d ? d / 2 : d;  // of each split-half RoPE
   const int pairs = c.attrs.rope_pairs;
   std::vector<float> inv_freq(static_cast<size_t>(pairs));
   for (int i = 0; i < pairs; ++i)
-    inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
+    inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(width));
   std::copy(x.f.begin(), x.f.begin() + x.numel(), out.f.begin());
   pool.parallel_for(M, 4, [&](int64_t b, int64_t e) {
     for (int64_t m = b; m < e; ++m) {
-      const float p = float(pos.i[size_t(m)]);
-      for (int i = 0; i < pairs; ++i) {
-        const float ang = p * inv_freq[size_t(i)];
-        const float cs = std::cos(ang), sn = std::sin(ang);
-        for (int64_t h = 0; h < heads; ++h) {
-          const float* xi = x.f.data() + (m * heads + h) * d;
-          float* o = out.f.data() + (m * heads + h) * d;
-          const float a = xi[i], bb = xi[i + half];
-          o[i] = a * cs - bb * sn;
-          o[i + half] = bb * cs + a * sn;
-        }
+      const float* xm = x.f.data() + m * heads * d;
+      float* om = out.f.data() + m * heads * d;
+      if (!two_d) {
+        rotate_split_half(xm, om, heads, d, 0, d, inv_freq, float(pos.i[size_t(m)]));
+        continue;
       }
+      rotate_split_half(xm, om, heads, d, 0, width, inv_freq, float(pos.i[size_t(2 * m)]));          // column
+      rotate_split_half(xm, om, heads, d, width, width, inv_freq, float(pos.i[size_t(2 * m + 1)]));  // row
     }
   });
 }

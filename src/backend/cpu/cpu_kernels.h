@@ -27,6 +27,10 @@ void add(const OpCall& c, ThreadPool& pool);
 void scale(const OpCall& c, ThreadPool& pool);
 void softcap(const OpCall& c, ThreadPool& pool);
 void concat_rows(const OpCall& c, ThreadPool& pool);
+// The vision tower's row ops (cpu_vision_rows.cc), run at every dispatch level.
+void affine(const OpCall& c, ThreadPool& pool);
+void pool_cells(const OpCall& c, ThreadPool& pool);
+void scatter_rows(const OpCall& c, ThreadPool& pool);
 // Both dispatch levels use it (cpu_sample.cc); throws BadLogitsRow (ops/row_sampling.h).
 void sample(const OpCall& c, ThreadPool& pool);
 

@@ -33,6 +33,13 @@ void attention(const OpCall& c, CpuContext& ctx) {
   kpos.resize(size_t(S));
   if (p0.rows > 0) std::copy_n(p0.pos->i.begin() + p0.first, p0.rows, kpos.begin());  // (no cache: no tensor)
   std::copy_n(p1.pos->i.begin(), p1.rows, kpos.begin() + p0.rows);
+  // The blocks masks: the keys' blocks, none for the cache's (docs/model.md §7.7).
+  const Tensor* blocks = attention_blocks(c);
+  std::vector<int32_t>& kblock = ctx.ibuf1;
+  if (blocks) {
+    kblock.assign(size_t(S), -1);
+    std::copy_n(blocks->i.begin(), p1.rows, kblock.begin() + p0.rows);
+  }
   const int64_t sp = (S + kNr - 1) / kNr * kNr, dp = (d + kNr - 1) / kNr * kNr;
   const int64_t ktp = sp / kNr, vpp = dp / kNr;
   std::vector<float>& kt = ctx.buf0;
@@ -92,6 +99,8 @@ void attention(const OpCall& c, CpuContext& ctx) {
   a.mask = int(c.attrs.mask);
   a.window = c.attrs.window;
   a.first_canvas_pos = c.attrs.first_canvas_pos;
+  a.qblock = blocks ? blocks->i.data() : nullptr;
+  a.kblock = blocks ? kblock.data() : nullptr;
   a.round_bf16 = rb;
   const int64_t rows = M * G, tiles = (rows + kAttnRows - 1) / kAttnRows, count = Hk * tiles;
   const IsaKernels& isa = *ctx.level->dense;

@@ -90,6 +90,10 @@ struct AttnArgs {
   int64_t m = 0, hq = 0, hk = 0, d = 0, s = 0, group = 1;
   int mask = 0;  // AttentionMask as int
   int64_t window = 0, first_canvas_pos = 0;
+  // The blocks masks (docs/model.md §7.7): query m's image block and key s's
+  // (-1: none; the cache segment's keys have none). Null for other masks.
+  const int32_t* qblock = nullptr;
+  const int32_t* kblock = nullptr;
   // The dot mode (CpuBackendOptions::bf16_dot): Q, K and V rounded to bf16
   // (K and V by the driver when it packs them), and each key block's
   // probabilities rounded to bf16 for P·V while the row sums add the

@@ -104,31 +104,53 @@ static void scale_round_bf16_impl(float* x, float s, int64_t n) {
 
 // ---- attention ---------------------------------------------------------------
 
-// The mask of docs/model.md §2.2/§2.4 (ops/op.h AttentionMask: 0 none, 1 causal window,
-// 2 committed window).
-static inline bool attn_visible(const AttnArgs& a, int64_t qp, int64_t kp) {
+// The mask of docs/model.md §2.2/§2.4 and §7.7 (ops/op.h AttentionMask: 0 none,
+// 1 causal window, 2 committed window, 3 causal window or the same image
+// block, 4 JAX's blocks rule); qb, kb: the query's and the key's image block
+// (-1: none).
+static inline bool attn_visible(const AttnArgs& a, int64_t qp, int64_t kp, int32_t qb, int32_t kb) {
   switch (a.mask) {
     case 1: return kp <= qp && (a.window == 0 || qp - kp < a.window);
     case 2: return kp >= a.first_canvas_pos || kp > qp - a.window;
+    case 3: return (kp <= qp && (a.window == 0 || qp - kp < a.window)) || (qb >= 0 && qb == kb);
+    case 4: return (kp <= qp || (qb >= 0 && qb == kb)) && (qp - kp < a.window && kp - qp < a.window);
     default: return true;
   }
 }
 
 // Whether a block of keys with positions in [kmin, kmax] is visible to no
-// query / every query with positions in [qmin, qmax].
-static inline int attn_block_class(const AttnArgs& a, int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax) {
+// query / every query with positions in [qmin, qmax]. blocks_meet: some
+// query of the tile and some key of the block share an image block (masks 3
+// and 4), so that the causal bounds alone cannot rule the block out.
+static inline int attn_block_class(const AttnArgs& a, int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax,
+                                   bool blocks_meet) {
   enum { kNoneVisible = 0, kAllVisible = 1, kPartial = 2 };
+  auto causal_window = [&] {
+    if (kmin > qmax || (a.window > 0 && qmin - kmax >= a.window)) return int(kNoneVisible);
+    if (kmax <= qmin && (a.window == 0 || qmax - kmin < a.window)) return int(kAllVisible);
+    return int(kPartial);
+  };
   switch (a.mask) {
-    case 1:
-      if (kmin > qmax || (a.window > 0 && qmin - kmax >= a.window)) return kNoneVisible;
-      if (kmax <= qmin && (a.window == 0 || qmax - kmin < a.window)) return kAllVisible;
-      return kPartial;
+    case 1: return causal_window();
     case 2:
       if (kmin >= a.first_canvas_pos || kmin > qmax - a.window) return kAllVisible;
       if (kmax < a.first_canvas_pos && kmax <= qmin - a.window) return kNoneVisible;
       return kPartial;
+    case 3: {  // causal window OR the same block
+      const int cls = causal_window();
+      return cls == kNoneVisible && blocks_meet ? int(kPartial) : cls;
+    }
+    case 4:  // (causal OR the same block) AND |qpos - kpos| < window
+      if (qmin - kmax >= a.window || kmin - qmax >= a.window) return kNoneVisible;
+      return blocks_meet ? int(kPartial) : causal_window();  // without a shared block: the causal window
     default: return kAllVisible;
   }
+}
+
+// Whether the image blocks [bmin0, bmax0] and [bmin1, bmax1] (a range with
+// bmin > bmax: no block) may share one.
+static inline bool attn_blocks_meet(int32_t bmin0, int32_t bmax0, int32_t bmin1, int32_t bmax1) {
+  return bmin0 <= bmax0 && bmin1 <= bmax1 && bmin0 <= bmax1 && bmin1 <= bmax0;
 }
 
 // Flash-attention style tile: up to kAttnRows query rows of one KV head
@@ -146,13 +168,19 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
   float* o = pp + kAttnRows * kAttnKeys;   // [R][dp]
   float* mrow = o + kAttnRows * dp;        // running max
   float* lrow = mrow + kAttnRows;          // running sum
-  int32_t rows[kAttnRows];
+  int32_t rows[kAttnRows], qblock[kAttnRows];
   int64_t qpos[kAttnRows];
   int64_t qmin = 0, qmax = 0;
+  int32_t qbmin = 0x7fffffff, qbmax = -1;  // the tile's image blocks (none: qbmin > qbmax)
   for (int64_t i = 0; i < R; ++i) {
     const int64_t t = t0 + i, m = t / G, h = kh * G + t % G;
     rows[i] = int32_t(m * a.hq + h);
     qpos[i] = a.qpos[m];
+    qblock[i] = a.qblock ? a.qblock[m] : -1;
+    if (qblock[i] >= 0) {
+      qbmin = qblock[i] < qbmin ? qblock[i] : qbmin;
+      qbmax = qblock[i] > qbmax ? qblock[i] : qbmax;
+    }
     qmin = i == 0 ? qpos[i] : (qpos[i] < qmin ? qpos[i] : qmin);
     qmax = i == 0 ? qpos[i] : (qpos[i] > qmax ? qpos[i] : qmax);
     mrow[i] = -__builtin_inff();
@@ -173,7 +201,15 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
       kmin = kp < kmin ? kp : kmin;
       kmax = kp > kmax ? kp : kmax;
     }
-    const int cls = attn_block_class(a, qmin, qmax, kmin, kmax);
+    int32_t kbmin = 0x7fffffff, kbmax = -1;
+    if (a.kblock)
+      for (int64_t j = 0; j < kbl; ++j) {
+        const int32_t b = a.kblock[kb + j];
+        if (b < 0) continue;
+        kbmin = b < kbmin ? b : kbmin;
+        kbmax = b > kbmax ? b : kbmax;
+      }
+    const int cls = attn_block_class(a, qmin, qmax, kmin, kmax, attn_blocks_meet(qbmin, qbmax, kbmin, kbmax));
     if (cls == 0) continue;
     // Scores: Q (R × d) · Kᵀ (d × kbp).
     for (int64_t p = 0; p < npan; ++p)
@@ -186,7 +222,8 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
       for (int64_t j = kbl; j < kbp; ++j) s[j] = -__builtin_inff();  // padding keys
       if (cls == 2)
         for (int64_t j = 0; j < kbl; ++j)
-          if (!attn_visible(a, qpos[i], a.kpos[kb + j])) s[j] = -__builtin_inff();
+          if (!attn_visible(a, qpos[i], a.kpos[kb + j], qblock[i], a.kblock ? a.kblock[kb + j] : -1))
+            s[j] = -__builtin_inff();
       const float bm = row_max_impl(s, kbl);
       const float mnew = s_max(mrow[i], bm);
       if (mnew == -__builtin_inff()) {  // nothing visible yet: P row is zero
@@ -210,7 +247,7 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
     for (int64_t pd = 0; pd < dp / kNr; ++pd)
       for (int64_t mb = 0; mb < R; mb += kMr)
         micro_rows(int(s_min64(kMr, R - mb)), kbp, pp + mb * kbp, vp + (pd * sp + kb) * kNr, o + mb * dp + pd * kNr, dp,
-                   kNr, true);
+                   int(s_min64(kNr, d - pd * kNr)), true);  // O's columns past d stay 0
   }
   for (int64_t i = 0; i < R; ++i) {
     const int64_t t = t0 + i, m = t / G, h = kh * G + t % G;
