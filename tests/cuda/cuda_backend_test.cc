@@ -348,7 +348,8 @@ TEST_P(CudaOps, Attention) {
       expect_matches_cpu(products, cs, 1);
     }
   // The dot mode takes the tensor cores where the head dim is a multiple of
-  // 16 (d = 256 and 512 above), the fp32 kernel (rounding alike) elsewhere.
+  // 8 (d = 256 and 512 above; one of 8 zero-padded to 16 in the tile), the
+  // fp32 kernel (rounding alike) elsewhere (d = 100).
   EXPECT_TRUE(launched_kernel(*backend_, "attention.flash"));
   EXPECT_EQ(launched_kernel(*backend_, "attention.tensor_cores"), dot_mode(gpu()));
   EXPECT_TRUE(launched_kernel(products, "attention.softmax"));

@@ -967,26 +967,7 @@ uint16_t* CudaBackend::Impl::to_bf16(const float* x, int64_t n, const char* what
   return out;
 }
 
-// The parts of the op vocabulary the CUDA kernels do not run yet (the
-// vision tower's ops, docs/model.md §7), or "" when they run the call.
-static std::string not_yet_on_cuda(const OpCall& c) {
-  switch (c.kind) {
-    case OpKind::kAffine:
-    case OpKind::kPoolCells:
-    case OpKind::kScatterRows: return std::string(op_name(c.kind)) + " is not yet on CUDA";
-    case OpKind::kRope:
-      if (c.in.size() == 2 && c.in[1] && c.in[1]->shape.size() == 2)
-        return "rope with 2-D positions is not yet on CUDA";
-      return "";
-    case OpKind::kAttention:
-      if (mask_uses_blocks(c.attrs.mask)) return "attention with an image-blocks mask is not yet on CUDA";
-      return "";
-    default: return "";
-  }
-}
-
 void CudaBackend::Impl::dispatch(const OpCall& c) {
-  if (const std::string why = not_yet_on_cuda(c); !why.empty()) fail(why);
   switch (c.kind) {
     case OpKind::kEmbedding: return embedding(c);
     case OpKind::kSoftEmbedding: return soft_embedding(c);
@@ -1002,11 +983,11 @@ void CudaBackend::Impl::dispatch(const OpCall& c) {
     case OpKind::kSoftcap: return elementwise(c);
     case OpKind::kConcatRows: return concat_rows(c);
     case OpKind::kSample: return sample(c);
-    case OpKind::kAffine:
-    case OpKind::kPoolCells:
-    case OpKind::kScatterRows: break;  // not yet on CUDA: supports() refuses them
+    case OpKind::kAffine: return affine(c);
+    case OpKind::kPoolCells: return pool_cells(c);
+    case OpKind::kScatterRows: return scatter_rows(c);
   }
-  fail(std::string(op_name(c.kind)) + " is not yet on CUDA");
+  fail("internal: unknown op kind " + std::to_string(int(c.kind)));
 }
 
 // Each op ends by queueing the copies of its outputs to the host; the
@@ -1181,7 +1162,6 @@ bool CudaBackend::supports(const OpCall& c, std::string* why) const {
     if (why) *why = "cuda backend: " + reason;
     return false;
   };
-  if (const std::string reason = not_yet_on_cuda(c); !reason.empty()) return refuse(reason);
   k::WType t;
   for (const WeightRef* w : c.w) {
     if (!w) continue;

@@ -243,7 +243,7 @@ struct CudaBackend::Impl {
   std::deque<CudaLaunchRecord> log;
   uint64_t seq = 0;
 
-  // Inverse RoPE frequencies by (pairs, head dim, theta): constants.
+  // Inverse RoPE frequencies by (pairs, rotated width, theta): constants.
   std::map<std::tuple<int, int64_t, double>, void*> rope_freqs;
 
   // Profiling (set_profiling): events around each op, read by take_profile.
@@ -353,7 +353,10 @@ struct CudaBackend::Impl {
   void rope(const OpCall& c);
   void attention(const OpCall& c);
   void attention_products(const OpCall& c, const k::FlashKeys (&segments)[2], const float* d_q, const int32_t* d_qpos,
-                          float* out);
+                          const int32_t* d_blocks, float* out);
+  void affine(const OpCall& c);
+  void pool_cells(const OpCall& c);
+  void scatter_rows(const OpCall& c);
   // An asynchronous device-to-device copy of `bytes`, logged and counted.
   void copy_device(void* dst, const void* src, int64_t bytes);
   void router_topk(const OpCall& c);

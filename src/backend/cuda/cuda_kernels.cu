@@ -69,20 +69,23 @@ __global__ void rms_norm_kernel(const float* x, int64_t D, const void* w, WType 
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) o[d] = w ? xr[d] * inv * load_w(w, wt, d) : xr[d] * inv;
 }
 
+// Each head's channels in `parts` runs of `width` (1, width d; or 2 of d / 2
+// for 2-D positions, run p rotating with pos[m·parts + p]), each run a
+// split-half RoPE: pair (i, i + width/2) for i < pairs, the rest copied.
 __global__ void rope_kernel(const float* x, const int32_t* pos, const float* inv_freq, int64_t heads, int64_t d,
-                            int pairs, float* out) {
-  const int64_t m = blockIdx.x, half = d / 2;
-  const float p = float(pos[m]);
+                            int pairs, int parts, float* out) {
+  const int64_t m = blockIdx.x, width = d / parts, half = width / 2;
   for (int64_t t = threadIdx.x; t < heads * d; t += blockDim.x) {
-    const int64_t j = t % d;
-    const float* xi = x + m * heads * d + (t - j);  // this head's row
+    const int64_t c = t % d, part = c / width < parts ? c / width : parts - 1, j = c - part * width;
+    const float p = float(pos[m * parts + part]);
+    const float* xi = x + m * heads * d + (t - j);  // this run of this head's row
     float* o = out + m * heads * d + (t - j);
     if (j < pairs) {
       const float ang = p * inv_freq[j];
       const float cs = cosf(ang), sn = sinf(ang);
       const float a = xi[j], b = xi[j + half];
       o[j] = a * cs - b * sn;
-    } else if (j >= half && j - half < pairs) {
+    } else if (j >= half && j - half < pairs && j < 2 * half) {
       const int64_t i = j - half;
       const float ang = p * inv_freq[i];
       const float cs = cosf(ang), sn = sinf(ang);
@@ -94,18 +97,51 @@ __global__ void rope_kernel(const float* x, const int32_t* pos, const float* inv
   }
 }
 
+// The vision ops (ops/op.h affine, pool_cells, scatter_rows).
+__global__ void affine_kernel(const float* x, int64_t n, int64_t H, const void* shift, WType st, const void* scale,
+                              WType sct, float* out) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = t % H;
+    const float centred = x[t] - load_w(shift, st, h);
+    out[t] = centred * load_w(scale, sct, h);
+  }
+}
+
+// Block (c, column tile): each thread one column h, the rows of cell c added
+// in row order (the cell ids are read by every thread of the block alike).
+__global__ void pool_cells_kernel(const float* x, const int32_t* cells, int64_t N, int64_t H, float scale, float* out) {
+  const int64_t c = blockIdx.x, h = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (h >= H) return;
+  float acc = 0.0f;
+  for (int64_t n = 0; n < N; ++n)
+    if (cells[n] == c) {
+      const float v = x[n * H + h] * scale;
+      acc += v;
+    }
+  out[c * H + h] = acc;
+}
+
+// One block per source row i.
+__global__ void scatter_rows_kernel(const float* src, const int32_t* rows, int64_t T, int64_t H, float* out) {
+  const int64_t i = blockIdx.x, r = rows[i];
+  if (r < 0 || r >= T) return;  // checked on the host where it holds the rows
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) out[r * H + h] = src[i * H + h];
+}
+
 // One block per (head, query row) of scores [Hq, rows, S], which the first
 // product (cuBLAS) filled with q·k: masked keys get -inf, then the softmax in
 // place, p = e · (1 / sum) as the reference computes it. A row without a
 // visible key becomes zeros (a zero output), never NaN.
 __global__ void attention_softmax_kernel(float* scores, const int32_t* qpos, const int32_t* kpos, int64_t m0,
-                                         int64_t rows, int64_t S, int mask, int64_t window, int64_t first_canvas_pos) {
+                                         int64_t rows, int64_t S, int mask, int64_t window, int64_t first_canvas_pos,
+                                         const int32_t* blocks, int64_t cached) {
   const int64_t r = blockIdx.x % rows;
   float* sc = scores + int64_t(blockIdx.x) * S;
-  const int32_t qp = qpos[m0 + r];
+  const int32_t qp = qpos[m0 + r], qb = blocks ? blocks[m0 + r] : -1;
   float mx = -INFINITY;
   for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
-    const float v = visible(mask, window, first_canvas_pos, qp, kpos[s]) ? sc[s] : -INFINITY;
+    const bool seen = visible(mask, window, first_canvas_pos, qp, kpos[s], qb, key_block(blocks, cached, s));
+    const float v = seen ? sc[s] : -INFINITY;
     sc[s] = v;
     mx = fmaxf(mx, v);
   }
@@ -525,19 +561,44 @@ LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, i
 }
 
 LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos, const float* inv_freq, int64_t M,
-                        int64_t heads, int64_t d, int pairs, float* out) {
+                        int64_t heads, int64_t d, int pairs, bool two_d, float* out) {
   LaunchShape s;
-  if (plan(s, M)) DGEMMA_LAUNCH(rope_kernel, s.grid[0], kBlock, stream)(x, pos, inv_freq, heads, d, pairs, out);
+  const int parts = two_d ? 2 : 1;
+  if (plan(s, M))
+    DGEMMA_LAUNCH(rope_kernel, s.grid[0], kBlock, stream)(x, pos, inv_freq, heads, d, pairs, parts, out);
+  return s;
+}
+
+LaunchShape launch_affine(cudaStream_t stream, const float* x, int64_t M, int64_t H, const void* shift, WType shift_t,
+                          const void* scale, WType scale_t, float* out) {
+  LaunchShape s;
+  if (H > 0 && plan(s, stride_blocks(M * H)))
+    DGEMMA_LAUNCH(affine_kernel, s.grid[0], kBlock, stream)(x, M * H, H, shift, shift_t, scale, scale_t, out);
+  return s;
+}
+
+LaunchShape launch_pool_cells(cudaStream_t stream, const float* x, const int32_t* cells, int64_t N, int64_t H,
+                              int64_t C, float scale, float* out) {
+  LaunchShape s;
+  if (plan(s, C, (H + kBlock - 1) / kBlock))
+    DGEMMA_LAUNCH(pool_cells_kernel, dim3(s.grid[0], s.grid[1]), kBlock, stream)(x, cells, N, H, scale, out);
+  return s;
+}
+
+LaunchShape launch_scatter_rows(cudaStream_t stream, const float* src, const int32_t* rows, int64_t n, int64_t T,
+                                int64_t H, float* out) {
+  LaunchShape s;
+  if (H > 0 && plan(s, n)) DGEMMA_LAUNCH(scatter_rows_kernel, s.grid[0], kBlock, stream)(src, rows, T, H, out);
   return s;
 }
 
 LaunchShape launch_attention_softmax(cudaStream_t stream, float* scores, const int32_t* qpos, const int32_t* kpos,
                                      int64_t m0, int64_t rows, int64_t Hq, int64_t S, int mask, int64_t window,
-                                     int64_t first_canvas_pos) {
+                                     int64_t first_canvas_pos, const int32_t* blocks, int64_t cached) {
   LaunchShape s;
   if (S > 0 && plan(s, rows * Hq))
     DGEMMA_LAUNCH(attention_softmax_kernel, s.grid[0], kBlock, stream)(scores, qpos, kpos, m0, rows, S, mask, window,
-                                                                       first_canvas_pos);
+                                                                       first_canvas_pos, blocks, cached);
   return s;
 }
 

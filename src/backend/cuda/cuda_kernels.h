@@ -89,8 +89,10 @@ struct LaunchShape {
   bool launched = false;  // false: empty grid, nothing enqueued
 };
 
-// Attention masks, numbered as ops/op.h AttentionMask.
-inline constexpr int kMaskNone = 0, kMaskCausalWindow = 1, kMaskCommittedWindow = 2;
+// Attention masks, numbered as ops/op.h AttentionMask. The two block masks
+// read a block id per new row (the op's blocks input; cache keys have none).
+inline constexpr int kMaskNone = 0, kMaskCausalWindow = 1, kMaskCommittedWindow = 2, kMaskCausalWindowBlocks = 3,
+                     kMaskJaxBlocks = 4;
 
 // out[m, :] = round(table[ids[m], :]) · scale, where round goes to the
 // table's logical dtype `round_to` (an identity for a plain table; a
@@ -114,9 +116,26 @@ LaunchShape launch_rms_norm(cudaStream_t stream, const float* x, int64_t rows, i
                             float eps, float* out);
 
 // Split-half RoPE; inv_freq[pairs] is computed on the host exactly as the
-// reference does.
+// reference does, for the rotated width (d, or d / 2 with two_d). two_d: pos
+// is [M, 2] (column, row) and each head's channels [0, d/2) rotate with the
+// column, [d/2, d) with the row, each half a split-half RoPE of width d / 2
+// (ops/op.h rope, docs/model.md §7.3).
 LaunchShape launch_rope(cudaStream_t stream, const float* x, const int32_t* pos, const float* inv_freq, int64_t M,
-                        int64_t heads, int64_t d, int pairs, float* out);
+                        int64_t heads, int64_t d, int pairs, bool two_d, float* out);
+
+// out[m, h] = (x[m, h] - shift[h]) · scale[h], each step rounded to fp32
+// (ops/op.h affine).
+LaunchShape launch_affine(cudaStream_t stream, const float* x, int64_t M, int64_t H, const void* shift, WType shift_t,
+                          const void* scale, WType scale_t, float* out);
+// out[c, :] = Σ over the rows n with cells[n] = c, in row order, of
+// fp32(x[n, :] · scale), for c < C (ops/op.h pool_cells); a cell outside
+// [0, C) adds to no row.
+LaunchShape launch_pool_cells(cudaStream_t stream, const float* x, const int32_t* cells, int64_t N, int64_t H,
+                              int64_t C, float scale, float* out);
+// out[rows[i], :] = src[i, :] for i < n where rows[i] is in [0, T) (out
+// already holds the base; ops/op.h scatter_rows).
+LaunchShape launch_scatter_rows(cudaStream_t stream, const float* src, const int32_t* rows, int64_t n, int64_t T,
+                                int64_t H, float* out);
 
 // Router (docs/model.md §1.5): inv_rms[m] = (mean(x²) + eps)^(-1/2); logits[m, e] =
 // Σ_h ((x·inv)·scale[h]·root)·proj[e, h]; then per row softmax, top-k
@@ -209,10 +228,11 @@ LaunchShape launch_i8_grouped_gemm(cudaStream_t stream, const int8_t* q, const f
 // S] (head-major, query rows m0.. of the op) in place, masked by the
 // positions (mask, window, first canvas position: ops/op.h AttentionMask),
 // then p = e · (1 / sum) as the reference; a row with no visible key becomes
-// zeros.
+// zeros. With a block mask, blocks[M] holds the block of each new row (query
+// m, and key cached + m: the first `cached` keys are the cache's, in no block).
 LaunchShape launch_attention_softmax(cudaStream_t stream, float* scores, const int32_t* qpos, const int32_t* kpos,
                                      int64_t m0, int64_t rows, int64_t Hq, int64_t S, int mask, int64_t window,
-                                     int64_t first_canvas_pos);
+                                     int64_t first_canvas_pos, const int32_t* blocks, int64_t cached);
 
 // Flash-style attention (flash_attention_kernels.cu) over two key segments,
 // the KV cache's rows then the new rows (ops/op.h attention_keys): out [M,
@@ -233,6 +253,9 @@ struct FlashArgs {
   int64_t M = 0, Hq = 0, Hk = 0, d = 0;
   int mask = kMaskNone;
   int64_t window = 0, first_canvas_pos = 0;
+  // The block masks: the block of each new row [M] (query m and new key m;
+  // keys[0], the cache's, have none). Null for the other masks.
+  const int32_t* blocks = nullptr;
   // The dot mode's roundings (launch_tc_attention below; the fp32 kernel
   // honours them too, for head dims the tensor-core kernel does not take):
   // Q, K, V and the probabilities in P·V rounded to bf16.
@@ -242,8 +265,10 @@ LaunchShape launch_flash_attention(cudaStream_t stream, const FlashArgs& args);
 // The same attention on the bf16 tensor cores (tc_attention_kernels.cu), the
 // dot mode's: Q, K, V and the probabilities rounded to bf16, fp32 scores,
 // softmax and sums, as the CPU's dot mode (ops/cpu AttnArgs::round_bf16).
-// For head dims tc_attention_supported() takes (multiples of 16 up to
-// kFlashMaxHeadDim); nothing is launched for others.
+// For head dims tc_attention_supported() takes (multiples of 8 up to
+// kFlashMaxHeadDim: one that is not a multiple of 16, such as the vision
+// tower's 72, runs zero-padded to the next one inside the tile, which is
+// exact); nothing is launched for others.
 bool tc_attention_supported(int64_t d);
 LaunchShape launch_tc_attention(cudaStream_t stream, const FlashArgs& args);
 

@@ -230,18 +230,23 @@ void CudaBackend::Impl::i8_gemm(const char* kernel, const I8Acts& a, int64_t K, 
            {a.q, a.d, a.ds, a.qsum, starts, dw, y});
 }
 
+// 2-D positions (pos [M, 2], the vision tower's, docs/model.md §7.3): each
+// half of a head is a split-half RoPE of width d / 2, so the frequencies are
+// those of that width.
 void CudaBackend::Impl::rope(const OpCall& c) {
   const Tensor &x = *c.in[0], &pos = *c.in[1];
   const int64_t M = x.dim(0), heads = x.dim(1), d = x.dim(2);
+  const bool two_d = pos.shape.size() == 2;
+  const int64_t width = two_d ? d / 2 : d;
   const int pairs = c.attrs.rope_pairs;
   // The reference's expression, evaluated on the host: the device then uses
   // bit-identical frequencies.
-  // Uploaded once per (pairs, d, theta) and kept: a constant of the model.
-  float*& d_freq = reinterpret_cast<float*&>(rope_freqs[{pairs, d, c.attrs.rope_theta}]);
+  // Uploaded once per (pairs, width, theta) and kept: a constant of the model.
+  float*& d_freq = reinterpret_cast<float*&>(rope_freqs[{pairs, width, c.attrs.rope_theta}]);
   if (!d_freq && pairs > 0) {
     std::vector<float> inv_freq(static_cast<size_t>(pairs));
     for (int i = 0; i < pairs; ++i)
-      inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
+      inv_freq[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(width));
     void* p = nullptr;
     outside_capture("cudaMalloc (inverse frequencies)");
     check(cudaMalloc(&p, size_t(pairs) * 4), "cudaMalloc (inverse frequencies)");
@@ -257,7 +262,50 @@ void CudaBackend::Impl::rope(const OpCall& c) {
   auto* d_pos = static_cast<int32_t*>(input(pos, "input 1 (positions)"));
   auto* out = static_cast<float*>(alloc_output(0));
   if (heads * d > 0)
-    launched("rope", k::launch_rope(stream, d_x, d_pos, d_freq, M, heads, d, pairs, out), {d_x, d_pos, d_freq, out});
+    launched("rope", k::launch_rope(stream, d_x, d_pos, d_freq, M, heads, d, pairs, two_d, out),
+             {d_x, d_pos, d_freq, out});
+  download(0, out);
+}
+
+// (x - shift) · scale per column (ops/op.h affine).
+void CudaBackend::Impl::affine(const OpCall& c) {
+  const Tensor& x = *c.in[0];
+  const int64_t M = x.dim(0), H = x.dim(1);
+  k::WType st, sct;
+  const void* shift = weight(*c.w[0], &st);
+  const void* scale = weight(*c.w[1], &sct);
+  auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  launched("affine", k::launch_affine(stream, d_x, M, H, shift, st, scale, sct, out), {d_x, shift, scale, out});
+  download(0, out);
+}
+
+// The rows of each cell summed in row order (ops/op.h pool_cells). Cell ids
+// the host holds were checked by prepare_op; ids an earlier op left on the
+// device add nothing where out of range.
+void CudaBackend::Impl::pool_cells(const OpCall& c) {
+  const Tensor &x = *c.in[0], &cells = *c.in[1];
+  const int64_t N = x.dim(0), H = x.dim(1), C = c.attrs.out_rows;
+  auto* d_x = static_cast<float*>(input(x, "input 0 (x)"));
+  auto* d_cells = static_cast<int32_t*>(input(cells, "input 1 (cells)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  launched("pool_cells", k::launch_pool_cells(stream, d_x, d_cells, N, H, C, c.attrs.scale, out), {d_x, d_cells, out});
+  download(0, out);
+}
+
+// base copied on the device, then the source rows written over their rows
+// (ops/op.h scatter_rows): the prompt's embeddings never leave the device.
+void CudaBackend::Impl::scatter_rows(const OpCall& c) {
+  const Tensor &base = *c.in[0], &src = *c.in[1], &rows = *c.in[2];
+  const int64_t T = base.dim(0), H = base.dim(1), n = src.dim(0);
+  auto* d_base = static_cast<float*>(input(base, "input 0 (base)"));
+  auto* d_src = static_cast<float*>(input(src, "input 1 (src)"));
+  auto* d_rows = static_cast<int32_t*>(input(rows, "input 2 (rows)"));
+  auto* out = static_cast<float*>(alloc_output(0));
+  if (T * H > 0) {
+    copy_device(out, d_base, T * H * 4);
+    launched("scatter_rows", k::launch_scatter_rows(stream, d_src, d_rows, n, T, H, out), {d_src, d_rows, out});
+  }
   download(0, out);
 }
 
@@ -284,6 +332,9 @@ void CudaBackend::Impl::attention(const OpCall& c) {
     a.keys[i].pos = static_cast<const int32_t*>(input(*part.pos, kNames[i][2])) + part.first;
     a.keys[i].rows = part.rows;
   }
+  // The block masks' ids, one per new row (docs/model.md §7.7).
+  const Tensor* blocks = attention_blocks(c);
+  const auto* d_blocks = blocks ? static_cast<const int32_t*>(input(*blocks, "last input (blocks)")) : nullptr;
   auto* out = static_cast<float*>(alloc_output(0));
   if (M > 0 && Hq > 0 && d > 0) {
     if (S == 0) {
@@ -299,15 +350,17 @@ void CudaBackend::Impl::attention(const OpCall& c) {
       a.mask = int(c.attrs.mask);
       a.window = c.attrs.window;
       a.first_canvas_pos = c.attrs.first_canvas_pos;
+      a.blocks = d_blocks;
       // The dot mode: on the bf16 tensor cores where the head dim allows,
       // with the CPU dot mode's roundings either way.
       a.round_bf16 = opt.bf16_dot;
       const bool tc = opt.bf16_dot && k::tc_attention_supported(d);
       launched(tc ? "attention.tensor_cores" : "attention.flash",
                tc ? k::launch_tc_attention(stream, a) : k::launch_flash_attention(stream, a),
-               {d_q, d_qpos, a.keys[0].k, a.keys[0].v, a.keys[0].pos, a.keys[1].k, a.keys[1].v, a.keys[1].pos, out});
+               {d_q, d_qpos, a.keys[0].k, a.keys[0].v, a.keys[0].pos, a.keys[1].k, a.keys[1].v, a.keys[1].pos, d_blocks,
+                out});
     } else {
-      attention_products(c, a.keys, d_q, d_qpos, out);
+      attention_products(c, a.keys, d_q, d_qpos, d_blocks, out);
     }
   }
   download(0, out);
@@ -324,7 +377,7 @@ void CudaBackend::Impl::attention(const OpCall& c) {
 // v_g, i.e. out_hᵀ (d×rows) = v_gᵀ (d×S, ld Hk·d) · p_hᵀ (S×rows, ld S).
 // The scores are head-major [Hq, rows, S].
 void CudaBackend::Impl::attention_products(const OpCall& c, const k::FlashKeys (&segments)[2], const float* d_q,
-                                           const int32_t* d_qpos, float* out) {
+                                           const int32_t* d_qpos, const int32_t* d_blocks, float* out) {
   const Tensor& q = *c.in[0];
   const int64_t M = q.dim(0), Hq = q.dim(1), d = q.dim(2), Hk = c.in[1]->dim(1);
   const int64_t S = segments[0].rows + segments[1].rows, row = Hk * d;
@@ -383,8 +436,8 @@ void CudaBackend::Impl::attention_products(const OpCall& c, const k::FlashKeys (
     }
     launched("attention.softmax",
              k::launch_attention_softmax(stream, scores, d_qpos, d_kpos, m0, rows, Hq, S, int(c.attrs.mask),
-                                         c.attrs.window, c.attrs.first_canvas_pos),
-             {scores, d_qpos, d_kpos}, detail);
+                                         c.attrs.window, c.attrs.first_canvas_pos, d_blocks, segments[0].rows),
+             {scores, d_qpos, d_kpos, d_blocks}, detail);
     if (bf16) pa = to_bf16(scores, rows * Hq * S, "workspace (probabilities in bf16)");
     for (int64_t j = 0; j < G; ++j) {
       Gemm g;

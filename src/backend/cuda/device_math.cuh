@@ -146,15 +146,31 @@ __device__ __forceinline__ float round_to(float f, WType t) {
   }
 }
 
-// Whether query position qpos sees key position kpos (ops/op.h AttentionMask).
-__device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos,
-                                        int32_t kpos) {
+// Whether query position qpos sees key position kpos (ops/op.h AttentionMask;
+// docs/model.md §7.7 for the block masks). qblock and kblock: the image
+// blocks of the query and the key (-1: none, and always -1 without a block
+// mask).
+__device__ __forceinline__ bool visible(int mask, int64_t window, int64_t first_canvas_pos, int32_t qpos, int32_t kpos,
+                                        int32_t qblock = -1, int32_t kblock = -1) {
+  const bool same_block = qblock >= 0 && qblock == kblock;
   switch (mask) {
     case kMaskNone: return true;
     case kMaskCausalWindow: return kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window);
     case kMaskCommittedWindow: return kpos >= first_canvas_pos || int64_t(kpos) > int64_t(qpos) - window;
+    case kMaskCausalWindowBlocks: return same_block || (kpos <= qpos && (window == 0 || int64_t(qpos) - kpos < window));
+    case kMaskJaxBlocks: {
+      const int64_t gap = int64_t(qpos) - int64_t(kpos);
+      return (kpos <= qpos || same_block) && (gap < 0 ? -gap : gap) < window;
+    }
   }
   return false;
+}
+
+// The block of attention key s (ops/op.h attention_blocks): a new row's
+// entry of `blocks`; the cache's keys (s < cached), or any key without a
+// blocks input, -1.
+__device__ __forceinline__ int32_t key_block(const int32_t* blocks, int64_t cached, int64_t s) {
+  return blocks && s >= cached ? blocks[s - cached] : -1;
 }
 
 // Attention key s of the two segments (cache rows, then new rows; ops/op.h

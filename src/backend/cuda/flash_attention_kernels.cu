@@ -61,6 +61,7 @@ __global__ void flash_attention_kernel(FlashArgs a) {
   constexpr int BK = Tile::keys, LD = Tile::ld, R = kRowsPerWarp, P = Tile::pairs;
   __shared__ float tile[BK * LD];  // K rows, then V rows, of the tile's keys
   __shared__ int32_t tile_pos[BK];
+  __shared__ int32_t tile_block[BK];  // the keys' blocks (block masks; else -1)
   __shared__ float probs[kWarps][R][BK];
   __shared__ float row_scale[kWarps][R];
 
@@ -72,7 +73,7 @@ __global__ void flash_attention_kernel(FlashArgs a) {
   // The warp's rows: query row pointers and positions (dead rows past the
   // end compute on row 0 and are never written).
   const float* qrow[R];
-  int32_t qp[R];
+  int32_t qp[R], qb[R];
   bool live[R];
   DGEMMA_UNROLL for (int r = 0; r < R; ++r) {
     const int64_t t = t0 + r;
@@ -80,6 +81,7 @@ __global__ void flash_attention_kernel(FlashArgs a) {
     const int64_t m = live[r] ? t / G : 0, h = kh * G + (live[r] ? t % G : 0);
     qrow[r] = a.q + (m * a.Hq + h) * d;
     qp[r] = a.qpos[m];
+    qb[r] = a.blocks ? a.blocks[m] : -1;
   }
   // This lane's score pairs: key c, rows pr[i] (the lanes of a row are one
   // segment of BK lanes, so shuffles of width BK reduce over them).
@@ -104,12 +106,14 @@ __global__ void flash_attention_kernel(FlashArgs a) {
     if (threadIdx.x < n) {
       const int64_t s = s0 + threadIdx.x;
       tile_pos[threadIdx.x] = s < a.keys[0].rows ? a.keys[0].pos[s] : a.keys[1].pos[s - a.keys[0].rows];
+      tile_block[threadIdx.x] = key_block(a.blocks, a.keys[0].rows, s);
     }
     __syncthreads();
     DGEMMA_UNROLL for (int i = 0; i < P; ++i) {
       const int r = pr[i];
       float s = -INFINITY;
-      if (pick(live, r) && c < n && visible(a.mask, a.window, a.first_canvas_pos, pick(qp, r), tile_pos[c])) {
+      if (pick(live, r) && c < n &&
+          visible(a.mask, a.window, a.first_canvas_pos, pick(qp, r), tile_pos[c], pick(qb, r), tile_block[c])) {
         const float *kr = tile + c * LD, *qr = pick(qrow, r);
         float acc = 0.0f;
         if (a.round_bf16)

@@ -1,10 +1,15 @@
 // Flash-style attention on the bf16 tensor cores, the dot mode's attention
-// (CudaBackendOptions::bf16_dot; head dims that are multiples of 16, up to
+// (CudaBackendOptions::bf16_dot; head dims that are multiples of 8, up to
 // 512). The algorithm of flash_attention_kernels.cu with the CPU dot mode's
 // rounding points (backend/cpu/ops-inl.h attention_tile_impl, AttnArgs::round_bf16):
 // Q, K and V rounded to bf16, scores and their sums in fp32, the
 // probabilities P of each key tile rounded to bf16 for P·V while the row sums
 // add the unrounded ones.
+//
+// A head dim that is not a multiple of 16 (the vision tower's 72) runs as the
+// next multiple, dp: the tiles hold zeros in the columns [d, dp) of Q, K and
+// V, which add exact zeros to every score and fill output columns that are
+// never written, so the result is the unpadded attention's.
 //
 // Work split: block (x, y) takes kTcRows = 16 rows t of KV head y (row t:
 // query m = t / G of query head y·G + t % G, as the fp32 kernel), one wmma
@@ -43,36 +48,38 @@ constexpr int kLdS = kTcKeys + 4, kLdP = kTcKeys + 8;
 
 // The dynamic shared memory of head dim d, in 256-byte aligned sections.
 struct TcLayout {
+  int64_t dp;       // d padded to a multiple of 16 (the wmma tiles' width)
   int64_t ld, ldo;  // bf16 row stride of Q and K/V; fp32 row stride of O
   int64_t q, kv, o, s, p, state, bytes;
   explicit __host__ __device__ TcLayout(int64_t d) {
     auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
-    ld = d + 8;
-    ldo = d + 4;
+    dp = (d + 15) / 16 * 16;
+    ld = dp + 8;
+    ldo = dp + 4;
     q = 0;
     kv = q + align(kTcRows * ld * 2);
     o = kv + align(kTcKeys * ld * 2);
     s = o + align(kTcRows * ldo * 4);
     p = s + align(2 * kTcRows * kLdS * 4);
     state = p + align(kTcRows * kLdP * 2);
-    bytes = state + align((3 * kTcRows + kTcKeys + 1) * 4);
+    bytes = state + align((3 * kTcRows + 2 * kTcKeys + 1) * 4);
   }
 };
 
 __device__ __forceinline__ __nv_bfloat16 to_bf16(float f) { return __ushort_as_bfloat16(bf16_bits(f)); }
 
 // Rows [0, n) of the tile from K (values false) or V, rounded to bf16; rows
-// past n are zeros. Returns (block-wide, after a barrier) whether a loaded
-// value is not finite.
+// past n, and the padding columns [d, dp), are zeros. Returns (block-wide,
+// after a barrier) whether a loaded value is not finite.
 __device__ bool load_keys(const FlashArgs& a, bool values, int64_t s0, int64_t n, int64_t kh, __nv_bfloat16* kv,
-                          int64_t ld, int* flag) {
+                          int64_t ld, int64_t dp, int* flag) {
   const int64_t d = a.d;
   if (threadIdx.x == 0) *flag = 0;
   __syncthreads();
   bool special = false;
-  for (int64_t e = threadIdx.x; e < kTcKeys * d; e += kTcThreads) {
-    const int64_t kc = e / d, j = e % d;
-    const float v = kc < n ? key_row(a, values, s0 + kc, kh)[j] : 0.0f;
+  for (int64_t e = threadIdx.x; e < kTcKeys * dp; e += kTcThreads) {
+    const int64_t kc = e / dp, j = e % dp;
+    const float v = kc < n && j < d ? key_row(a, values, s0 + kc, kh)[j] : 0.0f;
     special = special || !isfinite(v);
     kv[kc * ld + j] = to_bf16(v);
   }
@@ -95,14 +102,16 @@ __global__ void tc_attention_kernel(FlashArgs a) {
   float* row_sum = row_max + kTcRows;
   float* row_scale = row_sum + kTcRows;
   auto* key_pos = reinterpret_cast<int32_t*>(row_scale + kTcRows);
-  int* flag = key_pos + kTcKeys;
+  int32_t* key_blk = key_pos + kTcKeys;  // the keys' blocks (block masks; else -1)
+  int* flag = key_blk + kTcKeys;
+  const int64_t dp = L.dp;
   const int tid = int(threadIdx.x), warp = tid / 32;
 
   // The block's query rows (dead rows past the end are zeros, never written).
-  for (int64_t e = tid; e < kTcRows * d; e += kTcThreads) {
-    const int64_t r = e / d, j = e % d, t = t0 + r;
+  for (int64_t e = tid; e < kTcRows * dp; e += kTcThreads) {
+    const int64_t r = e / dp, j = e % dp, t = t0 + r;
     float v = 0.0f;
-    if (t < rows) v = a.q[((t / G) * a.Hq + kh * G + t % G) * d + j];
+    if (t < rows && j < d) v = a.q[((t / G) * a.Hq + kh * G + t % G) * d + j];
     qs[r * L.ld + j] = to_bf16(v);
   }
   for (int64_t e = tid; e < kTcRows * L.ldo; e += kTcThreads) os[e] = 0.0f;
@@ -115,21 +124,23 @@ __global__ void tc_attention_kernel(FlashArgs a) {
   const int64_t my_t = t0 + my_row;
   const bool my_live = my_t < rows;
   const int32_t my_qpos = my_live ? a.qpos[my_t / G] : 0;
+  const int32_t my_block = my_live && a.blocks ? a.blocks[my_t / G] : -1;
 
   for (int64_t s0 = 0; s0 < S; s0 += kTcKeys) {
     const int64_t n = S - s0 < kTcKeys ? S - s0 : kTcKeys;
     if (tid < n) {
       const int64_t s = s0 + tid;
       key_pos[tid] = s < a.keys[0].rows ? a.keys[0].pos[s] : a.keys[1].pos[s - a.keys[0].rows];
+      key_blk[tid] = key_block(a.blocks, a.keys[0].rows, s);
     }
-    load_keys(a, false, s0, n, kh, kv, L.ld, flag);  // (its barrier also publishes key_pos, qs, os)
+    load_keys(a, false, s0, n, kh, kv, L.ld, dp, flag);  // (its barrier also publishes key_pos, qs, os)
 
     // 2. Partial scores: key half w % 2, head-dim chunks c ≡ w / 2 (mod 2).
     {
       const int half = warp % 2, part = warp / 2;
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::fill_fragment(acc, 0.0f);
-      for (int64_t c = part * 16; c < d; c += 32) {
+      for (int64_t c = part * 16; c < dp; c += 32) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> kf;
         wmma::load_matrix_sync(qf, qs + c, unsigned(L.ld));
@@ -147,7 +158,8 @@ __global__ void tc_attention_kernel(FlashArgs a) {
       DGEMMA_UNROLL for (int i = 0; i < kKeysPerThread; ++i) {
         const int c = my_sub + i * kThreadsPerRow;
         s[i] = -INFINITY;
-        if (my_live && c < n && visible(a.mask, a.window, a.first_canvas_pos, my_qpos, key_pos[c]))
+        if (my_live && c < n &&
+            visible(a.mask, a.window, a.first_canvas_pos, my_qpos, key_pos[c], my_block, key_blk[c]))
           s[i] = ss[my_row * kLdS + c] + ss[kTcRows * kLdS + my_row * kLdS + c];
         tile_max = fmaxf(tile_max, s[i]);
       }
@@ -172,7 +184,7 @@ __global__ void tc_attention_kernel(FlashArgs a) {
     }
 
     // 4. V in K's place; the output rows rescaled.
-    const bool special = load_keys(a, true, s0, n, kh, kv, L.ld, flag);
+    const bool special = load_keys(a, true, s0, n, kh, kv, L.ld, dp, flag);
     for (int64_t e = tid; e < kTcRows * d; e += kTcThreads) {
       const int64_t r = e / d, j = e % d;
       os[r * L.ldo + j] *= row_scale[r];
@@ -181,7 +193,7 @@ __global__ void tc_attention_kernel(FlashArgs a) {
 
     // 5. O += P·V.
     if (!special) {
-      for (int64_t ct = warp; ct < d / 16; ct += kTcThreads / 32) {
+      for (int64_t ct = warp; ct < dp / 16; ct += kTcThreads / 32) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
         wmma::load_matrix_sync(acc, os + ct * 16, unsigned(L.ldo), wmma::mem_row_major);
         for (int kk = 0; kk < kTcKeys; kk += 16) {
@@ -218,7 +230,7 @@ __global__ void tc_attention_kernel(FlashArgs a) {
 
 }  // namespace
 
-bool tc_attention_supported(int64_t d) { return d > 0 && d % 16 == 0 && d <= kFlashMaxHeadDim; }
+bool tc_attention_supported(int64_t d) { return d > 0 && d % 8 == 0 && d <= kFlashMaxHeadDim; }
 
 LaunchShape launch_tc_attention(cudaStream_t stream, const FlashArgs& a) {
   LaunchShape s;

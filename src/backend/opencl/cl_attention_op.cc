@@ -14,6 +14,8 @@ int mask_code(AttentionMask mask) {  // kernels_attention.cl MASK_*
     case AttentionMask::kNone: return 0;
     case AttentionMask::kCausalWindow: return 1;
     case AttentionMask::kCommittedWindow: return 2;
+    case AttentionMask::kCausalWindowBlocks: return 3;
+    case AttentionMask::kJaxBlocks: return 4;
   }
   throw Error("opencl backend: internal: unknown attention mask " + std::to_string(int(mask)));
 }
@@ -48,9 +50,14 @@ void run_attention(ClOp& op) {
   }
   const int hq = int(Hq), hk = int(Hk), dd = int(d), mask = mask_code(c.attrs.mask), window = c.attrs.window;
   const cl_long first_canvas_pos = c.attrs.first_canvas_pos;
+  // The block masks' ids, one per new row (docs/model.md §7.7); any buffer
+  // stands in (unread) for the other masks.
+  const Tensor* block_ids = attention_blocks(c);
+  const cl_mem blocks = block_ids ? op.input(c.in.size() - 1) : qpos;
+  const int has_blocks = block_ids ? 1 : 0;
   const size_t group = size_t(op.runtime().norm_group());
   op.launch("attention", {size_t(M * Hq) * group}, {group}, qb, qpos, k0, v0, pos0, first0, rows0, k1, v1, pos1, rows1,
-            out, hq, hk, dd, mask, window, first_canvas_pos);
+            out, hq, hk, dd, mask, window, first_canvas_pos, blocks, has_blocks);
 }
 
 }  // namespace dgemma::opencl

@@ -41,7 +41,10 @@ bool implemented_on_opencl(OpKind kind) {
     case OpKind::kSample: return true;
     case OpKind::kAttention:
     case OpKind::kSoftEmbedding:
-    case OpKind::kRouterTopk: return true;
+    case OpKind::kRouterTopk:
+    case OpKind::kAffine:
+    case OpKind::kPoolCells:
+    case OpKind::kScatterRows: return true;
     default: return false;
   }
 }
@@ -62,6 +65,9 @@ void run_op(ClOp& op) {
     case OpKind::kAttention: return run_attention(op);
     case OpKind::kSoftEmbedding: return run_soft_embedding(op);
     case OpKind::kRouterTopk: return run_router_topk(op);
+    case OpKind::kAffine: return run_affine(op);
+    case OpKind::kPoolCells: return run_pool_cells(op);
+    case OpKind::kScatterRows: return run_scatter_rows(op);
     default:
       throw Error("opencl backend: " + std::string(op_name(op.call().kind)) + " is not yet on OpenCL (" + op.where() +
                   ")");

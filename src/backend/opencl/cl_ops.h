@@ -39,5 +39,9 @@ void run_attention(ClOp& op);
 void run_soft_embedding(ClOp& op);
 // cl_router_op.cc
 void run_router_topk(ClOp& op);
+// cl_vision_ops.cc
+void run_affine(ClOp& op);
+void run_pool_cells(ClOp& op);
+void run_scatter_rows(ClOp& op);
 
 }  // namespace dgemma::opencl

@@ -51,6 +51,8 @@ void run_rms_norm(ClOp& op) {
             eps);
 }
 
+// 2-D positions (pos [M, 2], the vision tower's, docs/model.md §7.3): each
+// half of a head is a split-half RoPE of width d / 2 with its own position.
 void run_rope(ClOp& op) {
   const OpCall& c = op.call();
   const Tensor& x = *c.in[0];
@@ -58,23 +60,26 @@ void run_rope(ClOp& op) {
   if (x.numel() == 0) return;
   const cl_mem in = op.input(0), out = op.output(0);
   const int pairs = c.attrs.rope_pairs;
-  if (pairs == 0 || d < 2) {  // no rotation: a copy
+  const int parts = c.in[1]->shape.size() == 2 ? 2 : 1;
+  const int64_t width = d / parts;  // the rotated width
+  if (pairs == 0 || width < 2) {    // no rotation: a copy
     op.copy(in, 0, out, 0, size_t(x.numel()) * 4);
     return;
   }
   // The frequencies as the reference computes them (fp32 pow on the host),
-  // once per (pairs, head dim, theta).
+  // once per (pairs, width, theta).
   auto inv_freq = [&] {
     std::vector<float> f(static_cast<size_t>(pairs));
-    for (int i = 0; i < pairs; ++i) f[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(d));
+    for (int i = 0; i < pairs; ++i)
+      f[size_t(i)] = 1.0f / std::pow(float(c.attrs.rope_theta), float(2 * i) / float(width));
     return f;
   };
   char key[96];
-  std::snprintf(key, sizeof key, "rope %d %lld %.17g", pairs, static_cast<long long>(d), c.attrs.rope_theta);
+  std::snprintf(key, sizeof key, "rope %d %lld %.17g", pairs, static_cast<long long>(width), c.attrs.rope_theta);
   const cl_mem pos = op.input(1), f = op.runtime().constant(key, inv_freq, "rope frequencies of " + op.where());
-  const int n = as_int(M * heads * (d / 2), "pair count", op);
+  const int n = as_int(M * heads * parts * (width / 2), "pair count", op);
   const int h = int(heads), dd = int(d);
-  op.launch("rope", {size_t(n)}, {kGroup}, in, pos, f, out, h, dd, pairs, n);
+  op.launch("rope", {size_t(n)}, {kGroup}, in, pos, f, out, h, dd, pairs, parts, n);
 }
 
 void run_elementwise(ClOp& op, const char* kernel) {

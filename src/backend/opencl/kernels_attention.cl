@@ -7,10 +7,21 @@
 #define MASK_NONE 0
 #define MASK_CAUSAL_WINDOW 1
 #define MASK_COMMITTED_WINDOW 2
+#define MASK_CAUSAL_WINDOW_BLOCKS 3
+#define MASK_JAX_BLOCKS 4
 
-int attention_visible(int mask, int window, long first_canvas_pos, int qpos, int kpos) {
-  if (mask == MASK_CAUSAL_WINDOW) return kpos <= qpos && (window == 0 || (long)qpos - (long)kpos < (long)window);
+// qblock, kblock: the image blocks of the query and the key (docs/model.md
+// §7.7; -1 none, and always -1 without a block mask).
+int attention_visible(int mask, int window, long first_canvas_pos, int qpos, int kpos, int qblock, int kblock) {
+  const int causal_window = kpos <= qpos && (window == 0 || (long)qpos - (long)kpos < (long)window);
+  const int same_block = qblock >= 0 && qblock == kblock;
+  if (mask == MASK_CAUSAL_WINDOW) return causal_window;
   if (mask == MASK_COMMITTED_WINDOW) return (long)kpos >= first_canvas_pos || (long)kpos > (long)qpos - (long)window;
+  if (mask == MASK_CAUSAL_WINDOW_BLOCKS) return same_block || causal_window;
+  if (mask == MASK_JAX_BLOCKS) {
+    const long gap = (long)qpos - (long)kpos;
+    return (kpos <= qpos || same_block) && (gap < 0 ? -gap : gap) < (long)window;
+  }
   return 1;
 }
 
@@ -35,10 +46,12 @@ float attention_dot(__global const float* a, __global const float* b, int n) {
 #define ATTENTION_ROW(s)                                                             \
   (((size_t)((s) < rows0 ? first0 + (s) : (s) - rows0) * (size_t)Hk + (size_t)kh) * (size_t)d)
 #define ATTENTION_POS(s) ((s) < rows0 ? pos0[first0 + (s)] : pos1[(s) - rows0])
+// Key s's block: the cache's keys have none, a new row's is in blocks.
+#define ATTENTION_BLOCK(s) (has_blocks && (s) >= rows0 ? blocks[(s) - rows0] : -1)
 
 // Key s's score for the work-group's query, or -INFINITY where masked.
 #define ATTENTION_SCORE(s)                                                                              \
-  (attention_visible(mask, window, first_canvas_pos, qp, ATTENTION_POS(s))                              \
+  (attention_visible(mask, window, first_canvas_pos, qp, ATTENTION_POS(s), qb, ATTENTION_BLOCK(s))     \
        ? attention_dot(qr, ((s) < rows0 ? k0 : k1) + ATTENTION_ROW(s), d)                               \
        : -INFINITY)
 
@@ -59,7 +72,7 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void attention(
     __global const float* q, __global const int* qpos, __global const float* k0, __global const float* v0,
     __global const int* pos0, int first0, int rows0, __global const float* k1, __global const float* v1,
     __global const int* pos1, int rows1, __global float* out, int Hq, int Hk, int d, int mask, int window,
-    long first_canvas_pos) {
+    long first_canvas_pos, __global const int* blocks, int has_blocks) {
   __local float red[NORM_WG];
   __local float weight[NORM_WG];
   const int l = get_local_id(0);
@@ -67,6 +80,7 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void attention(
   const int m = mh / Hq, h = mh - m * Hq, kh = h / (Hq / Hk);
   const int S = rows0 + rows1;
   const int qp = qpos[m];
+  const int qb = has_blocks ? blocks[m] : -1;
   __global const float* qr = q + (size_t)mh * (size_t)d;
   __global float* o = out + (size_t)mh * (size_t)d;
 

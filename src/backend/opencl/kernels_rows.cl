@@ -61,26 +61,28 @@ RMS_NORM(f16)
 
 // rope (docs/model.md §1.4): split-half pairs (i, i + d/2) of each head rotated
 // by pos·inv_freq[i] for i < pairs, copied beyond; one work-item per pair.
-// inv_freq comes from the host, computed as the reference computes it.
+// inv_freq comes from the host, computed as the reference computes it. With
+// parts = 2 (2-D positions pos[m, 2], docs/model.md §7.3) each head is two
+// runs of width d / 2, run p a split-half RoPE by pos[m, p].
 __kernel void rope(__global const float* x, __global const int* pos, __global const float* inv_freq,
-                   __global float* out, int heads, int d, int pairs, int n) {
+                   __global float* out, int heads, int d, int pairs, int parts, int n) {
   const int g = get_global_id(0);
   if (g >= n) return;
-  const int half_d = d / 2;
-  const int i = g % half_d, row = g / half_d, m = row / heads;
-  __global const float* xi = x + (size_t)row * (size_t)d;
-  __global float* o = out + (size_t)row * (size_t)d;
-  const float a = xi[i], b = xi[i + half_d];
+  const int width = d / parts, half_w = width / 2;
+  const int i = g % half_w, run = g / half_w, part = run % parts, row = run / parts, m = row / heads;
+  __global const float* xi = x + (size_t)row * (size_t)d + (size_t)(part * width);
+  __global float* o = out + (size_t)row * (size_t)d + (size_t)(part * width);
+  const float a = xi[i], b = xi[i + half_w];
   if (i < pairs) {
-    const float ang = (float)pos[m] * inv_freq[i];
+    const float ang = (float)pos[m * parts + part] * inv_freq[i];
     const float cs = cos(ang), sn = sin(ang);
     o[i] = a * cs - b * sn;
-    o[i + half_d] = b * cs + a * sn;
+    o[i + half_w] = b * cs + a * sn;
   } else {
     o[i] = a;
-    o[i + half_d] = b;
+    o[i + half_w] = b;
   }
-  if (i == 0 && (d & 1)) o[d - 1] = xi[d - 1];  // an odd head dim's last element has no pair
+  if (i == 0 && (width & 1)) o[width - 1] = xi[width - 1];  // an odd width's last element has no pair
 }
 
 // gelu_pytorch_tanh (docs/model.md §1.5), as the reference writes it.

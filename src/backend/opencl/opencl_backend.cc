@@ -75,11 +75,6 @@ bool opencl_supports(const OpCall& call, std::string* why) {
   };
   if (!opencl::implemented_on_opencl(call.kind))
     return refuse(std::string(op_name(call.kind)) + " is not yet on OpenCL");
-  // The vision tower's forms of rope and attention (docs/model.md §7.3, §7.7).
-  if (call.kind == OpKind::kRope && call.in.size() == 2 && call.in[1] && call.in[1]->shape.size() == 2)
-    return refuse("rope with 2-D positions is not yet on OpenCL");
-  if (call.kind == OpKind::kAttention && mask_uses_blocks(call.attrs.mask))
-    return refuse("attention with an image-blocks mask is not yet on OpenCL");
   // Quantized and FP8 weights: the ops whose kernels decode them (docs/opencl.md §3).
   const bool fp8 = call.kind == OpKind::kLinear || call.kind == OpKind::kEmbedding;
   const bool decodes = fp8 || call.kind == OpKind::kMoeExperts || call.kind == OpKind::kSoftEmbedding;
