@@ -36,7 +36,8 @@ int run_compare(const Args& args) {
   FlagParser p("dgemma compare EXPECTED.safetensors ACTUAL.safetensors [--atol X] [--rtol X] [--rows N] [--json]",
                "Compares every tensor of EXPECTED that ACTUAL also has: max absolute and relative error,\n"
                "elements outside atol + rtol*|expected|, and argmax agreement along the last axis.\n"
-               "Input tensors (input_ids, *_position_ids, decoder_input_ids, self_conditioning_logits) are\n"
+               "Input tensors (input_ids, *_position_ids, decoder_input_ids, self_conditioning_logits,\n"
+               "pixel_values, image_position_ids, mm_token_type_ids) are\n"
                "skipped. Exits 1 when any tensor is out of tolerance, has another element count, has a NaN\n"
                "where the other has none, or an argmax differs, or a tensor is missing from ACTUAL.");
   p.add_double("--atol", &atol, "absolute tolerance");
@@ -57,7 +58,8 @@ int run_compare(const Args& args) {
     std::printf("%-44s %12s %12s %10s %8s  %s\n", "tensor", "max_abs", "max_rel", "mismatch", "argmax", "ok");
   for (const auto& name : a.names()) {
     if (name == "input_ids" || name == "position_ids" || name == "decoder_input_ids" ||
-        name == "decoder_position_ids" || name == "self_conditioning_logits")
+        name == "decoder_position_ids" || name == "self_conditioning_logits" || name == "pixel_values" ||
+        name == "image_position_ids" || name == "mm_token_type_ids")
       continue;
     const TensorView* vb = b.find(name);
     if (!vb) {
