@@ -92,7 +92,7 @@ json::Value model_config_json() {
   return root;
 }
 
-// The image processor's settings for the tower (docs/image.md): patch size
+// The image processor's settings for the tower (docs/model.md §7.1): patch size
 // and pooling as the tower's, rescale to [0, 1], no normalization.
 json::Value preprocessor_config_json() {
   json::Value p = json::Object{};
