@@ -37,9 +37,9 @@ int run_compare(const Args& args) {
                "Compares every tensor of EXPECTED that ACTUAL also has: max absolute and relative error,\n"
                "elements outside atol + rtol*|expected|, and argmax agreement along the last axis.\n"
                "Input tensors (input_ids, *_position_ids, decoder_input_ids, self_conditioning_logits,\n"
-               "pixel_values, image_position_ids, mm_token_type_ids) are\n"
-               "skipped. Exits 1 when any tensor is out of tolerance, has another element count, has a NaN\n"
-               "where the other has none, or an argmax differs, or a tensor is missing from ACTUAL.");
+               "pixel_values, image_position_ids, mm_token_type_ids) are skipped. Exits 1 when any tensor is\n"
+               "out of tolerance, has another element count, has a NaN where the other has none, or an argmax\n"
+               "differs, or a tensor is missing from ACTUAL.");
   p.add_double("--atol", &atol, "absolute tolerance");
   p.add_double("--rtol", &rtol, "relative tolerance");
   p.add_bool("--json", &as_json, "one JSON object per tensor, then a summary object");

@@ -65,14 +65,14 @@ NamedTensors run_vision_case(DiffusionGemma& model, const std::string& file) {
   std::vector<VisionInput> images = vision_inputs_from_case(in, file, k);
   if (images.size() != 1)
     throw Error(file + ": a vision case holds one image, this one " + std::to_string(images.size()));
-  const int64_t max_patches = in.find("pixel_values")->shape()[1], max_cells = max_patches / (int64_t(k) * k);
   TapRecorder rec;
   model.set_observer(&rec);
   struct Reset {
     DiffusionGemma& m;
     ~Reset() { m.set_observer(nullptr); }
   } reset{model};
-  model.image_soft_tokens(images[0]);
+  model.image_soft_tokens(images[0]);  // first: throws for a model without a tower (k = 0)
+  const int64_t max_patches = in.find("pixel_values")->shape()[1], max_cells = max_patches / (int64_t(k) * k);
   NamedTensors out;
   for (const auto& [name, t] : rec.taps()) {
     if (name.rfind("vision.", 0) != 0) continue;

@@ -11,15 +11,17 @@ passed=0
 ok() { echo "ok: $1"; passed=$((passed + 1)); }
 
 out=$("$bin" inspect "$src/tests/data/golden_a")
-grep -q "total *381.256 K" <<<"$out" || { echo "$out"; exit 1; }
-grep -q "skipped *16 vision/audio tensors" <<<"$out"
+# The text model (381.256 K) and its one-layer vision tower (1544), which is loaded, not skipped.
+grep -q "total *382.800 K" <<<"$out" || { echo "$out"; exit 1; }
+grep -q "vision *1 layers, hidden 8" <<<"$out"
+grep -q "skipped *0 unused tensors" <<<"$out"
 ok "tiny checkpoint table"
 
 json=$("$bin" inspect "$src/tests/data/golden_a" --json --context 100)
 for key in parameters_total parameters_by_component bytes_by_dtype tie_groups skipped_tensors kv_cache_bytes; do
   grep -q "\"$key\"" <<<"$json" || { echo "missing $key"; exit 1; }
 done
-grep -q '"parameters_total": 381256' <<<"$json"
+grep -q '"parameters_total": 382800' <<<"$json"
 ok "tiny checkpoint json"
 
 "$bin" fixture sparse "$src/tests/data/configs/diffusiongemma-26b-a4b.config.json" "$tmp/dg26b" 2>/dev/null
@@ -30,8 +32,11 @@ ok "sparse fixture takes no disk ($used_kb KB for ~50 GB of tensors)"
 /usr/bin/time -f "%M" -o "$tmp/rss" "$bin" inspect "$tmp/dg26b" --json >"$tmp/big.json"
 rss_kb=$(tail -1 "$tmp/rss")
 total=$(grep -o '"parameters_total": [0-9]*' "$tmp/big.json" | grep -o '[0-9]*$')
-# 25.2 B parameters +-0.5 % (docs/model.md §1.1).
-[ "$total" -gt 25074000000 ] && [ "$total" -lt 25326000000 ] || { echo "parameters_total $total"; exit 1; }
+vision=$(grep -o '"vision_[a-z]*": [0-9]*' "$tmp/big.json" | head -2 | awk '{s += $2} END {print s}')
+# The text model: 25.2 B parameters +-0.5 % (docs/model.md §1.1); the tower 572,794,416 (§7.1).
+[ "$vision" -eq 572794416 ] || { echo "vision parameters $vision"; exit 1; }
+text=$((total - vision))
+[ "$text" -gt 25074000000 ] && [ "$text" -lt 25326000000 ] || { echo "text parameters $text"; exit 1; }
 [ "$rss_kb" -lt 204800 ] || { echo "peak RSS $rss_kb KB"; exit 1; }
 ok "full-size fake: $total parameters, peak RSS $rss_kb KB"
 
