@@ -34,7 +34,8 @@ int run_forward(const Args& args) {
                "  each token's k experts, in router order), as PTQ calibration observes them.\n"
                "  with input_ids also pixel_values [N,P,D], image_position_ids [N,P,2] (padding -1) and\n"
                "  mm_token_type_ids -> the vision tower, then the encoder pass over a prompt with N images\n"
-               "    (also vision.soft_tokens [n,H], encoder.merged_embeddings; docs/model.md §7.6, §7.7)\n"
+               "    (also vision.soft_tokens [n,H], encoder.merged_embeddings, encoder.mask.* [T,T];\n"
+               "     docs/model.md §7.6, §7.7)\n"
                "The encoder's mask over images: --image-mask, else the case's `mask_rule` (FILE.json next to\n"
                "  the input), else hf.\n"
                "Compare the result with `dgemma compare`.");

@@ -17,11 +17,16 @@ namespace dgemma {
 inline constexpr const char* kRealModelConfig = "diffusiongemma-26b-a4b.config.json";
 
 // config.json text of the real model cut to `layers` layers: the real
-// pattern (5 sliding, 1 full) with the last layer full, as the reference forces.
-std::string slice_config_json(int layers);
+// pattern (5 sliding, 1 full) with the last layer full, as the reference
+// forces; and its vision tower cut to `vision_layers` layers at the real
+// width (docs/model.md §7.1; 0: no tower). The vision_config stays as
+// abbreviated as the real one: loading reads the sizes it leaves out off the
+// tensors.
+std::string slice_config_json(int layers, int vision_layers = 2);
 
 // Writes config.json + model.safetensors of the slice to `dir` unless a
-// slice with the same config is already there. Returns dir.
-std::string ensure_model_slice(const std::string& dir, int layers = 2, uint64_t seed = 1);
+// slice with the same config is already there. Returns dir. The tower's
+// tensors take the published tower's sizes (checkpoint/vision_shapes.h).
+std::string ensure_model_slice(const std::string& dir, int layers = 2, uint64_t seed = 1, int vision_layers = 2);
 
 }  // namespace dgemma
