@@ -71,10 +71,13 @@ static inline void micro_group(int64_t kc, const float* a, const BT* b, float* c
     const float* ak = a + k * kMr;
 #if defined(DGEMMA_SIMD_AVX512)
     S::V bv[kNg];
-    load_b(b + k * kNr, bv);
+    if constexpr (NV == kNg)
+      load_b(b + k * kNr, bv);
+    else  // a narrow last group (micro below): its first NV vectors
+      for (int j = 0; j < NV; ++j) bv[j] = S::load(b + k * kNr + j * S::kLanes);
     S::V av[R];  // all broadcasts live at once: 32 registers leave room
     for (int r = 0; r < R; ++r) av[r] = S::set1(ak[r]);
-    for (int j = 0; j < kNg; ++j)
+    for (int j = 0; j < NV; ++j)
       for (int r = 0; r < R; ++r) acc[r][j] = S::fmadd(av[r], bv[j], acc[r][j]);
 #else
     for (int j0 = 0; j0 < NV; j0 += kNg) {
@@ -110,6 +113,11 @@ static inline void micro(int64_t kc, const float* a, const BT* b, float* c, int6
   if constexpr (3 * R <= kMr && kNg < kNv) {
     micro_group<R, kNv>(kc, a, b, c, ldc, cols, load_c);
   } else {
+#if defined(DGEMMA_SIMD_AVX512)
+    // A panel of at most one vector's columns (the tail of N, or of a head
+    // dim such as 72 = 2·32 + 8 in attention's P·V): one vector per row.
+    if (cols <= S::kLanes) return micro_group<R, 1>(kc, a, b, c, ldc, cols, load_c);
+#endif
     for (int g0 = 0; g0 < cols; g0 += kGw) micro_group<R, kNg>(kc, a, b + g0, c + g0, ldc, cols - g0, load_c);
   }
 }

@@ -247,7 +247,7 @@ static void attention_tile_impl(const AttnArgs& a, int64_t kh, int64_t t0, int64
     for (int64_t pd = 0; pd < dp / kNr; ++pd)
       for (int64_t mb = 0; mb < R; mb += kMr)
         micro_rows(int(s_min64(kMr, R - mb)), kbp, pp + mb * kbp, vp + (pd * sp + kb) * kNr, o + mb * dp + pd * kNr, dp,
-                   kNr, true);
+                   int(s_min64(kNr, d - pd * kNr)), true);  // O's columns past d stay 0
   }
   for (int64_t i = 0; i < R; ++i) {
     const int64_t t = t0 + i, m = t / G, h = kh * G + t % G;
