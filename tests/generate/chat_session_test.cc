@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -225,33 +226,60 @@ TEST(ChatSession, APictureIsEncodedWithItsTurnAndReusedAfter) {
             std::vector<int32_t>(ref.generated().begin(), ref.generated().end()));
 }
 
+// A model that only keeps the length of its cache and which pictures each
+// encoder pass got, and can truncate anywhere (no sliding window): the
+// session's reuse rule is what decides.
+class CacheOnlyModel : public DiffusionModel {
+ public:
+  int64_t vocab_size() const override { return 262144; }
+  int64_t canvas_length() const override { return 16; }
+  int64_t cache_length() const override { return length_; }
+  void encode(const std::vector<int32_t>& ids) override { length_ += int64_t(ids.size()); }
+  void encode_with_images(const std::vector<int32_t>& ids, std::span<const VisionInput> images) override {
+    encode(ids);
+    passes_with_images.push_back(images.size());
+  }
+  void decode(const int32_t*, const float*, float*) override {}
+  void truncate_cache(int64_t length) override { length_ = length; }
+  std::vector<size_t> passes_with_images;
+
+ private:
+  int64_t length_ = 0;
+};
+
 TEST(ChatSession, AnotherPictureOfTheSameSizeIsNotTakenFromTheCache) {
   const Tokenizer& tok = testing::default_model_tokenizer();
-  GenerationConfig config = chat_config();
-  config.max_new_tokens = 16;
-  auto model = load_model();
-  ChatSession chat(*model, tok, ChatTemplateKind::kAuto, "Be brief.", false);
+  CacheOnlyModel model;
+  ChatSession chat(model, tok, ChatTemplateKind::kAuto, "Be brief.", false);
   chat.set_image_tokens(kGemma4Images);
-  const auto turn = [&](const std::string& text, std::vector<VisionInput> pictures, uint64_t seed) {
+  const std::vector<int32_t> reply = {9259, 236761};  // "Hello."
+  const auto turn = [&](const std::string& text, std::vector<VisionInput> pictures) {
     const ChatSession::TurnInput in = chat.begin_turn(text, std::move(pictures));
-    RandomDraws d(seed);
-    const GenerationResult r = generate(*model, in.new_ids, config, d, nullptr, {}, in.images);
-    chat.end_turn(r, visible(r, config, config.max_new_tokens));
+    model.encode_with_images(in.new_ids, in.images);  // what generate() does first
+    GenerationResult r;
+    r.sequences = in.new_ids;
+    r.sequences.insert(r.sequences.end(), reply.begin(), reply.end());
+    r.prompt_length = int64_t(in.new_ids.size());
+    chat.end_turn(r, reply);
     return in;
   };
-  turn("One", {test_picture(40, 60, 1)}, 1);
-  turn("Two", {test_picture(40, 60, 2)}, 2);  // same size: the same ids as the first picture's
+  turn("One", {test_picture(40, 60, 1)});
+  turn("Two", {test_picture(40, 60, 2)});  // same size: the same ids as the first picture's
   // Room for the history so far plus a bit, not for a third turn: the first
   // is dropped, and the conversation now starts with the second picture
   // where the cache holds the first.
-  chat.set_context_limit(int64_t(chat.history().size()) + 16 + 4, 16);
+  chat.set_context_limit(int64_t(chat.history().size()) + 4, 0);
   const ChatSession::TurnInput t2 = chat.begin_turn("Three");
-  EXPECT_GE(t2.dropped_turns, 1);
+  EXPECT_EQ(t2.dropped_turns, 1);
+  EXPECT_FALSE(t2.cache_reset);
   ASSERT_EQ(t2.images.size(), 1u);
-  const auto run = std::find(chat.history().begin(), chat.history().end(), 258880);
-  ASSERT_NE(run, chat.history().end());
-  EXPECT_LE(t2.reused, int64_t(run - chat.history().begin()));  // the cache stops before the run
+  const int64_t run = int64_t(std::find(chat.history().begin(), chat.history().end(), 258880) - chat.history().begin());
+  ASSERT_LT(run, int64_t(chat.history().size()));
+  // The ids agree beyond the run (the same system turn, BOI, placeholders and
+  // EOI), but the cache holds the other picture there: reuse stops at the run.
+  EXPECT_EQ(t2.reused, run);
   EXPECT_EQ(std::count(t2.new_ids.begin(), t2.new_ids.end(), 258880), t2.images[0].n_soft);
+  EXPECT_EQ(model.cache_length(), run);
 }
 
 TEST(ChatSession, PicturesNeedTheModelsImageIds) {
