@@ -60,15 +60,14 @@ std::vector<VisionInput> vision_inputs_from_case(const TensorStore& in, const st
 }
 
 NamedTensors run_vision_taps(DiffusionGemma& model, const VisionInput& image, int64_t max_patches) {
-  const int k = model.config().vision.pooling_kernel_size;
-  const int64_t max_cells = max_patches / (int64_t(k) * k);
   TapRecorder rec;
   model.set_observer(&rec);
   struct Reset {
     DiffusionGemma& m;
     ~Reset() { m.set_observer(nullptr); }
   } reset{model};
-  model.image_soft_tokens(image);
+  model.image_soft_tokens(image);  // first: throws for a model without a tower (k = 0)
+  const int64_t k = model.config().vision.pooling_kernel_size, max_cells = max_patches / (k * k);
   NamedTensors out;
   for (const auto& [name, t] : rec.taps()) {
     if (name.rfind("vision.", 0) != 0) continue;
