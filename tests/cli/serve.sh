@@ -284,7 +284,7 @@ else
 fi
 
 # ---- the openai client: chat, stream, completions, stop, drafts, concurrency, cancellation, errors
-node "$NODE_DIR/client.mjs" "$BASE" "$MODEL" "$CONTENT" >"$TMP/client.out" 2>&1
+node "$NODE_DIR/client.mjs" "$BASE" "$MODEL" "$CONTENT" "$SRC/tests/data/golden_v/images" >"$TMP/client.out" 2>&1
 cat "$TMP/client.out" | grep -v ' passed, '
 pass=$((pass + $(grep -c '^ok ' "$TMP/client.out")))
 fail=$((fail + $(grep -c '^FAIL ' "$TMP/client.out")))
@@ -341,6 +341,33 @@ else
   bad "after cancellation: $STATUS $(cat "$TMP/body")"
 fi
 stop_server small
+
+# ---- images: remote URLs only with --allow-remote-images, and the limits (docs/server.md §8)
+python3 -u -m http.server --bind 127.0.0.1 --directory "$SRC/tests/data/golden_v/images" 0 >"$TMP/http.out" 2>&1 &
+HTTP_PID=$!
+for _ in $(seq 50); do grep -q "port" "$TMP/http.out" && break; sleep 0.1; done
+HTTP_PORT=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$TMP/http.out" | head -1)
+image_request() {  # image_request URL...: one user message with these pictures
+  local parts="" u
+  for u in "$@"; do parts="$parts{\"type\":\"image_url\",\"image_url\":{\"url\":\"$u\"}},"; done
+  post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":[$parts{\"type\":\"text\",\"text\":\"What?\"}]}],\"max_tokens\":4}"
+}
+if [ -n "$HTTP_PORT" ] && start_server images "${FAST[@]}" --allow-remote-images --max-images 1 --max-image-bytes 5000; then
+  image_request "http://127.0.0.1:$HTTP_PORT/png_up.png"
+  if [ "$STATUS" = 200 ]; then ok "--allow-remote-images: an http URL is fetched (200)"; else bad "remote fetch: $STATUS $(head -c 300 "$TMP/body")"; fi
+  image_request "http://127.0.0.1:$HTTP_PORT/missing.png"
+  expect_api_error "remote picture that answers 404" 400 "messages[0].content[0].image_url"
+  image_request "http://127.0.0.1:$HTTP_PORT/jpeg_exif.jpg"
+  expect_api_error "remote picture over --max-image-bytes" 400 "messages[0].content[0].image_url"
+  image_request "http://127.0.0.1:$HTTP_PORT/png_up.png" "http://127.0.0.1:$HTTP_PORT/png_up.png"
+  expect_api_error "two pictures over --max-images 1" 400 "messages"
+  image_request "file:///etc/passwd"
+  expect_api_error "a file: URL" 400 "messages[0].content[0].image_url"
+  stop_server images
+else
+  bad "no local HTTP server for the remote image test: $(cat "$TMP/http.out")"
+fi
+kill "$HTTP_PID" 2>/dev/null || true
 
 # ---- hostile traffic: a burst, slow clients, huge prompts, raw HTTP framing
 start_server hostile "${FAST[@]}" --parallel 1 --max-queue 8 || { echo "$pass passed, $fail failed"; exit 1; }

@@ -2,14 +2,16 @@
 // unmodified: models, chat (plain and streamed), completions, stop strings,
 // drafts, concurrent streams, cancellation, tool calling, errors.
 //
-// usage: node client.mjs BASE_URL MODEL CURL_CONTENT
+// usage: node client.mjs BASE_URL MODEL CURL_CONTENT IMAGE_DIR
 //   CURL_CONTENT: the content curl got for the chat request below (seed 7,
-//   max_tokens 5), which the client must reproduce exactly.
+//   max_tokens 5), which the client must reproduce exactly. IMAGE_DIR: the
+//   pictures the image requests send (tests/data/golden_v/images).
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import { bad, check, finish, metric, ok, step, waitFor } from './common.mjs';
 
-const [base, model, curlContent] = process.argv.slice(2);
+const [base, model, curlContent, imageDir] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
 const hello = [{ role: 'user', content: 'Hello' }];
 
@@ -208,7 +210,7 @@ await step('tools', async () => {
 
 // Pictures as data: URLs (docs/server.md §8); the default model has a small vision tower.
 const picture = (file, type) =>
-  `data:${type};base64,${readFileSync(new URL(`../../data/golden_v/images/${file}`, import.meta.url)).toString('base64')}`;
+  `data:${type};base64,${readFileSync(join(imageDir, file)).toString('base64')}`;
 const imageMessage = (url, text = 'What is in the picture?') =>
   [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text }] }];
 
@@ -232,7 +234,7 @@ await step('images', async () => {
   });
   check(jpeg.usage.completion_tokens === 5, 'two JPEG images in one message');
   // A broken picture is a 400 naming it, and a good request beside it is unaffected.
-  const truncated = `data:image/png;base64,${readFileSync(new URL('../../data/golden_v/images/png_up.png', import.meta.url)).subarray(0, 200).toString('base64')}`;
+  const truncated = `data:image/png;base64,${readFileSync(join(imageDir, 'png_up.png')).subarray(0, 200).toString('base64')}`;
   const [bad1, good] = await Promise.allSettled([
     client.chat.completions.create({ model, messages: imageMessage(truncated), max_tokens: 5 }),
     client.chat.completions.create({ model, messages: imageMessage(png), max_tokens: 5, seed: 3 }),
