@@ -13,7 +13,7 @@
 
 namespace dgemma {
 
-std::string slice_config_json(int layers) {
+std::string slice_config_json(int layers, int vision_layers) {
   json::Value root = json::parse(read_text_file(data_file(kRealModelConfig)));
   json::Value text = *root.find("text_config");
   json::Array types;
@@ -22,14 +22,23 @@ std::string slice_config_json(int layers) {
   text.set("num_hidden_layers", layers);
   text.set("layer_types", types);
   root.set("text_config", text);
+  if (vision_layers > 0) {
+    json::Value vision = *root.find("vision_config");
+    vision.set("num_hidden_layers", vision_layers);
+    vision.set("intermediate_size", kRealVisionIntermediate);
+    vision.set("num_key_value_heads", vision.find("num_attention_heads")->as_int());
+    vision.set("position_embedding_size", kRealVisionPositions);
+    vision.set("standardize", true);
+    root.set("vision_config", vision);
+  }
   return json::dump(root, 2);
 }
 
 // Writes config.json + model.safetensors of the slice to `dir` unless a
 // slice with the same config is already there. Returns dir.
-std::string ensure_model_slice(const std::string& dir, int layers, uint64_t seed) {
+std::string ensure_model_slice(const std::string& dir, int layers, uint64_t seed, int vision_layers) {
   namespace fs = std::filesystem;
-  const std::string cfg = slice_config_json(layers);
+  const std::string cfg = slice_config_json(layers, vision_layers);
   if (fs::exists(fs::path(dir) / "model.safetensors") && fs::exists(fs::path(dir) / "config.json") &&
       read_text_file((fs::path(dir) / "config.json").string()) == cfg)
     return dir;
@@ -45,7 +54,10 @@ std::string ensure_model_slice(const std::string& dir, int layers, uint64_t seed
   };
   SafetensorsWriter w;
   std::vector<uint16_t> buf;
-  for (const ExpectedTensor& t : expected_tensors(c)) {
+  std::vector<ExpectedTensor> tensors = expected_tensors(c);
+  if (vision_layers > 0)  // else the published, abbreviated vision_config: a text-only slice
+    for (ExpectedTensor& t : expected_vision_tensors(c)) tensors.push_back(std::move(t));
+  for (const ExpectedTensor& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     buf.resize(size_t(n));
