@@ -130,4 +130,12 @@ expect_error "folder options on a .gguf" "do not apply to a .gguf output" \
 expect_error "existing OUT.gguf" "already exists" "$BIN" quantize "$IN" "$TMP/q8_0.gguf" --format q8_0
 rm "$IN/tokenizer.json"
 expect_error "no tokenizer.json" "no tokenizer.json" "$BIN" quantize "$IN" "$TMP/y.gguf" --format q8_0
+# A GGUF written here has no vision tower: golden A's 16 tower tensors are
+# dropped, and one line says so.
+"$BIN" quantize "$IN" "$TMP/vision.gguf" --format q8_0 >/dev/null 2>"$TMP/qv.err"
+if grep -q "^quantize: vision tower: 16 tensors (.*) dropped: a GGUF written here has no vision tower" "$TMP/qv.err"; then
+  ok "quantize .gguf: the vision tower dropped, and said so"
+else
+  bad "quantize .gguf vision tower: $(cat "$TMP/qv.err")"
+fi
 finish
