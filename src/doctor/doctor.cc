@@ -119,7 +119,7 @@ VisionInput doctor_image(const VisionConfig& v) {
 // are checked too.
 void encode_prompt(DiffusionGemma& model, const std::vector<int32_t>& prompt) {
   const ModelConfig& c = model.config();
-  if (!model.has_vision_tower() || c.image_token_id < 0 || c.boi_token_id < 0 || c.eoi_token_id < 0) {
+  if (prompt.empty() || !model.has_vision_tower() || c.image_token_id < 0 || c.boi_token_id < 0 || c.eoi_token_id < 0) {
     model.encode(prompt);
     return;
   }

@@ -22,9 +22,10 @@ need = ["tower_s", "tower_flop", "gflops", "peak_gflops", "gemm_gflops", "attent
 assert all(k in d for k in need), [k for k in need if k not in d]
 assert d["name"] == "vision" and d["backend"] == "cpu" and d["vision_layers"] == 2 and d["threads"] == 1, d
 assert (d["hidden"], d["heads"], d["head_dim"], d["intermediate"]) == (32, 4, 8, 64), d
-# A 2:3 image fills the 70-token budget on a 2:3 grid of pooled cells: 6 x 9.
+# A 48 x 72 image (12 x 18 patches) is scaled up by sqrt(630 / 216) within the
+# 70-token budget (docs/image.md §5.2): 72 x 120 pixels, 18 x 30 patches, 6 x 10 cells.
 n, s = d["patches"], d["soft_tokens"]
-assert s == 54 and n == 9 * s, (n, s)
+assert (n, s) == (540, 60), (n, s)
 # FLOP: patch input projection (3*4*4 -> 32), per layer q/k/v/o (32 x 32) and
 # gate/up/down (32 x 64), embed_vision's projection (32 -> 64 text hidden);
 # attention 4 * n^2 * heads * head_dim per layer (every patch sees every patch).
@@ -53,9 +54,9 @@ else
   bad "bench vision --json: $(cat "$TMP/v.json" "$TMP/err" | head -c 1500)"
 fi
 if "$BIN" bench vision -m "$GOLDEN" --height 48 --width 72 --repeats 1 --estimate-layers 5 >"$TMP/v.txt" 2>&1 &&
-    grep -q "^image 48 x 72: 486 patches, 54 soft tokens$" "$TMP/v.txt" && grep -q "^GEMM rate: " "$TMP/v.txt" &&
+    grep -q "^image 48 x 72: 540 patches, 60 soft tokens$" "$TMP/v.txt" && grep -q "^GEMM rate: " "$TMP/v.txt" &&
     grep -q "^canvas linear M=16 K=64 N=64 (bf16)" "$TMP/v.txt" && grep -q "^  pool_cells " "$TMP/v.txt" &&
-    grep -q "estimated 5-layer tower: .* s per 54-token image$" "$TMP/v.txt"; then
+    grep -q "estimated 5-layer tower: .* s per 60-token image$" "$TMP/v.txt"; then
   ok "bench vision: $(grep 'estimated' "$TMP/v.txt")"
 else
   bad "bench vision text: $(cat "$TMP/v.txt")"
