@@ -124,12 +124,6 @@ for fmt in q4_k_m:15 q8_0:7; do
   fi
 done
 
-expect_error "unknown file type" "a .gguf output takes" "$BIN" quantize "$IN" "$TMP/x.gguf" --format q4_k
-expect_error "folder options on a .gguf" "do not apply to a .gguf output" \
-  "$BIN" quantize "$IN" "$TMP/x.gguf" --format q8_0 --quantize-router
-expect_error "existing OUT.gguf" "already exists" "$BIN" quantize "$IN" "$TMP/q8_0.gguf" --format q8_0
-rm "$IN/tokenizer.json"
-expect_error "no tokenizer.json" "no tokenizer.json" "$BIN" quantize "$IN" "$TMP/y.gguf" --format q8_0
 # A GGUF written here has no vision tower: golden A's 16 tower tensors are
 # dropped, and one line says so.
 "$BIN" quantize "$IN" "$TMP/vision.gguf" --format q8_0 >/dev/null 2>"$TMP/qv.err"
@@ -138,4 +132,10 @@ if grep -q "^quantize: vision tower: 16 tensors (.*) dropped: a GGUF written her
 else
   bad "quantize .gguf vision tower: $(cat "$TMP/qv.err")"
 fi
+expect_error "unknown file type" "a .gguf output takes" "$BIN" quantize "$IN" "$TMP/x.gguf" --format q4_k
+expect_error "folder options on a .gguf" "do not apply to a .gguf output" \
+  "$BIN" quantize "$IN" "$TMP/x.gguf" --format q8_0 --quantize-router
+expect_error "existing OUT.gguf" "already exists" "$BIN" quantize "$IN" "$TMP/q8_0.gguf" --format q8_0
+rm "$IN/tokenizer.json"
+expect_error "no tokenizer.json" "no tokenizer.json" "$BIN" quantize "$IN" "$TMP/y.gguf" --format q8_0
 finish
