@@ -30,10 +30,10 @@ struct Sizes {
   Unit global;               // embedding table, final norm, self-conditioning
   std::vector<Unit> layers;  // one per layer pair
   uint64_t embed_table = 0;
-  uint64_t layer_workspace = 0;  // transient buffers of one pass on a layer device
-  uint64_t head_workspace = 0;   // logits / sampler / self-conditioning on the head device
-  uint64_t hidden_handoff = 0;   // one hand-off of hidden states
-  uint64_t vision_weights = 0;   // in global.weights too
+  uint64_t layer_workspace = 0;   // transient buffers of one pass on a layer device
+  uint64_t head_workspace = 0;    // logits / sampler / self-conditioning on the head device
+  uint64_t hidden_handoff = 0;    // one hand-off of hidden states
+  uint64_t vision_weights = 0;    // in global.weights too
   uint64_t vision_workspace = 0;  // one image through the tower, on the head device
   int64_t vision_patches = 0;
 };

@@ -76,7 +76,7 @@ struct VisionPlacement {
 };
 
 struct Plan {
-  std::vector<DevicePlan> devices;                   // only devices that received work
+  std::vector<DevicePlan> devices;  // only devices that received work
   std::optional<VisionPlacement> vision;
   std::map<std::string, std::string> tensor_device;  // every canonical and alias name -> device
   std::vector<std::vector<std::string>> tie_groups;

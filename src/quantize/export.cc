@@ -199,7 +199,8 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
       ++report.dropped;
     else if (it.action == Action::kCopy)
       ++report.copied;
-    if (it.action == Action::kCopy && is_vision_tensor(n)) note_vision_tensor(*it.src, report);
+    if (it.action == Action::kCopy && is_vision_tensor(n))
+      note_vision_tensor(*it.src, report);
     else
       ++report.quantized;
     items.push_back(it);
