@@ -9,3 +9,6 @@ echo
 echo "== dgemma run --visualize on the built-in default model (RANDOM weights: gibberish by design) =="
 echo "   for the real model: build/release/dgemma run -m /path/to/diffusiongemma-26B-A4B-it -p \"...\""
 build/release/dgemma run --visualize -p "Write a haiku about diffusion."
+echo
+echo "== the same with a picture: dgemma run --image FILE (decoded, resized, through the vision tower) =="
+build/release/dgemma run --image tests/data/golden_v/images/png_up.png -p "What is in this picture?"

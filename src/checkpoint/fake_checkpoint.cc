@@ -7,6 +7,7 @@
 #include "dgemma/error.h"
 #include "io/safetensors.h"
 #include "checkpoint/tensor_names.h"
+#include "checkpoint/vision_shapes.h"
 
 namespace dgemma {
 
@@ -34,14 +35,10 @@ void write_sparse_checkpoint(const std::string& config_path, const std::string& 
     // published tower's values, so that loading it reads them back off the
     // shapes (docs/model.md §7.1).
     ModelConfig full = config;
-    VisionConfig& v = full.vision;
-    if (v.intermediate_size <= 0) v.intermediate_size = 4304;
-    if (v.num_kv_heads <= 0) v.num_kv_heads = v.num_heads;
-    if (v.position_embedding_size <= 0) v.position_embedding_size = 10240;
-    if (!v.standardize) v.standardize = true;
+    fill_published_tower_sizes(full.vision);
     for (const ExpectedTensor& t : expected_vision_tensors(full)) items.push_back({t.name, t.shape});
     // A vestigial table some exports carry; loaders skip it.
-    items.push_back({"model.encoder.embed_vision.embedding.weight", {16, v.hidden_size}});
+    items.push_back({"model.encoder.embed_vision.embedding.weight", {16, full.vision.hidden_size}});
   }
   const int shards = std::max(1, options.shards);
   std::vector<SafetensorsWriter> writers(static_cast<size_t>(shards));

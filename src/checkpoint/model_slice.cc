@@ -5,6 +5,7 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/tensor_names.h"
+#include "checkpoint/vision_shapes.h"
 #include "core/data_dir.h"
 #include "core/file_io.h"
 #include "core/json.h"
@@ -15,6 +16,16 @@ namespace dgemma {
 
 std::string slice_config_json(int layers, int vision_layers) {
   json::Value root = json::parse(read_text_file(data_file(kRealModelConfig)));
+  if (vision_layers > 0) {
+    json::Value vision = *root.find("vision_config");
+    vision.set("num_hidden_layers", vision_layers);
+    root.set("vision_config", vision);
+  } else {
+    json::Object kept;
+    for (auto& [key, value] : root.as_object())
+      if (key != "vision_config") kept.emplace_back(key, value);
+    root = json::Value(kept);
+  }
   json::Value text = *root.find("text_config");
   json::Array types;
   for (int i = 0; i < layers; ++i)
@@ -22,15 +33,6 @@ std::string slice_config_json(int layers, int vision_layers) {
   text.set("num_hidden_layers", layers);
   text.set("layer_types", types);
   root.set("text_config", text);
-  if (vision_layers > 0) {
-    json::Value vision = *root.find("vision_config");
-    vision.set("num_hidden_layers", vision_layers);
-    vision.set("intermediate_size", kRealVisionIntermediate);
-    vision.set("num_key_value_heads", vision.find("num_attention_heads")->as_int());
-    vision.set("position_embedding_size", kRealVisionPositions);
-    vision.set("standardize", true);
-    root.set("vision_config", vision);
-  }
   return json::dump(root, 2);
 }
 
@@ -44,7 +46,8 @@ std::string ensure_model_slice(const std::string& dir, int layers, uint64_t seed
     return dir;
   fs::create_directories(dir);
   write_file_atomically((fs::path(dir) / "config.json").string(), cfg);
-  const ModelConfig c = load_model_config((fs::path(dir) / "config.json").string());
+  ModelConfig c = load_model_config((fs::path(dir) / "config.json").string());
+  fill_published_tower_sizes(c.vision);
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   auto next = [&] {  // splitmix64
     uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -55,8 +58,7 @@ std::string ensure_model_slice(const std::string& dir, int layers, uint64_t seed
   SafetensorsWriter w;
   std::vector<uint16_t> buf;
   std::vector<ExpectedTensor> tensors = expected_tensors(c);
-  if (vision_layers > 0)  // else the published, abbreviated vision_config: a text-only slice
-    for (ExpectedTensor& t : expected_vision_tensors(c)) tensors.push_back(std::move(t));
+  for (ExpectedTensor& t : expected_vision_tensors(c)) tensors.push_back(std::move(t));
   for (const ExpectedTensor& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;

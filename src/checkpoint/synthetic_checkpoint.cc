@@ -45,11 +45,36 @@ json::Value synthetic_text_config(const SyntheticShape& s) {
   return text;
 }
 
+json::Value synthetic_vision_config(const SyntheticVision& v) {
+  json::Value vc = json::Object{};
+  vc.set("model_type", "gemma4_vision");
+  vc.set("hidden_size", v.hidden);
+  vc.set("intermediate_size", v.intermediate);
+  vc.set("num_hidden_layers", v.layers);
+  vc.set("num_attention_heads", v.heads);
+  vc.set("num_key_value_heads", v.heads);
+  vc.set("head_dim", v.head_dim);
+  vc.set("patch_size", v.patch);
+  vc.set("pooling_kernel_size", v.pooling);
+  vc.set("position_embedding_size", v.positions);
+  vc.set("standardize", v.standardize);
+  vc.set("use_clipped_linears", false);
+  vc.set("hidden_activation", "gelu_pytorch_tanh");
+  vc.set("attention_bias", false);
+  vc.set("rms_norm_eps", 1e-6);
+  json::Value rope = json::Object{};
+  rope.set("rope_type", "default");
+  rope.set("rope_theta", 100.0);
+  vc.set("rope_parameters", rope);
+  return vc;
+}
+
 json::Value synthetic_config(const SyntheticShape& shape) {
   json::Value root = json::Object{};
   root.set("model_type", "diffusion_gemma");
   root.set("canvas_length", shape.canvas);
   root.set("text_config", synthetic_text_config(shape));
+  if (shape.vision.hidden > 0) root.set("vision_config", synthetic_vision_config(shape.vision));
   return root;
 }
 
@@ -62,7 +87,9 @@ void write_synthetic_weights(const std::string& dir, DType dtype, const Syntheti
   for (const auto& [key, value] : metadata) w.set_metadata(key, value);
   std::vector<float> values;
   std::vector<uint16_t> bf16;
-  for (const ExpectedTensor& t : expected_tensors(config)) {
+  std::vector<ExpectedTensor> tensors = expected_tensors(config);
+  for (ExpectedTensor& t : expected_vision_tensors(config)) tensors.push_back(std::move(t));
+  for (const ExpectedTensor& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     values.assign(size_t(n), 0.0f);

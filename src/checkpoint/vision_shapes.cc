@@ -51,4 +51,11 @@ void resolve_vision_config(ModelConfig& c, const TensorStore& store) {
                 " does not give them (stored quantized or missing); add them to the config (docs/model.md §7.1)");
 }
 
+void fill_published_tower_sizes(VisionConfig& v) {
+  if (v.intermediate_size <= 0) v.intermediate_size = 4304;
+  if (v.num_kv_heads <= 0) v.num_kv_heads = v.num_heads;
+  if (v.position_embedding_size <= 0) v.position_embedding_size = 10240;
+  if (!v.standardize) v.standardize = true;
+}
+
 }  // namespace dgemma

@@ -21,4 +21,11 @@ namespace dgemma {
 // Throws dgemma::Error naming the key when a size is still unknown.
 void resolve_vision_config(ModelConfig& config, const TensorStore& store);
 
+// For writers of synthetic stand-ins of the published model (the sparse
+// fixture, the benchmark slice) whose config is the abbreviated 26B copy:
+// the sizes that copy leaves out, at the published tower's values
+// (intermediate 4304, as many key/value heads as heads, 10240 positions,
+// standardized). Sizes already known are kept.
+void fill_published_tower_sizes(VisionConfig& vision);
+
 }  // namespace dgemma

@@ -21,13 +21,13 @@
 namespace dgemma {
 
 // Bump when the generated content changes, so old caches are not reused.
-inline constexpr const char* kDefaultModelName = "default-model-v1";
+inline constexpr const char* kDefaultModelName = "default-model-v2";
 
 // The dgemma cache root: $DGEMMA_CACHE if set and non-empty, else
 // ${XDG_CACHE_HOME:-$HOME/.cache}/dgemma. Throws when none of these is set.
 std::string dgemma_cache_root();
 
-// <cache root>/default-model-v1.
+// <cache root>/default-model-v2.
 std::string default_model_dir();
 
 // The Gemma 3 tokenizer.json the default tokenizer is derived from: the

@@ -378,7 +378,25 @@ void DiffusionGemma::encode_soft_tokens(const std::vector<int32_t>& ids, std::sp
   exec_.tap("encoder.merged_embeddings", x);
   Tensor blocks = Tensor::i32({n});
   blocks.i = image_blocks(ids, config_.image_token_id);
+  if (exec_.observer() && cache_.length == 0) tap_image_masks(blocks);
   encode_rows(x, n, options_.image_mask == ImageMask::kCausal ? nullptr : &blocks);
+}
+
+// For an observer (the parity tool): the masks of this pass as [n, n] 0/1
+// (1: the query row may see the key row), from the rule the attention ops
+// implement (image_prompt.h image_mask_allows); from an empty cache only,
+// where the keys are exactly the new rows.
+void DiffusionGemma::tap_image_masks(const Tensor& blocks) {
+  const int64_t n = blocks.numel();
+  for (const auto& [name, window] :
+       {std::pair<const char*, int64_t>{"encoder.mask.full_attention", 0},
+        std::pair<const char*, int64_t>{"encoder.mask.sliding_attention", config_.sliding_window}}) {
+    Tensor m = Tensor::i32({n, n});
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        m.i[size_t(i * n + j)] = image_mask_allows(options_.image_mask, window, i, j, blocks.i) ? 1 : 0;
+    exec_.tap(name, m);
+  }
 }
 
 void DiffusionGemma::encode_rows(Tensor& x, int64_t n, const Tensor* blocks) {

@@ -178,6 +178,8 @@ class DiffusionGemma : public DiffusionModel {
   // The encoder pass over the input rows x of `ids` (blocks: the image
   // blocks of the rows, or null for the text mask).
   void encode_rows(Tensor& x, int64_t n, const Tensor* blocks);
+  // Taps encoder.mask.{full,sliding}_attention of an image pass from an empty cache.
+  void tap_image_masks(const Tensor& blocks);
   // The attention mask and window of an encoder layer (docs/model.md §2.2, §7.7).
   void encoder_mask(const LayerSpec& spec, OpAttrs& attrs) const;
   // The canvas as an I32 tensor, every id checked against the vocabulary.

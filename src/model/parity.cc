@@ -48,8 +48,9 @@ Tensor with_batch(const Tensor& t) {
 
 void take_taps(const TapRecorder& rec, NamedTensors& out) {
   for (const auto& [name, t] : rec.taps()) {
-    if (name.find(".router.") != std::string::npos || name == "vision.soft_tokens")
-      out[name] = t;  // [T, k] and [n, H], as the golden files
+    if (name.find(".router.") != std::string::npos || name == "vision.soft_tokens" ||
+        name.rfind("encoder.mask.", 0) == 0)
+      out[name] = t;  // [T, k], [n, H] and [T, T], as the golden files
     else
       out[name] = with_batch(t);
   }

@@ -59,20 +59,16 @@ std::vector<VisionInput> vision_inputs_from_case(const TensorStore& in, const st
   return images;
 }
 
-NamedTensors run_vision_case(DiffusionGemma& model, const std::string& file) {
-  const TensorStore in = TensorStore::open_file(file);
+NamedTensors run_vision_taps(DiffusionGemma& model, const VisionInput& image, int64_t max_patches) {
   const int k = model.config().vision.pooling_kernel_size;
-  std::vector<VisionInput> images = vision_inputs_from_case(in, file, k);
-  if (images.size() != 1)
-    throw Error(file + ": a vision case holds one image, this one " + std::to_string(images.size()));
+  const int64_t max_cells = max_patches / (int64_t(k) * k);
   TapRecorder rec;
   model.set_observer(&rec);
   struct Reset {
     DiffusionGemma& m;
     ~Reset() { m.set_observer(nullptr); }
   } reset{model};
-  model.image_soft_tokens(images[0]);  // first: throws for a model without a tower (k = 0)
-  const int64_t max_patches = in.find("pixel_values")->shape()[1], max_cells = max_patches / (int64_t(k) * k);
+  model.image_soft_tokens(image);
   NamedTensors out;
   for (const auto& [name, t] : rec.taps()) {
     if (name.rfind("vision.", 0) != 0) continue;
@@ -83,10 +79,19 @@ NamedTensors run_vision_case(DiffusionGemma& model, const std::string& file) {
     else
       out[name] = padded(t, max_patches);
   }
-  Tensor mask = Tensor::i32({1, std::max(max_cells, images[0].n_soft)});
-  for (int64_t c = 0; c < images[0].n_soft; ++c) mask.i[size_t(c)] = 1;
+  Tensor mask = Tensor::i32({1, std::max(max_cells, image.n_soft)});
+  for (int64_t c = 0; c < image.n_soft; ++c) mask.i[size_t(c)] = 1;
   out["vision.pooled_mask"] = std::move(mask);
   return out;
+}
+
+NamedTensors run_vision_case(DiffusionGemma& model, const std::string& file) {
+  const TensorStore in = TensorStore::open_file(file);
+  const int k = model.config().vision.pooling_kernel_size;
+  std::vector<VisionInput> images = vision_inputs_from_case(in, file, k);
+  if (images.size() != 1)
+    throw Error(file + ": a vision case holds one image, this one " + std::to_string(images.size()));
+  return run_vision_taps(model, images[0], in.find("pixel_values")->shape()[1]);
 }
 
 }  // namespace dgemma

@@ -35,4 +35,8 @@ std::vector<VisionInput> vision_inputs_from_case(const TensorStore& in, const st
 // the real rows: `dgemma compare --rows N`).
 NamedTensors run_vision_case(DiffusionGemma& model, const std::string& file);
 
+// The same taps for one image, padded to `max_patches` rows (the processor's
+// max_soft_tokens·k²): what `dgemma forward --image` writes.
+NamedTensors run_vision_taps(DiffusionGemma& model, const VisionInput& image, int64_t max_patches);
+
 }  // namespace dgemma

@@ -57,8 +57,9 @@ struct LoadFormat {
 // Rows in LoadQuantization order (checked in load_formats.cc).
 inline constexpr std::array<LoadFormat, 6> kLoadFormats = {{
     {LoadQuantization::kNone, "none", "", QuantScheme::kNF4, 0, LoadBlockRule::kNothing, 0, DType::kF32, 0, false},
-    {LoadQuantization::kNf4, "nf4", "NF4 + double quant: attention, dense MLP, self-conditioning, experts",
-     QuantScheme::kNF4, kLinearWeights, LoadBlockRule::kFlat, 64, DType::kU8, 256, false},
+    {LoadQuantization::kNf4, "nf4",
+     "NF4 + double quant: attention, dense MLP, self-conditioning, experts, vision linears", QuantScheme::kNF4,
+     kLinearWeights, LoadBlockRule::kFlat, 64, DType::kU8, 256, false},
     {LoadQuantization::kNvfp4Experts, "nvfp4-experts", "NVFP4, experts only", QuantScheme::kNVFP4,
      component_bit(Component::kExperts), LoadBlockRule::kExpertSlices, 0, DType::kF8_E4M3, 0, true},
     {LoadQuantization::kQ8, "q8", "int8, same weights as nf4", QuantScheme::kInt8, kLinearWeights,

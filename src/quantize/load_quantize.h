@@ -4,7 +4,8 @@
 // quantizers `dgemma quantize` writes files with (quantizers.h); nothing is
 // written. Covered weights:
 //   nf4            NF4 + double quant (blocksize 64): attention, dense MLP,
-//                  self-conditioning and experts (like `dgemma quantize --format nf4`)
+//                  self-conditioning, experts and the vision tower's linears
+//                  (like `dgemma quantize --format nf4`, which leaves the tower plain)
 //   nvfp4-experts  NVFP4, routed experts only, one slice per expert projection
 //                  with gate and up sharing weight_scale_2 (docs/formats.md §3)
 //   q8             int8, one fp32 scale per 64 (or 32, 16) columns: the same

@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
 cli_test_setup "$@"
 FAST="--max-denoising-steps 1"
 "$BIN" run -p hi -n 1 $FAST -q >/dev/null 2>&1  # creates the default model
-M="$DGEMMA_CACHE/default-model-v1"
+M="$DGEMMA_CACHE/default-model-v2"
 max_pos=$(grep -o '"max_position_embeddings": *[0-9]*' "$M/config.json" | grep -o '[0-9]*$')
 
 # The default limit is max_position_embeddings: -n 3000000 does not fit.

@@ -29,7 +29,7 @@ run() { (cd / && env -u DGEMMA_DATA_DIR -u DGEMMA_SOURCE_DIR DGEMMA_CACHE="$TMP/
 run "$DG" --version >/dev/null || fail "--version"
 out=$(run "$DG" run -p "Hello" -n 16 --seed 3 2>"$TMP/run.err") || { cat "$TMP/run.err" >&2; fail "run on the default model"; }
 [ -n "$out" ] || fail "run printed nothing"
-[ -d "$TMP/cache/default-model-v1" ] || fail "the default model was not generated into DGEMMA_CACHE"
+[ -d "$TMP/cache/default-model-v2" ] || fail "the default model was not generated into DGEMMA_CACHE"
 # The default model's tokenizer gives the real Gemma ids.
 [ "$(run "$DG" tokenize "Hello world")" = "9259 1902" ] || fail "tokenize with the default tokenizer"
 printf 'Hello\n' | run "$DG" chat -n 16 --seed 5 >"$TMP/chat.out" 2>"$TMP/chat.err" || {

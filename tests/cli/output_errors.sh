@@ -32,7 +32,7 @@ for how in full closed; do
   expect_write_error "chat" "$want" $how bash -c "echo hi | \"\$0\" chat $GEN" "$BIN"
   expect_write_error "tokenize" "$want" $how "$BIN" tokenize hello
   expect_write_error "inspect" "$want" $how "$BIN" inspect "$SRC/tests/data/golden_a"
-  expect_write_error "generate" "$want" $how "$BIN" generate -m "$DGEMMA_CACHE/default-model-v1" --prompt-ids 2,9259 $GEN
+  expect_write_error "generate" "$want" $how "$BIN" generate -m "$DGEMMA_CACHE/default-model-v2" --prompt-ids 2,9259 $GEN
   expect_write_error "--help" "$want" $how "$BIN" run --help
   expect_write_error "--version" "$want" $how "$BIN" --version
 done

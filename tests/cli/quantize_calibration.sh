@@ -109,7 +109,7 @@ fi
 # tokenizer.json: the recorded set is the ids `dgemma tokenize` gives the same
 # texts (with <bos>), or the chat prompt ids with --calib-chat.
 "$BIN" run -p "hello" --n-predict 1 -q >/dev/null 2>"$TMP/r.err" || bad "default model: $(cat "$TMP/r.err")"
-DEFAULT="$DGEMMA_CACHE/default-model-v1"
+DEFAULT="$DGEMMA_CACHE/default-model-v2"
 printf '{"text": "The quick brown fox jumps over the lazy dog."}\n\n{"text": "Calibration reads what the experts see.", "id": 2}\n' \
   >"$TMP/texts.jsonl"
 sha_of() {  # sha_of FILE_OF_ID_LINES

@@ -18,10 +18,10 @@ pid_a=$!
 rc_b=$?
 wait $pid_a
 rc_a=$?
-model="$DGEMMA_CACHE/default-model-v1"
+model="$DGEMMA_CACHE/default-model-v2"
 if [ $rc_a -eq 0 ] && [ $rc_b -eq 0 ] && [ -f "$model/model.safetensors" ] && [ -f "$model/tokenizer.json" ] &&
     [ -f "$model/config.json" ] && [ -f "$model/generation_config.json" ] &&
-    [ -z "$(ls -A "$DGEMMA_CACHE" | grep -v '^default-model-v1$')" ]; then
+    [ -z "$(ls -A "$DGEMMA_CACHE" | grep -v '^default-model-v2$')" ]; then
   ok "first use creates $model atomically (two concurrent first uses)"
 else
   bad "default model creation: rc $rc_a/$rc_b, cache: $(ls -la "$DGEMMA_CACHE") $(cat "$TMP/a.err" "$TMP/b.err")"

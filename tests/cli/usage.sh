@@ -85,7 +85,7 @@ if [ $? -eq 0 ] && [[ "$ids" =~ ^2\ [0-9]+\ [0-9]+$ ]]; then
 else
   bad "tokenize without -m: '$ids' $(cat "$TMP/tok.err")"
 fi
-M="$DGEMMA_CACHE/default-model-v1"
+M="$DGEMMA_CACHE/default-model-v2"
 G="-m $M -n 4 --max-denoising-steps 1 --seed 3 -q"
 comma=$("$BIN" generate $G --prompt-ids "$(tr ' ' ',' <<<"$ids")")
 spaced=$("$BIN" generate $G --prompt-ids "$("$BIN" tokenize --add-special "Hello world")")

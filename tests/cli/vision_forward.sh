@@ -27,6 +27,30 @@ for name in vision_png_up vision_jpeg_exif vision_wide; do
   ok "$name ($n real patches)"
 done
 
+# `forward --image FILE`: the processor's stages exactly, then the tower's
+# taps within the vision bound, from the picture file itself.
+for pair in png_up:png_up.png jpeg_exif:jpeg_exif.jpg wide:wide.jpg; do
+  name=${pair%%:*} file=${pair#*:}
+  "$bin" forward -m "$data" --image "$data/images/$file" --out "$tmp/image_$name.safetensors" 2>"$tmp/err" ||
+    { cat "$tmp/err"; echo "FAIL: forward --image $file"; exit 1; }
+  "$bin" compare "$data/cases/preprocess_$name.safetensors" "$tmp/image_$name.safetensors" --atol 0 --rtol 0 \
+    >"$tmp/report" || { cat "$tmp/report"; echo "FAIL: preprocess_$name differs"; exit 1; }
+  for t in image.decoded image.resized num_soft_tokens; do
+    grep -q "^$t " "$tmp/report" || { cat "$tmp/report"; echo "FAIL: $t not compared"; exit 1; }
+  done
+  n=$(real_patches "vision_$name")
+  "$bin" compare "$data/cases/vision_$name.safetensors" "$tmp/image_$name.safetensors" --rows "$n" --atol 5e-4 \
+    --rtol 1e-4 >"$tmp/report" || { cat "$tmp/report"; echo "FAIL: vision_$name from the file differs"; exit 1; }
+  grep -q "^vision.soft_tokens " "$tmp/report" || { cat "$tmp/report"; echo "FAIL: soft tokens not compared"; exit 1; }
+  ok "forward --image $file: processor exact, tower within the bound"
+done
+printf 'GIF89a\x01\x00\x01\x00' >"$tmp/x.gif"
+if "$bin" forward -m "$data" --image "$tmp/x.gif" --out "$tmp/x.safetensors" 2>"$tmp/err"; then
+  echo "FAIL: a GIF was accepted"; exit 1
+fi
+grep -q "x.gif" "$tmp/err" && grep -qi "gif" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+ok "forward --image refuses a GIF naming the file: $(head -1 "$tmp/err")"
+
 # Another image's tower outputs do not match.
 if "$bin" compare "$data/cases/vision_wide.safetensors" "$tmp/vision_png_up.safetensors" --rows 567 \
     --atol 5e-4 --rtol 1e-4 >/dev/null; then

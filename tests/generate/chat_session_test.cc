@@ -7,12 +7,16 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "default_model_fixture.h"
 #include "dgemma/error.h"
 #include "generate/chat_session.h"
 #include "generate/generate.h"
 #include "generate/token_stream.h"
+#include "image/image_preprocess.h"
+#include "image/image_processor_config.h"
 #include "model/diffusion_gemma.h"
 #include "cpu_model.h"
 
@@ -170,6 +174,91 @@ TEST(ChatSession, ContextLimitDropsTheOldestTurns) {
   EXPECT_EQ(chat.history(), before);
   EXPECT_EQ(chat.turns(), 2u);
   (void)t0;
+}
+
+}  // namespace
+}  // namespace dgemma
+
+namespace dgemma {
+namespace {
+
+// A deterministic picture for the default model's processor (docs/image.md).
+VisionInput test_picture(int64_t height, int64_t width, int seed) {
+  RgbImage img = RgbImage::zeros(height, width);
+  for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = uint8_t((i * 37 + size_t(seed) * 101) % 251);
+  return preprocess_image(std::move(img), read_image_processor_config(testing::default_model_test_dir())).input;
+}
+
+const ImageTokenIds kGemma4Images{258880, 255999, 258882};
+
+TEST(ChatSession, APictureIsEncodedWithItsTurnAndReusedAfter) {
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  const GenerationConfig config = chat_config();
+  auto model = load_model();
+  ChatSession chat(*model, tok, ChatTemplateKind::kAuto, "", false);
+  chat.set_image_tokens(kGemma4Images);
+  const VisionInput picture = test_picture(40, 60, 1);
+  ASSERT_GT(picture.n_soft, 0);
+
+  const ChatSession::TurnInput t0 = chat.begin_turn("Look.", {picture});
+  ASSERT_EQ(t0.images.size(), 1u);
+  EXPECT_EQ(std::count(t0.new_ids.begin(), t0.new_ids.end(), 258880), picture.n_soft);
+  const auto boi = std::find(t0.new_ids.begin(), t0.new_ids.end(), 255999);
+  ASSERT_NE(boi, t0.new_ids.end());
+  EXPECT_EQ(*(boi + 1 + picture.n_soft), 258882);  // BOI, the run, EOI
+  RandomDraws d0(5);
+  const GenerationResult r0 = generate(*model, t0.new_ids, config, d0, nullptr, {}, t0.images);
+  chat.end_turn(r0, visible(r0, config, config.max_new_tokens));
+
+  // The next turn re-encodes no picture: its run is in the cache.
+  const ChatSession::TurnInput t1 = chat.begin_turn("And?");
+  EXPECT_TRUE(t1.images.empty());
+  EXPECT_EQ(std::count(t1.new_ids.begin(), t1.new_ids.end(), 258880), 0);
+  RandomDraws d1(6);
+  const GenerationResult r1 = generate(*model, t1.new_ids, config, d1, nullptr, {}, t1.images);
+  // A fresh model over the whole conversation, the picture given again, answers alike.
+  auto fresh = load_model();
+  RandomDraws d_fresh(6);
+  const std::vector<VisionInput> again = {picture};
+  const GenerationResult ref = generate(*fresh, chat.history(), config, d_fresh, nullptr, {}, again);
+  EXPECT_EQ(std::vector<int32_t>(r1.generated().begin(), r1.generated().end()),
+            std::vector<int32_t>(ref.generated().begin(), ref.generated().end()));
+}
+
+TEST(ChatSession, AnotherPictureOfTheSameSizeIsNotTakenFromTheCache) {
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  GenerationConfig config = chat_config();
+  config.max_new_tokens = 16;
+  auto model = load_model();
+  ChatSession chat(*model, tok, ChatTemplateKind::kAuto, "Be brief.", false);
+  chat.set_image_tokens(kGemma4Images);
+  const auto turn = [&](const std::string& text, std::vector<VisionInput> pictures, uint64_t seed) {
+    const ChatSession::TurnInput in = chat.begin_turn(text, std::move(pictures));
+    RandomDraws d(seed);
+    const GenerationResult r = generate(*model, in.new_ids, config, d, nullptr, {}, in.images);
+    chat.end_turn(r, visible(r, config, config.max_new_tokens));
+    return in;
+  };
+  turn("One", {test_picture(40, 60, 1)}, 1);
+  turn("Two", {test_picture(40, 60, 2)}, 2);  // same size: the same ids as the first picture's
+  // Room for the history so far plus a bit, not for a third turn: the first
+  // is dropped, and the conversation now starts with the second picture
+  // where the cache holds the first.
+  chat.set_context_limit(int64_t(chat.history().size()) + 16 + 4, 16);
+  const ChatSession::TurnInput t2 = chat.begin_turn("Three");
+  EXPECT_GE(t2.dropped_turns, 1);
+  ASSERT_EQ(t2.images.size(), 1u);
+  const auto run = std::find(chat.history().begin(), chat.history().end(), 258880);
+  ASSERT_NE(run, chat.history().end());
+  EXPECT_LE(t2.reused, int64_t(run - chat.history().begin()));  // the cache stops before the run
+  EXPECT_EQ(std::count(t2.new_ids.begin(), t2.new_ids.end(), 258880), t2.images[0].n_soft);
+}
+
+TEST(ChatSession, PicturesNeedTheModelsImageIds) {
+  const Tokenizer& tok = testing::default_model_tokenizer();
+  auto model = load_model();
+  ChatSession chat(*model, tok, ChatTemplateKind::kAuto, "", false);
+  EXPECT_THROW(chat.begin_turn("Look.", {test_picture(40, 60, 1)}), Error);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -48,6 +48,38 @@ TEST(DefaultModel, ShapeIsTinyBWithRealVocabulary) {
   EXPECT_TRUE(g.file_found);
   EXPECT_EQ(g.config.max_denoising_steps, 8);
   EXPECT_EQ(g.config.eos_token_ids, (std::vector<int32_t>{1, 106, 50}));
+}
+
+// A small vision tower (docs/model.md §7.1) with its processor settings: an
+// image of 6x9 patches (2x3 cells of 3x3) gives 6 soft tokens of the text width.
+TEST(DefaultModel, HasASmallVisionTower) {
+  auto model = test::load_on_cpu(testing::default_model_test_dir());
+  ASSERT_TRUE(model->has_vision_tower());
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.vision.hidden_size, 32);
+  EXPECT_EQ(c.vision.num_layers, 2);
+  EXPECT_EQ(c.vision.patch_size, 4);
+  EXPECT_EQ(c.image_token_id, 258880);
+  EXPECT_EQ(c.boi_token_id, 255999);
+  EXPECT_EQ(c.eoi_token_id, 258882);
+  EXPECT_EQ(model->weights().vision.input_proj.dtype, DType::kBF16);
+  const std::string pre = slurp(testing::default_model_test_dir() + "/preprocessor_config.json");
+  EXPECT_NE(pre.find("\"max_soft_tokens\": 70"), std::string::npos) << pre;
+  EXPECT_NE(pre.find("\"patch_size\": 4"), std::string::npos) << pre;
+  VisionInput im;
+  im.grid_h = 6;
+  im.grid_w = 9;
+  im.n_soft = 6;
+  im.pixel_values = Tensor::f32({54, 48});
+  for (size_t k = 0; k < im.pixel_values.f.size(); ++k) im.pixel_values.f[k] = float(k % 256) / 255.0f;
+  im.positions = Tensor::i32({54, 2});
+  for (int32_t r = 0; r < 54; ++r) {
+    im.positions.i[size_t(2 * r)] = r % 9;
+    im.positions.i[size_t(2 * r + 1)] = r / 9;
+  }
+  const Tensor soft = model->image_soft_tokens(im);
+  EXPECT_EQ(soft.shape, (std::vector<int64_t>{6, 96}));
+  for (float x : soft.f) ASSERT_TRUE(std::isfinite(x));
 }
 
 TEST(DefaultModel, TokenizerIsGemma4Style) {

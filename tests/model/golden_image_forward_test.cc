@@ -34,7 +34,7 @@ json::Value case_meta(const std::string& name) {
 // The text tolerances of tests/model/golden_forward_test.cc (golden README
 // "Tolerances observed"); the soft tokens as the vision tensors (1e-4).
 double tolerance_for(const std::string& name) {
-  if (name.find(".top_k_index") != std::string::npos) return 0.0;
+  if (name.find(".top_k_index") != std::string::npos || name.rfind("encoder.mask.", 0) == 0) return 0.0;
   if (name.rfind("cache.", 0) == 0 || name.find(".embeddings") != std::string::npos ||
       name.find("merged_embeddings") != std::string::npos || name.rfind("vision.", 0) == 0 ||
       name.find("layer_in.0") != std::string::npos || name.find("layer_out.0") != std::string::npos ||
@@ -46,10 +46,10 @@ double tolerance_for(const std::string& name) {
 bool is_input(const std::string& name) {
   return name == "input_ids" || name == "position_ids" || name == "decoder_input_ids" ||
          name == "decoder_position_ids" || name == "mm_token_type_ids" || name == "pixel_values" ||
-         name == "image_position_ids" || name.rfind("encoder.mask.", 0) == 0;
+         name == "image_position_ids";
 }
 
-// Every golden tensor of `golden_file` but the inputs and masks; returns the
+// Every golden tensor of `golden_file` but the inputs (the masks exactly); returns the
 // number compared and the largest error per tensor family.
 int check_against(const NamedTensors& got, const std::string& golden_file, std::map<std::string, double>& max_err) {
   int compared = 0;
@@ -138,7 +138,7 @@ TEST_P(GoldenImageEncoder, MatchesReference) {
   auto model = load_v();
   std::map<std::string, double> max_err;
   const NamedTensors got = run_parity_inputs(*model, {case_file(name)}, ParityOptions{});
-  EXPECT_EQ(check_against(got, case_file(name), max_err), 28);
+  EXPECT_EQ(check_against(got, case_file(name), max_err), 30);
   // The merge replaces the placeholder rows by the soft tokens, unscaled.
   ASSERT_TRUE(got.count("encoder.merged_embeddings") && got.count("encoder.layer_in.0"));
   EXPECT_EQ(got.at("encoder.merged_embeddings").f, got.at("encoder.layer_in.0").f);
@@ -197,7 +197,7 @@ TEST_P(GoldenImageEncoder, CaseSoftTokensMatchReference) {
   po.case_soft_tokens = true;
   std::map<std::string, double> max_err;
   const NamedTensors got = run_parity_inputs(*model, {case_file(name)}, po);
-  EXPECT_EQ(check_against(got, case_file(name), max_err), 28);
+  EXPECT_EQ(check_against(got, case_file(name), max_err), 30);
   for (const auto& [fam, err] : max_err) std::printf("[%s] max |err| %-40s %.3g\n", name.c_str(), fam.c_str(), err);
 }
 

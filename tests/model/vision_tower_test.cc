@@ -168,6 +168,50 @@ TEST(VisionTower, GoldenATowerLoadsAndRuns) {
   for (float x : soft.f) EXPECT_TRUE(std::isfinite(x));
 }
 
+// The max |Δ| of the soft tokens of vision_png_up against the reference,
+// for a model loaded with `opt`.
+double soft_token_error(const ModelOptions& opt, DiffusionGemma** keep = nullptr) {
+  static std::unique_ptr<DiffusionGemma> model;
+  model = test::load_on_cpu(kV, opt);
+  if (keep) *keep = model.get();
+  const std::string file = kV + "/cases/vision_png_up.safetensors";
+  const TensorStore golden = TensorStore::open_file(file);
+  const VisionInput im = vision_inputs_from_case(golden, file, 3)[0];
+  const Tensor soft = model->image_soft_tokens(im);
+  const Tensor ref = tensor_from_view(*golden.find("vision.soft_tokens"));
+  double m = 0;
+  for (size_t k = 0; k < ref.f.size(); ++k) m = std::max(m, double(std::fabs(ref.f[k] - soft.f[k])));
+  return m;
+}
+
+// --precision bf16 holds the tower's weights in bf16 and --quantize covers
+// its linears like the text model's (docs/model.md §7.8); the position
+// table, norms and standardization vectors stay plain. The soft tokens
+// (std about 0.8, |value| up to 3.5) then move by the weights' rounding:
+// a few hundredths (bf16 0.03, int8 0.06), bounded here at 0.15.
+TEST(VisionTower, Bf16AndQuantizedTowers) {
+  DiffusionGemma* m = nullptr;
+  ModelOptions bf16;
+  bf16.precision = WeightPrecision::kBF16;
+  const double e_bf16 = soft_token_error(bf16, &m);
+  EXPECT_EQ(m->weights().vision.layers[0].q_proj.dtype, DType::kBF16);
+  EXPECT_EQ(m->weights().vision.position_x.dtype, DType::kBF16);
+  EXPECT_GT(e_bf16, 0.0);
+  EXPECT_LT(e_bf16, 0.15);
+  ModelOptions q8;
+  q8.quantize = LoadQuantization::kQ8;
+  const double e_q8 = soft_token_error(q8, &m);
+  const VisionWeights& w = m->weights().vision;
+  EXPECT_NE(w.layers[1].mlp_down.quant, nullptr);
+  EXPECT_NE(w.embed_projection.quant, nullptr);
+  EXPECT_EQ(w.position_table.quant, nullptr);
+  EXPECT_EQ(w.std_scale.quant, nullptr);
+  EXPECT_EQ(w.layers[0].q_norm.quant, nullptr);
+  EXPECT_GT(e_q8, 0.0);
+  EXPECT_LT(e_q8, 0.15);
+  std::printf("soft tokens max |err|: bf16 weights %.3g, q8 weights %.3g\n", e_bf16, e_q8);
+}
+
 TEST(VisionTower, RefusesImagesThatDoNotFit) {
   auto model = test::load_on_cpu(kV);
   auto error_of = [&](const VisionInput& im) -> std::string {

@@ -24,7 +24,8 @@ TEST(FormatTables, NamesAndParsers) {
   EXPECT_EQ(parse_load_quantization(""), LoadQuantization::kNone);
   EXPECT_EQ(parse_load_quantization("int8"), std::nullopt);
   EXPECT_EQ(load_quantization_help(),
-            "none; nf4 (NF4 + double quant: attention, dense MLP, self-conditioning, experts); nvfp4-experts (NVFP4, "
+            "none; nf4 (NF4 + double quant: attention, dense MLP, self-conditioning, experts, vision linears); "
+            "nvfp4-experts (NVFP4, "
             "experts only); q8 (int8, same weights as nf4); fp8 (FP8 E4M3, a scale per output channel, same weights "
             "as nf4); fp8-block (FP8 E4M3, a scale per 128 columns)");
 
