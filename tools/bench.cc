@@ -222,12 +222,12 @@ int run_kernels(const Args& args) {
 
 int run_slice(const Args& args) {
   std::string out;
-  int64_t layers = 2, vision_layers = 0;
+  int64_t layers = 2, vision_layers = 2;
   FlagParser p("dgemma bench slice -o DIR [--layers N] [--vision-layers N]",
                "Writes a synthetic checkpoint with the real 26B-A4B dimensions (docs/model.md §1.1) cut to N layers\n"
-               "(sliding ..., last one full) and random bf16 weights, for `dgemma bench step` (2 layers: 4.7 GB);\n"
-               "with --vision-layers also the vision tower at its published shapes (docs/model.md §7.1) cut to\n"
-               "that many layers, for `dgemma bench vision`.");
+               "(sliding ..., last one full) and random bf16 weights, for `dgemma bench step` (2 layers: 4.7 GB),\n"
+               "and the vision tower at its published shapes (docs/model.md §7.1) cut to --vision-layers layers\n"
+               "(default 2; 0: none), for `dgemma bench vision`.");
   p.add_string("-o,--out", &out, "output folder", "DIR");
   p.add_int("--layers", &layers, "number of layers", 1, 30);
   p.add_int("--vision-layers", &vision_layers, "vision tower layers (0: no tower)", 0, 27);
