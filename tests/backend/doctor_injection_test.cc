@@ -96,8 +96,11 @@ TEST(Doctor, CpuAgainstItselfFindsNothing) {
   // Every op kind: golden A has a vision tower, so the prefill carries a
   // synthetic image through it (the vision pass) and merges its soft tokens.
   EXPECT_EQ(r.per_op.size(), size_t(kNumOpKinds));
-  for (int k = 0; k < kNumOpKinds; ++k)
-    if (vision_only(OpKind(k))) EXPECT_GT(r.per_op.at(std::string(op_name(OpKind(k)))).count, 0) << op_name(OpKind(k));
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    if (vision_only(OpKind(k))) {
+      EXPECT_GT(r.per_op.at(std::string(op_name(OpKind(k)))).count, 0) << op_name(OpKind(k));
+    }
+  }
   EXPECT_GT(r.vision_ops_compared, 10);
   EXPECT_EQ(doctor_report_json(r).find("vision_ops_compared")->as_int(), r.vision_ops_compared);
   for (const auto& [op, st] : r.per_op) EXPECT_EQ(st.max_abs, 0.0) << op;
