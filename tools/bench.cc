@@ -1,6 +1,7 @@
 // dgemma bench kernels [--json] [-t N]
 // dgemma bench step -m DIR ...    (tools/bench_step.cc)
-// dgemma bench slice -o DIR [--layers N]
+// dgemma bench vision -m DIR ...  (tools/bench_vision.cc)
+// dgemma bench slice -o DIR [--layers N] [--vision-layers N]
 //
 // Speed of the CPU backend: kernel GFLOP/s against OpenBLAS cblas_sgemm
 // (opened at run time if installed; else the scalar reference kernel), both
@@ -16,6 +17,7 @@
 
 #include "bench_clock.h"
 #include "bench_step.h"
+#include "bench_vision.h"
 #include "checkpoint/model_slice.h"
 #include "cli.h"
 #include "core/cpu_features.h"
@@ -220,28 +222,33 @@ int run_kernels(const Args& args) {
 
 int run_slice(const Args& args) {
   std::string out;
-  int64_t layers = 2;
-  FlagParser p("dgemma bench slice -o DIR [--layers N]",
+  int64_t layers = 2, vision_layers = 2;
+  FlagParser p("dgemma bench slice -o DIR [--layers N] [--vision-layers N]",
                "Writes a synthetic checkpoint with the real 26B-A4B dimensions (docs/model.md §1.1) cut to N layers\n"
-               "(sliding ..., last one full) and random bf16 weights, for `dgemma bench step` (2 layers: 4.7 GB).");
+               "(sliding ..., last one full) and random bf16 weights, for `dgemma bench step` (2 layers: 4.7 GB),\n"
+               "and the vision tower at its published shapes (docs/model.md §7.1) cut to --vision-layers layers\n"
+               "(default 2; 0: none), for `dgemma bench vision`.");
   p.add_string("-o,--out", &out, "output folder", "DIR");
   p.add_int("--layers", &layers, "number of layers", 1, 30);
+  p.add_int("--vision-layers", &vision_layers, "vision tower layers (0: no tower)", 0, 27);
   if (!p.parse(args)) return 0;
   if (out.empty()) throw UsageError("bench slice: give -o DIR");
   const double t0 = now_s();
-  ensure_model_slice(out, int(layers));
-  std::fprintf(stderr, "slice with %lld layers in %s (%.1f s)\n", (long long)layers, out.c_str(), now_s() - t0);
+  ensure_model_slice(out, int(layers), 1, int(vision_layers));
+  std::fprintf(stderr, "slice with %lld layers (%lld vision layers) in %s (%.1f s)\n", (long long)layers,
+               (long long)vision_layers, out.c_str(), now_s() - t0);
   return 0;
 }
 
 int run_bench(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf(
-        "usage: dgemma bench kernels|step|slice [options]   (dgemma bench <what> --help)\n"
+        "usage: dgemma bench kernels|step|vision|slice [options]   (dgemma bench <what> --help)\n"
         "       dgemma bench -m DIR [step options]            (= dgemma bench step -m DIR)\n"
         "  kernels  GEMM kernels vs OpenBLAS sgemm (or the scalar reference) and the machine peak\n"
         "  step     denoising-step and commit speed of a checkpoint (-m DIR; --backend cpu|cuda|...)\n"
-        "  slice    write a synthetic real-size checkpoint slice for `step`\n");
+        "  vision   vision-tower speed on a synthetic image (-m DIR with a tower), GEMM rate vs canvas\n"
+        "  slice    write a synthetic real-size checkpoint slice for `step` (and `vision`)\n");
     return args.empty() ? 2 : 0;
   }
   // `dgemma bench -m DIR ...`: the step benchmark, the one users run on
@@ -250,9 +257,11 @@ int run_bench(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   if (args[0] == "kernels") return run_kernels(rest);
   if (args[0] == "step") return run_bench_step(rest);
+  if (args[0] == "vision") return run_bench_vision(rest);
   if (args[0] == "slice") return run_slice(rest);
-  throw UsageError("bench: unknown benchmark '" + args[0] + "'" + did_you_mean(args[0], {"kernels", "step", "slice"}) +
-                   ": expected kernels, step or slice");
+  throw UsageError("bench: unknown benchmark '" + args[0] + "'" +
+                   did_you_mean(args[0], {"kernels", "step", "vision", "slice"}) +
+                   ": expected kernels, step, vision or slice");
 }
 
 const Subcommand kBench("bench", "speed: CPU kernels vs reference and peak, denoising steps (any backend), slices",

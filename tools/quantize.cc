@@ -101,6 +101,13 @@ int run_gguf_export(const std::string& in, const std::string& out, const std::st
                "error %.4f; %s -> %s (%s); peak RSS %s\n",
                r.quantized, r.plain, r.dropped, r.rel_rms, human_bytes(r.input_bytes).c_str(),
                human_bytes(r.output_bytes).c_str(), r.out_file.c_str(), human_bytes(peak_rss()).c_str());
+  if (r.vision_dropped > 0)
+    std::fprintf(stderr,
+                 "quantize: vision tower: %d tensors (%s) dropped: a GGUF written here has no vision tower (a "
+                 "safetensors format keeps it)\n",
+                 r.vision_dropped, human_bytes(r.vision_bytes).c_str());
+  else
+    std::fprintf(stderr, "quantize: vision tower: none in the input\n");
   return 0;
 }
 
@@ -119,7 +126,9 @@ int run_quantize(const Args& args) {
       "                 encoder over each sample, decoder over a random canvas, layer by layer);\n"
       "                 without, the weight-only \"W4A16_NVFP4\"\n"
       "  mlx4           MLX affine: attention/dense MLP 8-bit, experts/self-conditioning 4-bit, group 64\n"
-      "Embeddings, norms, router and layer scalars stay unquantized unless asked. An OUT ending in\n"
+      "Embeddings, norms, router and layer scalars stay unquantized unless asked. The vision tower is\n"
+      "copied through as stored (bf16 stays bf16), and a .gguf output drops it; one line says which.\n"
+      "An OUT ending in\n"
       ".gguf is one GGUF file in the published DiffusionGemma layout, from any checkpoint dgemma\n"
       "reads, with llama.cpp's per-tensor types for the file type: " +
           quant::gguf_ftype_names() +
@@ -191,6 +200,11 @@ int run_quantize(const Args& args) {
                "quantize: %d tensors quantized, %d copied, %d tied copies dropped; %s -> %s (%s); peak RSS %s\n",
                r.quantized, r.copied, r.dropped, human_bytes(r.input_bytes).c_str(),
                human_bytes(r.output_bytes).c_str(), r.out_file.c_str(), human_bytes(peak_rss()).c_str());
+  if (r.vision_copied > 0)
+    std::fprintf(stderr, "quantize: vision tower: %d tensors (%s) copied through unquantized, as stored (%s)\n",
+                 r.vision_copied, human_bytes(r.vision_bytes).c_str(), r.vision_dtypes.c_str());
+  else
+    std::fprintf(stderr, "quantize: vision tower: none in the input\n");
   return 0;
 }
 

@@ -61,8 +61,10 @@ InjectSpec parse_inject_spec(const std::string& text) {
     spec.pass = Pass::kEncoder;
   else if (parts[2] == "decoder")
     spec.pass = Pass::kDecoder;
+  else if (parts[2] == "vision")
+    spec.pass = Pass::kVision;
   else
-    throw Error("injection spec '" + text + "': PASS must be encoder or decoder, got '" + parts[2] + "'");
+    throw Error("injection spec '" + text + "': PASS must be encoder, decoder or vision, got '" + parts[2] + "'");
   try {
     size_t used = 0;
     spec.step = std::stoi(parts[3], &used);

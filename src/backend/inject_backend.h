@@ -6,7 +6,7 @@
 // Spec string: "inject:OP:LAYER:PASS:STEP:KIND[:SITE][@BACKEND]"
 //   OP     an op name of the vocabulary (ops/op.h), e.g. "moe_experts"
 //   LAYER  layer index, or "model" / -1 for ops that run once per pass
-//   PASS   "encoder" or "decoder"
+//   PASS   "encoder", "decoder" or "vision" (the vision tower, docs/model.md §7)
 //   STEP   denoising step (0 for the encoder)
 //   KIND   value: add a large offset to the outputs
 //          nan:   fill the outputs with NaN

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <span>
 
 #include "backend/backend_factory.h"
 #include "dgemma/error.h"
@@ -90,6 +91,47 @@ class PipeListener : public DifferentialListener {
   int fd_;
 };
 
+// The image the check runs through a model's vision tower (docs/model.md §7):
+// k patch rows of 2k patch columns (2 soft tokens, so the pooler fills more
+// than one cell), deterministic pixels in [0, 1].
+VisionInput doctor_image(const VisionConfig& v) {
+  const int64_t k = v.pooling_kernel_size, p = v.patch_size;
+  VisionInput im;
+  im.grid_h = k;
+  im.grid_w = 2 * k;
+  im.n_soft = 2;
+  const int64_t n = im.grid_h * im.grid_w, values = 3 * p * p;
+  im.pixel_values = Tensor::f32({n, values});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < values; ++j)
+      im.pixel_values.f[size_t(r * values + j)] = float((7 * r + 13 * j) % 256) / 255.0f;
+  im.positions = Tensor::i32({n, 2});
+  for (int64_t r = 0; r < n; ++r) {
+    im.positions.i[size_t(2 * r)] = int32_t(r % im.grid_w);
+    im.positions.i[size_t(2 * r + 1)] = int32_t(r / im.grid_w);
+  }
+  return im;
+}
+
+// The prompt's prefill; with a vision tower (and the image token ids), an
+// image block after the first token: BOI, one placeholder per soft token,
+// EOI (docs/model.md §7.6), so the tower's ops and the encoder's image mask
+// are checked too.
+void encode_prompt(DiffusionGemma& model, const std::vector<int32_t>& prompt) {
+  const ModelConfig& c = model.config();
+  if (prompt.empty() || !model.has_vision_tower() || c.image_token_id < 0 || c.boi_token_id < 0 || c.eoi_token_id < 0) {
+    model.encode(prompt);
+    return;
+  }
+  const VisionInput image = doctor_image(c.vision);
+  std::vector<int32_t> ids(prompt.begin(), prompt.begin() + 1);
+  ids.push_back(int32_t(c.boi_token_id));
+  ids.insert(ids.end(), size_t(image.n_soft), int32_t(c.image_token_id));
+  ids.push_back(int32_t(c.eoi_token_id));
+  ids.insert(ids.end(), prompt.begin() + 1, prompt.end());
+  model.encode_with_images(ids, std::span<const VisionInput>(&image, 1));
+}
+
 [[noreturn]] void child_main(const DoctorOptions& opt, int64_t target_limit, int fd) {
   PipeListener out(fd);
   try {
@@ -115,7 +157,7 @@ class PipeListener : public DifferentialListener {
     std::vector<int32_t> prompt = opt.prompt;
     if (prompt.empty())
       for (int k = 0; k < 12; ++k) prompt.push_back(int32_t((k == 0 ? 2 : 101 + 37 * k) % V));
-    model->encode(prompt);
+    encode_prompt(*model, prompt);
     // N denoising steps as generate() runs them on this model (decode and
     // the sample op, so every op of the vocabulary is checked), with
     // self-conditioning from the previous step's tempered logits and fixed
@@ -203,6 +245,7 @@ DoctorReport fold(const ChildRun& run, const std::string& backend) {
       OpStats& st = rep.per_op[b.find("op")->as_string()];
       const bool refused = v.find("kind")->as_string() == "unsupported";
       ++(refused ? rep.ops_unsupported : rep.ops_compared);
+      if (!refused && b.find("pass")->as_string() == "vision") ++rep.vision_ops_compared;
       ++(refused ? st.unsupported : st.count);
       if (!refused) {
         st.max_abs = worst_max(st.max_abs, from_wire(*v.find("max_abs")));
@@ -291,6 +334,7 @@ json::Value doctor_report_json(const DoctorReport& r) {
   o.set("reference", "cpu");
   o.set("ops_compared", r.ops_compared);
   o.set("ops_unsupported", r.ops_unsupported);
+  o.set("vision_ops_compared", r.vision_ops_compared);
   o.set("child_status", r.child_status);
   if (r.first_failure) {
     const OpFailure& f = *r.first_failure;
@@ -333,6 +377,11 @@ std::string doctor_report_text(const DoctorReport& r) {
   std::snprintf(line, sizeof line, "doctor: %s vs cpu reference, %lld ops compared (teacher-forced), child %s\n",
                 r.backend.c_str(), (long long)r.ops_compared, r.child_status.c_str());
   s += line;
+  if (r.vision_ops_compared > 0) {
+    std::snprintf(line, sizeof line, "%lld of them in the vision pass (a synthetic image through the vision tower)\n",
+                  (long long)r.vision_ops_compared);
+    s += line;
+  }
   if (r.ops_unsupported > 0) {
     std::snprintf(line, sizeof line, "%lld ops not run: the target does not support them (listed below)\n",
                   (long long)r.ops_unsupported);

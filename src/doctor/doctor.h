@@ -1,5 +1,6 @@
 #pragma once
-// `dgemma doctor`: runs the encoder prefill and N denoising steps with every
+// `dgemma doctor`: runs the encoder prefill (with a synthetic image through
+// the vision tower when the model has one) and N denoising steps with every
 // op executed on the CPU reference and, teacher-forced, on a target backend;
 // reports the first op whose output diverges, is NaN, writes out of bounds,
 // throws, or crashes the process. The run happens in a child process so that
@@ -64,6 +65,7 @@ struct DoctorReport {
   std::string backend;
   int64_t ops_compared = 0;  // the calls the target refused not counted
   int64_t ops_unsupported = 0;
+  int64_t vision_ops_compared = 0;  // of ops_compared, those of the vision pass
   std::optional<OpFailure> first_failure;
   std::map<std::string, OpStats> per_op;
   std::string child_status;  // "exited 0", "killed by signal 11 (Segmentation fault)", ...

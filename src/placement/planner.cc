@@ -30,10 +30,28 @@ struct Sizes {
   Unit global;               // embedding table, final norm, self-conditioning
   std::vector<Unit> layers;  // one per layer pair
   uint64_t embed_table = 0;
-  uint64_t layer_workspace = 0;  // transient buffers of one pass on a layer device
-  uint64_t head_workspace = 0;   // logits / sampler / self-conditioning on the head device
-  uint64_t hidden_handoff = 0;   // one hand-off of hidden states
+  uint64_t layer_workspace = 0;   // transient buffers of one pass on a layer device
+  uint64_t head_workspace = 0;    // logits / sampler / self-conditioning on the head device
+  uint64_t hidden_handoff = 0;    // one hand-off of hidden states
+  uint64_t vision_weights = 0;    // in global.weights too
+  uint64_t vision_workspace = 0;  // one image through the tower, on the head device
+  int64_t vision_patches = 0;
 };
+
+// Transient fp32 buffers of one image of n patches through the vision tower
+// (docs/model.md §7.2-§7.5): the patch rows, per layer the residual, norms,
+// projections, q/k/v before and after their norms and RoPE, the attention
+// output, the MLP's gate, up and product, and the attention scores over
+// every pair of patches (bidirectional, no mask), as the text passes count
+// them.
+uint64_t vision_activation_bytes(const VisionConfig& v, int64_t n_patches) {
+  const uint64_t n = uint64_t(n_patches), H = uint64_t(v.hidden_size), d = uint64_t(v.head_dim);
+  const uint64_t q = uint64_t(v.num_heads) * d, kv = uint64_t(v.num_kv_heads > 0 ? v.num_kv_heads : v.num_heads) * d;
+  const uint64_t F = uint64_t(v.intermediate_size), patch = 3 * uint64_t(v.patch_size) * uint64_t(v.patch_size);
+  const uint64_t per_row = 2 * patch + 8 * H + 3 * (q + 2 * kv) + 3 * F;
+  const uint64_t scores = uint64_t(v.num_heads) * n;
+  return n * (per_row + scores) * 4;
+}
 
 // Every tensor the model binds: the text model's, then the vision tower's,
 // which runs before the encoder's first layer and goes with the embedding
@@ -68,6 +86,11 @@ Sizes measure(const ModelConfig& c, const std::map<std::string, uint64_t>& bytes
     else
       s.global.weights += b;
     if (t.component == Component::kEmbedding) s.embed_table = b;
+    if (t.component == Component::kVisionLinear || t.component == Component::kVisionTable) s.vision_weights += b;
+  }
+  if (c.vision_tower && c.vision.complete()) {
+    s.vision_patches = r.vision_max_soft_tokens * c.vision.pooling_kernel_size * c.vision.pooling_kernel_size;
+    s.vision_workspace = vision_activation_bytes(c.vision, s.vision_patches);
   }
   const uint64_t B = uint64_t(r.max_batch), L = uint64_t(c.canvas_length), H = uint64_t(c.hidden_size);
   for (int i = 0; i < c.num_layers; ++i) {
@@ -112,7 +135,7 @@ uint64_t load_of(const Sizes& s, int first, int last, bool head, bool replica, c
   uint64_t ws = first >= 0 ? s.layer_workspace : 0;
   if (head) {
     w += s.global.weights;
-    ws = std::max(ws, s.head_workspace);
+    ws = std::max({ws, s.head_workspace, s.vision_workspace});
   }
   if (replica) {
     w += s.embed_table;
@@ -332,7 +355,9 @@ Plan make_plan(const ModelConfig& c, const std::map<std::string, uint64_t>& byte
     dp.workspace_bytes = dp.first_layer >= 0 ? s.layer_workspace : 0;
     if (dp.holds_embedding) {
       dp.weights_bytes += s.global.weights;
-      dp.workspace_bytes = std::max(dp.workspace_bytes, s.head_workspace);
+      dp.workspace_bytes = std::max({dp.workspace_bytes, s.head_workspace, s.vision_workspace});
+      if (s.vision_patches > 0)
+        plan.vision = VisionPlacement{dp.name, s.vision_weights, s.vision_workspace, s.vision_patches};
     }
     if (dp.holds_replica) {
       dp.weights_bytes += s.embed_table;
@@ -417,6 +442,14 @@ json::Value plan_to_json(const Plan& p) {
     edges.emplace_back(std::move(v));
   }
   o.set("edges", std::move(edges));
+  if (p.vision) {
+    json::Value v = json::Object{};
+    v.set("device", p.vision->device);
+    v.set("weights_bytes", p.vision->weights_bytes);
+    v.set("activation_bytes", p.vision->activation_bytes);
+    v.set("patches", p.vision->patches);
+    o.set("vision_tower", std::move(v));
+  }
   return o;
 }
 
@@ -438,6 +471,14 @@ std::string plan_to_text(const Plan& p) {
   }
   s += "total = weights + kv_cache + workspace + margin (memory kept free on each device for what the estimate "
        "leaves out)\n";
+  if (p.vision) {
+    std::snprintf(line, sizeof line,
+                  "vision tower on %s with the encoder's first stage: weights %s, activations %s at %lld patches "
+                  "(in its weights and workspace)\n",
+                  p.vision->device.c_str(), gib(p.vision->weights_bytes).c_str(),
+                  gib(p.vision->activation_bytes).c_str(), (long long)p.vision->patches);
+    s += line;
+  }
   std::snprintf(line, sizeof line,
                 "\n%zu tie groups, each on one device (layer pair i = encoder layer i + decoder layer i)\n",
                 p.tie_groups.size());

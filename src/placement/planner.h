@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct PlanRequest {
   double utilization = 0.9;
   uint64_t margin_bytes = uint64_t(512) << 20;  // per device
   bool replicate_embedding = false;
+  // Soft tokens of the largest image the vision tower's activations are
+  // counted for: patches = this × pooling² (280 × 3² = 2,520 at the
+  // published size, docs/model.md §7).
+  int64_t vision_max_soft_tokens = 280;
 };
 
 struct DevicePlan {
@@ -59,8 +64,20 @@ struct PlanEdge {
   uint64_t bytes_per_step = 0;
 };
 
+// The vision tower (docs/model.md §7), when the model has one: it runs
+// before the encoder's first layer, so it goes with the encoder's first
+// stage (the embedding's device); its weights are in that device's
+// weights, its activations for one image of `patches` patches in its
+// workspace (the larger of these and the text passes' buffers).
+struct VisionPlacement {
+  std::string device;
+  uint64_t weights_bytes = 0, activation_bytes = 0;
+  int64_t patches = 0;
+};
+
 struct Plan {
-  std::vector<DevicePlan> devices;                   // only devices that received work
+  std::vector<DevicePlan> devices;  // only devices that received work
+  std::optional<VisionPlacement> vision;
   std::map<std::string, std::string> tensor_device;  // every canonical and alias name -> device
   std::vector<std::vector<std::string>> tie_groups;
   std::vector<PlanEdge> edges;

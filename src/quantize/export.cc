@@ -152,6 +152,16 @@ void check_export_input(const std::string& in_dir, const ExportOptions& o) {
                 "); dgemma quantize needs a BF16/F16/F32 checkpoint");
 }
 
+// A vision tower tensor copied through (docs/model.md §7.1): counted, its
+// dtype noted.
+static void note_vision_tensor(const TensorView& t, ExportReport& report) {
+  ++report.vision_copied;
+  report.vision_bytes += t.nbytes();
+  const std::string dt(dtype_name(t.dtype()));
+  if (("+" + report.vision_dtypes + "+").find("+" + dt + "+") == std::string::npos)
+    report.vision_dtypes += (report.vision_dtypes.empty() ? "" : "+") + dt;
+}
+
 ExportReport export_quantized(const std::string& in_dir, const std::string& out_dir, const ExportOptions& o) {
   check_export_input(in_dir, o);
   if (o.expert_inputs && o.format != ExportFormat::kNvfp4Experts)
@@ -189,6 +199,8 @@ ExportReport export_quantized(const std::string& in_dir, const std::string& out_
       ++report.dropped;
     else if (it.action == Action::kCopy)
       ++report.copied;
+    if (it.action == Action::kCopy && is_vision_tensor(n))
+      note_vision_tensor(*it.src, report);
     else
       ++report.quantized;
     items.push_back(it);

@@ -93,6 +93,12 @@ struct ExportReport {
   std::string out_file;
   uint64_t input_bytes = 0, output_bytes = 0;
   int quantized = 0, copied = 0, dropped = 0;  // input tensors
+  // The vision tower and embed_vision (docs/model.md §7.1): copied through
+  // in the source's format, counted in `copied` too; their stored dtypes
+  // ("BF16", "BF16+F32" when mixed). 0 / empty without a tower.
+  int vision_copied = 0;
+  uint64_t vision_bytes = 0;
+  std::string vision_dtypes;
 };
 
 // Reads the checkpoint folder `in_dir` (config.json + safetensors) and writes

@@ -216,6 +216,11 @@ GgufExportReport export_gguf(const std::string& in_dir, const std::string& out_f
     outs.push_back(std::move(t));
   }
   report.dropped = std::max(0, int(store.names().size()) - stored_used);
+  for (const std::string& n : store.names())
+    if (is_vision_tensor(n)) {
+      ++report.vision_dropped;
+      report.vision_bytes += store.find(n)->nbytes();
+    }
   const uint64_t active =
       config.num_experts > 0 ? total - experts + experts / uint64_t(config.num_experts) * uint64_t(config.top_k_experts)
                              : total;

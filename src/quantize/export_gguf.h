@@ -45,6 +45,10 @@ struct GgufExportReport {
   uint64_t input_bytes = 0, output_bytes = 0;
   int quantized = 0, plain = 0;  // output tensors in block types / F32, F16, BF16
   int dropped = 0;               // stored tensors not written (tied copies, vision)
+  // Of those, the vision tower's and embed_vision's (docs/model.md §7.1): a
+  // GGUF written here has no tower, so they are dropped.
+  int vision_dropped = 0;
+  uint64_t vision_bytes = 0;
   // Relative RMS error of the quantized tensors' values over all of them:
   // sqrt(Σ (x − q)² / Σ x²).
   double rel_rms = 0;

@@ -40,7 +40,8 @@ std::string spec_of(const Site& s, const char* kind) {
 }
 
 // The ops only a prompt with images runs (the vision tower and the merge of
-// its soft tokens, docs/model.md §7): the text model of golden A has none.
+// its soft tokens, docs/model.md §7): the doctor runs them through golden A's
+// one-layer tower (tests below); the text sites above never reach them.
 bool vision_only(OpKind k) { return k == OpKind::kAffine || k == OpKind::kPoolCells || k == OpKind::kScatterRows; }
 constexpr int kTextOpKinds = kNumOpKinds - 3;
 
@@ -92,9 +93,55 @@ TEST(Doctor, CpuAgainstItselfFindsNothing) {
   DoctorReport r = run_doctor(o);
   EXPECT_FALSE(r.first_failure.has_value());
   EXPECT_GT(r.ops_compared, 400);
-  EXPECT_EQ(r.per_op.size(), size_t(kTextOpKinds));  // every op a text prompt runs
+  // Every op kind: golden A has a vision tower, so the prefill carries a
+  // synthetic image through it (the vision pass) and merges its soft tokens.
+  EXPECT_EQ(r.per_op.size(), size_t(kNumOpKinds));
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    if (vision_only(OpKind(k))) {
+      EXPECT_GT(r.per_op.at(std::string(op_name(OpKind(k)))).count, 0) << op_name(OpKind(k));
+    }
+  }
+  EXPECT_GT(r.vision_ops_compared, 10);
+  EXPECT_EQ(doctor_report_json(r).find("vision_ops_compared")->as_int(), r.vision_ops_compared);
   for (const auto& [op, st] : r.per_op) EXPECT_EQ(st.max_abs, 0.0) << op;
   EXPECT_TRUE(doctor_report_json(r).find("first_failure")->is_null());
+}
+
+// A fault in a vision op is named with its pass: on golden V (a two-layer
+// tower with standardization) and golden A (one layer, none), the pooler's
+// cell sums, a tower layer's attention and the standardization's affine map.
+TEST(Doctor, NamesTheFirstDivergingVisionOp) {
+  struct VisionSite {
+    std::string model, spec, op, site;
+    int layer;
+  };
+  const std::string golden_v = std::string(DGEMMA_TEST_DATA) + "/golden_v";
+  const std::vector<VisionSite> sites = {
+      {golden_v, "inject:pool_cells:model:vision:0:value", "pool_cells", "pooler.cells", -1},
+      {golden_v, "inject:attention:1:vision:0:nan", "attention", "self_attn.attention", 1},
+      {golden_v, "inject:affine:model:vision:0:value:standardize", "affine", "standardize", -1},
+      {kGolden, "inject:pool_cells:model:vision:0:value", "pool_cells", "pooler.cells", -1},
+      {kGolden, "inject:linear:0:vision:0:value:mlp.down_proj", "linear", "mlp.down_proj", 0},
+  };
+  for (const VisionSite& s : sites) {
+    DoctorOptions o;
+    o.model_dir = s.model;
+    o.backend = s.spec;
+    o.threads = 1;
+    o.steps = 1;
+    const DoctorReport r = run_doctor(o);
+    ASSERT_TRUE(r.first_failure.has_value()) << s.spec;
+    const OpFailure& f = *r.first_failure;
+    EXPECT_EQ(f.op, s.op) << s.spec;
+    EXPECT_EQ(f.site, s.site) << s.spec;
+    EXPECT_EQ(f.layer, s.layer) << s.spec;
+    EXPECT_EQ(f.pass, "vision") << s.spec;
+    EXPECT_EQ(f.step, 0) << s.spec;
+    const std::string text = doctor_report_text(r);
+    EXPECT_NE(text.find("FIRST FAILURE: op " + s.op + " (" + s.site + ")"), std::string::npos) << text;
+    EXPECT_NE(text.find("vision pass"), std::string::npos) << text;
+  }
+  EXPECT_EQ(parse_inject_spec("inject:pool_cells:model:vision:0:value").pass, Pass::kVision);
 }
 
 TEST(Doctor, BisectionConfirmsTheCulprit) {

@@ -45,4 +45,21 @@ done
 fp8=$(weights "$tmp/fp8.json") block=$(weights "$tmp/fp8-block.json") q8=$(weights "$tmp/q8.json")
 [ "$fp8" -lt "$block" ] && [ "$block" -lt "$q8" ] || { echo "fp8 $fp8, fp8-block $block, q8 $q8 bytes"; exit 1; }
 ok "--quantize fp8 fits 40 GiB (bf16 does not): fp8 $fp8 < fp8-block $block < q8 $q8 bytes"
+# The vision tower (golden V: 2 layers, hidden 32, 4 heads of 8, MLP 64,
+# patch 4): with the encoder's first stage, its activations at 280 soft
+# tokens x 3^2 = 2,520 patches counted in that device's workspace and shown.
+out=$("$bin" plan -m "$src/tests/data/golden_v" --devices cpu:0=4GiB,cpu:1=4GiB)
+grep -q "^vision tower on cpu:0 with the encoder's first stage: .* at 2520 patches" <<<"$out" || { echo "$out"; exit 1; }
+"$bin" plan -m "$src/tests/data/golden_v" --devices cpu:0=4GiB --json >"$tmp/v.json"
+python3 - "$tmp/v.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+v = p["vision_tower"]
+n, H, q, kv, F, patch = 2520, 32, 32, 32, 64, 3 * 4 * 4
+want = n * (2 * patch + 8 * H + 3 * (q + 2 * kv) + 3 * F + 4 * n) * 4
+assert v["device"] == "cpu:0" and v["patches"] == n and v["activation_bytes"] == want, (v, want)
+assert v["weights_bytes"] > 0 and p["devices"][0]["workspace_bytes"] >= want, (v, p["devices"][0])
+assert p["tensors"]["model.encoder.vision_tower.encoder.layers.1.mlp.down_proj.linear.weight"] == "cpu:0"
+PY
+ok "vision tower with the first stage, activations at 2520 patches counted"
 echo "$passed passed, 0 failed"

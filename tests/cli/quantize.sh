@@ -139,4 +139,27 @@ expect_error "int8-dot on another backend" "CPU and CUDA" "$BIN" run -p hi -n 4 
   --backend inject:linear:0:encoder:0:nan
 expect_error "unknown precision" "int8-dot" "$BIN" run -p hi -n 4 --precision int4
 
+# The vision tower (golden A's one layer: 16 tensors) is copied through as
+# stored, each tensor byte for byte, and one line says so.
+"$BIN" quantize "$GOLDEN" "$TMP/nf4_vision" --format nf4 -q >/dev/null 2>"$TMP/qv.err"
+if grep -q "^quantize: vision tower: 16 tensors (.*) copied through unquantized, as stored (F32)$" "$TMP/qv.err" &&
+    python3 - "$GOLDEN/model.safetensors" "$TMP/nf4_vision/model.safetensors" <<'PY'
+import json, struct, sys
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack_from("<Q", b)[0]
+    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
+src, out = read(sys.argv[1]), read(sys.argv[2])
+vision = [k for k in src if "vision_tower" in k or "embed_vision" in k]
+assert len(vision) == 16, vision
+for k in vision:
+    assert out[k] == src[k], k
+PY
+then
+  ok "quantize nf4: the vision tower's 16 tensors copied through byte for byte, and said so"
+else
+  bad "quantize nf4 vision tower: $(cat "$TMP/qv.err")"
+fi
+
 finish

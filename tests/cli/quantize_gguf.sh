@@ -124,6 +124,14 @@ for fmt in q4_k_m:15 q8_0:7; do
   fi
 done
 
+# A GGUF written here has no vision tower: golden A's 16 tower tensors are
+# dropped, and one line says so.
+"$BIN" quantize "$IN" "$TMP/vision.gguf" --format q8_0 >/dev/null 2>"$TMP/qv.err"
+if grep -q "^quantize: vision tower: 16 tensors (.*) dropped: a GGUF written here has no vision tower" "$TMP/qv.err"; then
+  ok "quantize .gguf: the vision tower dropped, and said so"
+else
+  bad "quantize .gguf vision tower: $(cat "$TMP/qv.err")"
+fi
 expect_error "unknown file type" "a .gguf output takes" "$BIN" quantize "$IN" "$TMP/x.gguf" --format q4_k
 expect_error "folder options on a .gguf" "do not apply to a .gguf output" \
   "$BIN" quantize "$IN" "$TMP/x.gguf" --format q8_0 --quantize-router

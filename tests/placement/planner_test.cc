@@ -115,6 +115,53 @@ TEST(Planner, OneDeviceWhenTheModelFits) {
   }
 }
 
+// The vision tower goes with the encoder's first stage (the embedding's
+// device): its weights there, and its activations for one image of
+// 280 soft tokens (2,520 patches at pooling 3) in that device's workspace.
+TEST(Planner, VisionTowerWithTheFirstStageAndItsActivationsCounted) {
+  const auto& m = real_model();
+  ASSERT_TRUE(m.config.vision_tower);
+  uint64_t tower = 0;
+  for (const auto& [name, b] : m.bytes)
+    if (is_vision_tensor(name)) tower += b;
+  ASSERT_GT(tower, uint64_t(1) << 30);  // 27 layers of the published shapes in bf16: about 1.07 GiB
+  // fp32 per patch row: 2 patch vectors (3·16²), 8 rows of the width 1152,
+  // q/k/v three times (3 · 3·1152), the MLP's gate, up and product (3·4304),
+  // and the scores against all 2,520 patches of 16 heads.
+  const uint64_t per_row = 2 * 768 + 8 * 1152 + 3 * 3 * 1152 + 3 * 4304 + 16 * 2520;
+  const uint64_t activations = 2520 * per_row * 4;
+  for (size_t n : {1u, 2u, 4u}) {
+    PlanRequest r = request(std::vector<uint64_t>(n, n == 1 ? 80 : n == 2 ? 40 : 24), PlanStrategy::kBalanced);
+    const Plan p = make_plan(m.config, m.bytes, r);
+    check_invariants(p, r, m);
+    ASSERT_TRUE(p.vision.has_value());
+    EXPECT_EQ(p.vision->device, p.devices.front().name);
+    EXPECT_EQ(p.vision->patches, 2520);
+    EXPECT_EQ(p.vision->weights_bytes, tower);
+    EXPECT_EQ(p.vision->activation_bytes, activations);
+    EXPECT_GE(p.devices.front().workspace_bytes, activations);
+    EXPECT_EQ(p.tensor_device.at("model.encoder.vision_tower.encoder.layers.26.mlp.down_proj.linear.weight"),
+              p.devices.front().name);
+    EXPECT_EQ(p.tensor_device.at("model.encoder.embed_vision.embedding_projection.weight"), p.devices.front().name);
+    const std::string text = plan_to_text(p);
+    EXPECT_NE(text.find("vision tower on " + p.devices.front().name + " with the encoder's first stage"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("at 2520 patches"), std::string::npos) << text;
+    const json::Value v = plan_to_json(p);
+    const json::Value* vt = v.find("vision_tower");
+    ASSERT_NE(vt, nullptr);
+    EXPECT_EQ(vt->find("device")->as_string(), p.devices.front().name);
+    EXPECT_EQ(vt->find("activation_bytes")->as_int(), int64_t(activations));
+    EXPECT_EQ(vt->find("weights_bytes")->as_int(), int64_t(tower));
+    EXPECT_EQ(vt->find("patches")->as_int(), 2520);
+  }
+  // A smaller image budget: fewer patches, fewer activation bytes.
+  PlanRequest r = request({80});
+  r.vision_max_soft_tokens = 70;
+  EXPECT_EQ(make_plan(m.config, m.bytes, r).vision->patches, 630);
+}
+
 // The margin is memory kept free, shown apart from what the model needs: a
 // column of its own in the text, a field in the JSON, and the total is the
 // sum of the parts in both.
