@@ -28,9 +28,9 @@ ImageProcessorConfig model_image_processor(const DiffusionGemma& model, const st
   ImageProcessorConfig p = read_image_processor_config(dir);
   if (p.patch_size != c.vision.patch_size || p.pooling_kernel_size != c.vision.pooling_kernel_size)
     throw Error(dir + "/preprocessor_config.json: patch_size " + std::to_string(p.patch_size) +
-                " and pooling_kernel_size " + std::to_string(p.pooling_kernel_size) + " differ from the vision tower's " +
-                std::to_string(c.vision.patch_size) + " and " + std::to_string(c.vision.pooling_kernel_size) +
-                " (config.json vision_config)");
+                " and pooling_kernel_size " + std::to_string(p.pooling_kernel_size) +
+                " differ from the vision tower's " + std::to_string(c.vision.patch_size) + " and " +
+                std::to_string(c.vision.pooling_kernel_size) + " (config.json vision_config)");
   return p;
 }
 

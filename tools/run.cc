@@ -33,30 +33,31 @@ int run_run(const Args& args) {
   ImageFlags imf;
   std::string prompt, prompt_file, system, tokenizer_flag, template_name = "auto";
   bool raw = false, thinking = false, visualize = false, as_json = false, special = false, quiet = false;
-  FlagParser p("dgemma run [-m DIR] -p \"text\" [--image FILE]... [-n N] [--seed N] [--visualize | --json]",
-               std::string("Generates a reply to one prompt. The prompt goes through the model's chat template\n"
-                           "(Gemma 4: <bos><|turn>user\\n...<turn|>\\n<|turn>model\\n plus the empty thought\n"
-                           "channel unless --thinking); --raw encodes the text as is, with the tokenizer's BOS.\n"
-                           "The reply is printed as each canvas commits; it ends at the first EOS and has at most\n"
-                           "-n tokens (whole canvases are generated; the output is trimmed). A summary (prompt\n"
-                           "tokens, canvases, steps per canvas, positions/s, tokens/s, time to the first\n"
-                           "committed token, peak memory) goes to stderr.\n"
-                           "--visualize: on a terminal the canvas is redrawn in place at every denoising step\n"
-                           "(accepted tokens bold green, noise dimmed, step counter and mean entropy); when stdout\n"
-                           "is not a terminal it prints one line per step instead (accepted tokens in place, '_'\n"
-                           "for noise) and then the final text.\n"
-                           "(the last frame of a canvas shows its argmax: what it commits). NO_COLOR drops the\n"
-                           "colours (noise shows as '_'); TERM=dumb prints only the text.\n"
-                           "--json: JSON lines {\"event\":\"step\",...,\"argmax\",\"final\"} per step,\n"
-                           "{\"event\":\"canvas\",...,\"text\":...} per canvas and a final {\"event\":\"done\",...}\n"
-                           "with the text, tokens and timings.\n"
-                           "The prompt plus the whole canvases for -n must fit in the context size (-c, default the\n"
-                           "model's max_position_embeddings); a request that does not is refused before the model\n"
-                           "loads. Ctrl-C stops generation: the text so far and the summary are printed and the exit\n"
-                           "status is 130 (a second Ctrl-C exits at once).\n"
-                           "--image FILE (PNG, JPEG or WebP; repeatable) puts pictures before the text of the user\n"
-                           "turn, each expanded to its soft tokens; the model needs a vision tower (docs/image.md).\n\n") +
-                   kDefaultModelHelp);
+  FlagParser p(
+      "dgemma run [-m DIR] -p \"text\" [--image FILE]... [-n N] [--seed N] [--visualize | --json]",
+      std::string("Generates a reply to one prompt. The prompt goes through the model's chat template\n"
+                  "(Gemma 4: <bos><|turn>user\\n...<turn|>\\n<|turn>model\\n plus the empty thought\n"
+                  "channel unless --thinking); --raw encodes the text as is, with the tokenizer's BOS.\n"
+                  "The reply is printed as each canvas commits; it ends at the first EOS and has at most\n"
+                  "-n tokens (whole canvases are generated; the output is trimmed). A summary (prompt\n"
+                  "tokens, canvases, steps per canvas, positions/s, tokens/s, time to the first\n"
+                  "committed token, peak memory) goes to stderr.\n"
+                  "--visualize: on a terminal the canvas is redrawn in place at every denoising step\n"
+                  "(accepted tokens bold green, noise dimmed, step counter and mean entropy); when stdout\n"
+                  "is not a terminal it prints one line per step instead (accepted tokens in place, '_'\n"
+                  "for noise) and then the final text.\n"
+                  "(the last frame of a canvas shows its argmax: what it commits). NO_COLOR drops the\n"
+                  "colours (noise shows as '_'); TERM=dumb prints only the text.\n"
+                  "--json: JSON lines {\"event\":\"step\",...,\"argmax\",\"final\"} per step,\n"
+                  "{\"event\":\"canvas\",...,\"text\":...} per canvas and a final {\"event\":\"done\",...}\n"
+                  "with the text, tokens and timings.\n"
+                  "The prompt plus the whole canvases for -n must fit in the context size (-c, default the\n"
+                  "model's max_position_embeddings); a request that does not is refused before the model\n"
+                  "loads. Ctrl-C stops generation: the text so far and the summary are printed and the exit\n"
+                  "status is 130 (a second Ctrl-C exits at once).\n"
+                  "--image FILE (PNG, JPEG or WebP; repeatable) puts pictures before the text of the user\n"
+                  "turn, each expanded to its soft tokens; the model needs a vision tower (docs/image.md).\n\n") +
+          kDefaultModelHelp);
   mf.add_to(p);
   p.add_string("--tokenizer", &tokenizer_flag, "tokenizer.json (default: DIR/tokenizer.json)", "FILE");
   p.add_string("-p,--prompt", &prompt, "the prompt ('-' reads it from stdin)", "TEXT");

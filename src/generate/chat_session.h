@@ -51,10 +51,10 @@ class ChatSession {
               bool enable_thinking);
 
   struct TurnInput {
-    std::vector<int32_t> new_ids;  // pass to generate() as the prompt
-    int64_t reused = 0;            // cached positions kept
-    bool cache_reset = false;      // the cache had to be rebuilt from position 0
-    int64_t dropped_turns = 0;     // oldest turns dropped to fit the context size
+    std::vector<int32_t> new_ids;     // pass to generate() as the prompt
+    int64_t reused = 0;               // cached positions kept
+    bool cache_reset = false;         // the cache had to be rebuilt from position 0
+    int64_t dropped_turns = 0;        // oldest turns dropped to fit the context size
     std::vector<VisionInput> images;  // pass to generate(): the pictures of new_ids' placeholder runs
   };
   // The model's image placeholder, begin and end ids; needed before a turn

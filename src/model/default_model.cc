@@ -241,14 +241,21 @@ std::string gemma4_style_tokenizer_json(const std::string& gemma3_json, const st
   };
   // docs/model.md §3.6 special ids.
   static const Change kChanges[] = {
-      {46, "<unused40>", "<|tool>"},          {47, "<unused41>", "<tool|>"},
-      {48, "<unused42>", "<|tool_call>"},     {49, "<unused43>", "<tool_call|>"},
-      {50, "<unused44>", "<|tool_response>"}, {51, "<unused45>", "<tool_response|>"},
-      {52, "<unused46>", "<|\"|>"},           {98, "<unused92>", "<|think|>"},
-      {100, "<unused94>", "<|channel>"},      {101, "<unused95>", "<channel|>"},
-      {105, "<start_of_turn>", "<|turn>"},    {106, "<end_of_turn>", "<turn|>"},
+      {46, "<unused40>", "<|tool>"},
+      {47, "<unused41>", "<tool|>"},
+      {48, "<unused42>", "<|tool_call>"},
+      {49, "<unused43>", "<tool_call|>"},
+      {50, "<unused44>", "<|tool_response>"},
+      {51, "<unused45>", "<tool_response|>"},
+      {52, "<unused46>", "<|\"|>"},
+      {98, "<unused92>", "<|think|>"},
+      {100, "<unused94>", "<|channel>"},
+      {101, "<unused95>", "<channel|>"},
+      {105, "<start_of_turn>", "<|turn>"},
+      {106, "<end_of_turn>", "<turn|>"},
       // The image markers (docs/model.md §7.6): begin, placeholder, end.
-      {255999, "<start_of_image>", "<|image>"}, {258880, "<unused2978>", "<|image|>"},
+      {255999, "<start_of_image>", "<|image>"},
+      {258880, "<unused2978>", "<|image|>"},
       {258882, "<unused2980>", "<image|>"},
   };
   json::ParseOptions po;

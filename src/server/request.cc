@@ -69,8 +69,8 @@ void parse_content(const Value& content, const std::string& param, bool allow_nu
       continue;
     }
     if (kind != "text")
-      throw invalid_request("content part type '" + kind + "' is not supported (text and image_url are)",
-                            pp + ".type", "unsupported_value");
+      throw invalid_request("content part type '" + kind + "' is not supported (text and image_url are)", pp + ".type",
+                            "unsupported_value");
     const Value* t = field(part, "text");
     if (t == nullptr)
       throw invalid_request("'" + pp + ".text' is required", pp + ".text", "missing_required_parameter");

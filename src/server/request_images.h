@@ -21,11 +21,11 @@ namespace dgemma::server {
 struct ImageRequestLimits {
   static constexpr uint64_t kDefaultMaxImageBytes = uint64_t(5) << 20;
   static constexpr int64_t kDefaultMaxImages = 4;
-  uint64_t max_image_bytes = kDefaultMaxImageBytes;              // --max-image-bytes, per image
-  uint64_t max_image_pixels = ImageLimits::kDefaultMaxPixels;    // --max-image-pixels, width·height
-  int64_t max_images = kDefaultMaxImages;                        // --max-images, per request
-  bool allow_remote = false;                                     // --allow-remote-images
-  int remote_timeout_seconds = 10;                               // connect + read, per image
+  uint64_t max_image_bytes = kDefaultMaxImageBytes;            // --max-image-bytes, per image
+  uint64_t max_image_pixels = ImageLimits::kDefaultMaxPixels;  // --max-image-pixels, width·height
+  int64_t max_images = kDefaultMaxImages;                      // --max-images, per request
+  bool allow_remote = false;                                   // --allow-remote-images
+  int remote_timeout_seconds = 10;                             // connect + read, per image
 };
 
 // The request body that holds `images` base64 images of `image_bytes` each
