@@ -377,18 +377,6 @@ Derived derive(const StepFlags& f, const LoadedModel& m, const StepTimes& t) {
   return d;
 }
 
-json::Value by_op_json(const cpu::OpProfile& prof) {
-  json::Value split = json::Object{};
-  for (int k = 0; k < kNumOpKinds; ++k) {
-    const OpKind kind = OpKind(k);
-    if (prof.seconds(kind) <= 0) continue;
-    json::Value e = json::Object{};
-    e.set("seconds", prof.seconds(kind));
-    e.set("gflop", prof.flops(kind) / 1e9);
-    split.set(std::string(op_name(kind)), e);
-  }
-  return split;
-}
 
 json::Value traffic_json(const std::vector<Traffic>& traffic, int64_t L) {
   json::Value all = json::Object{};
@@ -482,7 +470,7 @@ json::Value step_json(const StepFlags& f, const LoadedModel& m, const StepTimes&
   }
   v.set("tokens_per_s_16_steps", tokens_per_s(m.L, t.first, t.sc, t.commit, 16));
   v.set("tokens_per_s_48_steps", tokens_per_s(m.L, t.first, t.sc, t.commit, 48));
-  v.set("step_sc_by_op", by_op_json(t.prof_sc));
+  v.set("step_sc_by_op", op_profile_json(t.prof_sc));
   if (!t.traffic.empty()) v.set("device_traffic_per_step", traffic_json(t.traffic, m.L));
   if (m.cpu_backend) v.set("soft_embedding", soft_embedding_json(*m.cpu_backend));
   if (m.layers != f.estimate_layers) v.set("estimate", estimate_json(f, m, d));
@@ -564,6 +552,20 @@ void print_breakdown(const StepFlags& f, const LoadedModel& m, const StepTimes& 
 }
 
 }  // namespace
+
+json::Value op_profile_json(const cpu::OpProfile& prof) {
+  json::Value split = json::Object{};
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const OpKind kind = OpKind(k);
+    if (prof.seconds(kind) <= 0) continue;
+    json::Value e = json::Object{};
+    e.set("seconds", prof.seconds(kind));
+    e.set("gflop", prof.flops(kind) / 1e9);
+    e.set("gflops", prof.flops(kind) > 0 ? prof.flops(kind) / prof.seconds(kind) / 1e9 : 0.0);
+    split.set(std::string(op_name(kind)), e);
+  }
+  return split;
+}
 
 int run_bench_step(const Args& args) {
   StepFlags f;

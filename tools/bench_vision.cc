@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "bench_clock.h"
+#include "bench_step.h"
 #include "core/cpu_features.h"
 #include "core/json.h"
 #include "dgemma/error.h"
@@ -140,19 +141,6 @@ Derived derive(const VisionFlags& f, const ModelConfig& c, CpuBackend& cpu, cons
   return d;
 }
 
-json::Value by_op_json(const cpu::OpProfile& prof) {
-  json::Value split = json::Object{};
-  for (int k = 0; k < kNumOpKinds; ++k) {
-    const OpKind kind = OpKind(k);
-    if (prof.seconds(kind) <= 0) continue;
-    json::Value e = json::Object{};
-    e.set("seconds", prof.seconds(kind));
-    e.set("gflop", prof.flops(kind) / 1e9);
-    e.set("gflops", prof.flops(kind) > 0 ? prof.flops(kind) / prof.seconds(kind) / 1e9 : 0.0);
-    split.set(std::string(op_name(kind)), e);
-  }
-  return split;
-}
 
 json::Value vision_json(const VisionFlags& f, const ModelConfig& c, CpuBackend& cpu, const VisionInput& im,
                         const VisionTimes& t, const Derived& d) {
@@ -192,7 +180,7 @@ json::Value vision_json(const VisionFlags& f, const ModelConfig& c, CpuBackend& 
   j.set("outside_layers_s", d.other_s);
   j.set("estimate_layers", f.estimate_layers);
   j.set("estimate_s", d.estimate_s);
-  j.set("by_op", by_op_json(t.prof));
+  j.set("by_op", op_profile_json(t.prof));
   return j;
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 int run_plan(const Args& args) {
   std::string dir, devices, strategy = "sequential", margin = "512MiB", kv_dtype = "bf16", quantize = "none";
-  int64_t max_batch = 1, context = 4096;
+  int64_t max_batch = 1, context = 4096, image_tokens = 280;
   double utilization = 0.9;
   bool as_json = false, replicate = false;
   FlagParser p("dgemma plan -m DIR --devices NAME=SIZE[,NAME=SIZE...] [--strategy S] [--json]",
@@ -37,6 +37,9 @@ int run_plan(const Args& args) {
                "LIST");
   p.add_string("--strategy", &strategy, "single, sequential or balanced", "S");
   p.add_int("--max-batch", &max_batch, "sequences in flight (KV cache and workspace are sized for it)", 1);
+  p.add_int("--image-tokens", &image_tokens,
+            "soft tokens of the largest picture the vision tower's workspace is sized for (0: text only)", 0,
+            1120);
   p.add_int("--context", &context, "maximum committed context per sequence", 1);
   p.add_choice("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", {"bf16", "fp32"}, "T");
   p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
@@ -58,6 +61,7 @@ int run_plan(const Args& args) {
   r.devices = parse_flag_value("--devices", [&] { return parse_device_list(devices, device_memory_bytes); });
   r.strategy = parse_flag_value("--strategy", [&] { return parse_strategy(strategy); });
   r.max_batch = max_batch;
+  r.vision_max_soft_tokens = image_tokens;
   r.max_context = context;
   r.utilization = utilization;
   r.margin_bytes = parse_flag_value("--margin", [&] { return parse_bytes(margin); });

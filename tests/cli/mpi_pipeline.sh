@@ -12,7 +12,7 @@ passed=0
 ok() { echo "ok: $1"; passed=$((passed + 1)); }
 
 # Two virtual devices too small for the tiny model alone.
-"$bin" plan -m "$data" --devices cpu:0=1000000,cpu:1=1000000 --margin 0 --utilization 1 --context 64 \
+"$bin" plan -m "$data" --devices cpu:0=1000000,cpu:1=1000000 --margin 0 --utilization 1 --context 64 --image-tokens 0 \
   --strategy balanced --json >"$tmp/plan.json"
 [ "$(grep -c '"name": "cpu:' "$tmp/plan.json")" -eq 2 ] || { cat "$tmp/plan.json"; exit 1; }
 ok "two-stage plan"
@@ -26,7 +26,7 @@ ok "virtual CPU devices: identical output"
 # The same split over two CUDA devices (a machine with two GPUs, or the
 # emulated devices of a DGEMMA_CUDA=EMULATE build): each stage on its device,
 # identical to one CUDA device. Without CUDA, --backend cuda must say why.
-"$bin" plan -m "$data" --devices cuda:0=1000000,cuda:1=1000000 --margin 0 --utilization 1 --context 64 \
+"$bin" plan -m "$data" --devices cuda:0=1000000,cuda:1=1000000 --margin 0 --utilization 1 --context 64 --image-tokens 0 \
   --strategy balanced --json >"$tmp/cuda_plan.json"
 [ "$(grep -c '"name": "cuda:' "$tmp/cuda_plan.json")" -eq 2 ] || { cat "$tmp/cuda_plan.json"; exit 1; }
 export DGEMMA_CUDA_EMULATED_DEVICES=2
@@ -74,7 +74,7 @@ grep -q "started 3 ranks (use mpirun -np 2)" "$tmp/err3" || { cat "$tmp/err3"; e
 ok "too many ranks is an error"
 # A mixed CPU/CUDA plan runs in one process only (every rank computes the LM
 # head itself, so all ranks must be the same kind of device).
-"$bin" plan -m "$data" --devices cpu:0=1000000,cuda:0=1000000 --margin 0 --utilization 1 --context 64 \
+"$bin" plan -m "$data" --devices cpu:0=1000000,cuda:0=1000000 --margin 0 --utilization 1 --context 64 --image-tokens 0 \
   --strategy balanced --json >"$tmp/mixed_plan.json"
 if timeout 120 mpirun -np 2 "$bin" "${args[@]}" --plan "$tmp/mixed_plan.json" >/dev/null 2>"$tmp/errm"; then
   echo "a mixed CPU/CUDA plan ran under mpirun"; exit 1

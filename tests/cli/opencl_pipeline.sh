@@ -36,7 +36,7 @@ grep -qF "no such OpenCL device" "$tmp/err" || fail "$(cat "$tmp/err")"
 ok "plan: an OpenCL device that does not exist"
 
 # A CPU stage, then an OpenCL stage (layers 2-3 of golden A's 4).
-"$bin" plan -m "$data" --devices "cpu:0=1000000,$dev=1000000" --margin 0 --utilization 1 --context 64 \
+"$bin" plan -m "$data" --devices "cpu:0=1000000,$dev=1000000" --margin 0 --utilization 1 --context 64 --image-tokens 0 \
   --strategy balanced --json >"$tmp/mixed.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"]; assert [(x["name"], x["layers"]) for x in d] == [("cpu:0", [0, 1]), (sys.argv[2], [2, 3])], d' \
   "$tmp/mixed.json" "$dev" || fail "$(cat "$tmp/mixed.json")"

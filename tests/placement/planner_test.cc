@@ -351,6 +351,7 @@ TEST(PipelineExecution, VirtualCpuDevicesMatchSingleDeviceBitForBit) {
   r.max_context = 64;
   r.utilization = 1.0;
   r.strategy = PlanStrategy::kBalanced;
+  r.vision_max_soft_tokens = 0;  // text prompts only: no room kept for a picture through the tower
   r.devices = {{"cpu:0", 1000000}, {"cpu:1", 1000000}};
   Plan p = make_plan(staged->config(), bytes, r);
   ASSERT_EQ(p.devices.size(), 2u);
