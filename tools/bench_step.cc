@@ -377,7 +377,6 @@ Derived derive(const StepFlags& f, const LoadedModel& m, const StepTimes& t) {
   return d;
 }
 
-
 json::Value traffic_json(const std::vector<Traffic>& traffic, int64_t L) {
   json::Value all = json::Object{};
   for (const Traffic& t : traffic) {

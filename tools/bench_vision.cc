@@ -141,7 +141,6 @@ Derived derive(const VisionFlags& f, const ModelConfig& c, CpuBackend& cpu, cons
   return d;
 }
 
-
 json::Value vision_json(const VisionFlags& f, const ModelConfig& c, CpuBackend& cpu, const VisionInput& im,
                         const VisionTimes& t, const Derived& d) {
   const VisionConfig& v = c.vision;

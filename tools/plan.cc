@@ -38,8 +38,7 @@ int run_plan(const Args& args) {
   p.add_string("--strategy", &strategy, "single, sequential or balanced", "S");
   p.add_int("--max-batch", &max_batch, "sequences in flight (KV cache and workspace are sized for it)", 1);
   p.add_int("--image-tokens", &image_tokens,
-            "soft tokens of the largest picture the vision tower's workspace is sized for (0: text only)", 0,
-            1120);
+            "soft tokens of the largest picture the vision tower's workspace is sized for (0: text only)", 0, 1120);
   p.add_int("--context", &context, "maximum committed context per sequence", 1);
   p.add_choice("--kv-dtype", &kv_dtype, "KV-cache element type: bf16 or fp32", {"bf16", "fp32"}, "T");
   p.add_double("--utilization", &utilization, "fraction of each device's capacity the plan may use");
