@@ -123,4 +123,27 @@ EOF
   fi
 done
 
+
+# A prompt with a picture (golden V): the ids already hold its placeholder run,
+# --image fills it, and the replay gives the reference's tokens exactly
+# (docs/model.md §7.6). The wrong picture (another size) is an error naming
+# both counts.
+V="$SRC/tests/data/golden_v"
+V_IDS=$(python3 -c "import json; d = json.load(open('$V/cases/generate_image_one.json')); print(','.join(map(str, d['sequences'][0][:d['prompt_len']])))")
+if "$BIN" generate -m "$V" --prompt-ids "$V_IDS" --image "$V/images/png_up.png" \
+    --replay "$V/cases/generate_image_one.safetensors" --replay-self-conditioning -q >"$TMP/image.out" 2>"$TMP/image.err" &&
+   python3 -c "import json, sys; d = json.load(open('$V/cases/generate_image_one.json'))
+sys.exit(0 if [int(x) for x in open('$TMP/image.out').read().split(',')] == d['sequences'][0] else 1)"; then
+  ok "generate_image_one: --image replay matches the reference token for token"
+else
+  bad "generate_image_one: $(head -c 300 "$TMP/image.err")"
+fi
+if "$BIN" generate -m "$V" --prompt-ids "$V_IDS" --image "$V/images/wide.jpg" -q >/dev/null 2>"$TMP/image.err"; then
+  bad "a picture whose soft tokens do not fit the run was accepted"
+elif grep -q "63" "$TMP/image.err" && grep -q "66" "$TMP/image.err"; then
+  ok "the wrong picture for the run: $(head -1 "$TMP/image.err" | cut -c1-120)"
+else
+  bad "wrong picture: $(cat "$TMP/image.err")"
+fi
+
 finish
