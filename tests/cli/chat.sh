@@ -98,4 +98,24 @@ printf 'hi\n' | "$BIN" chat -f - -n 16 $FAST >/dev/null 2>"$TMP/err"
 rc=$?
 if [ $rc -eq 2 ]; then ok "chat -f -: exit 2 (stdin holds the turns)"; else bad "chat -f -: rc $rc $(cat "$TMP/err")"; fi
 
+
+# Pictures: /image PATH goes with the next message (its soft tokens are in
+# that turn's new tokens, then in the cache); a bad path is reported and the
+# session goes on; --image goes with the first message.
+IMG="$SRC/tests/data/golden_v/images"
+printf '/image %s\nWhat is this?\nAnd now?\n/image /nonexistent.png\nStill there?\n' "$IMG/png_up.png" |
+  "$BIN" chat -n 16 --seed 5 $FAST --verbose >"$TMP/img.out" 2>"$TMP/img.err"
+img0=$(sed -n 's/.*turn 0: encoded \([0-9]*\) new tokens.*/\1/p' "$TMP/img.err")
+plain0=$(sed -n 's/.*turn 0: encoded \([0-9]*\) new tokens.*/\1/p' "$TMP/reset.err" | head -1)
+turns=$(grep -c 'turn [0-9]*: encoded' "$TMP/img.err")
+if grep -q "png_up.png (.* soft tokens) goes with the next message" "$TMP/img.err" && [ "$turns" = 3 ] &&
+    [ "${img0:-0}" -gt $((${plain0:-0} + 10)) ] && grep -q "nonexistent.png" "$TMP/img.err"; then
+  ok "/image: the picture's tokens join turn 0 ($img0 new tokens against $plain0 without), a bad path is reported, 3 turns"
+else
+  bad "/image: turns $turns, img0 '$img0', plain0 '$plain0': $(cat "$TMP/img.err")"
+fi
+printf 'What is this?\n' | "$BIN" chat -n 16 --seed 5 $FAST --verbose --image "$IMG/wide.jpg" >/dev/null 2>"$TMP/img2.err"
+img1=$(sed -n 's/.*turn 0: encoded \([0-9]*\) new tokens.*/\1/p' "$TMP/img2.err")
+if [ "${img1:-0}" -gt $((${plain0:-0} + 10)) ]; then ok "--image joins the first message ($img1 new tokens)"; else bad "--image: $(cat "$TMP/img2.err")"; fi
+
 finish

@@ -180,4 +180,25 @@ else
   bad "aliases: '$aliases' vs '$greedy'"
 fi
 
+
+# --image: the picture's soft tokens join the prompt; --raw refuses it; an
+# unsupported format is refused naming the file.
+IMG="$SRC/tests/data/golden_v/images"
+"$BIN" run -p "What is this?" -n 16 --max-denoising-steps 2 --seed 3 >/dev/null 2>"$TMP/plain.err"
+"$BIN" run --image "$IMG/jpeg_exif.jpg" -p "What is this?" -n 16 --max-denoising-steps 2 --seed 3 >"$TMP/img.out" 2>"$TMP/img.err"
+rc=$?
+p0=$(sed -n 's/^prompt tokens *\([0-9]*\).*/\1/p' "$TMP/plain.err")
+p1=$(sed -n 's/^prompt tokens *\([0-9]*\).*/\1/p' "$TMP/img.err")
+if [ $rc -eq 0 ] && [ -s "$TMP/img.out" ] && [ "${p1:-0}" -gt $((${p0:-0} + 10)) ]; then
+  ok "run --image: $p1 prompt tokens against $p0 without the picture"
+else
+  bad "run --image: rc $rc, '$p0' '$p1': $(tail -3 "$TMP/img.err")"
+fi
+if "$BIN" run --raw --image "$IMG/png_up.png" -p x 2>"$TMP/err" >/dev/null; then bad "--raw --image accepted"
+else ok "--raw --image refused: $(head -1 "$TMP/err")"; fi
+printf 'BM\x00\x00' >"$TMP/x.bmp"
+if "$BIN" run --image "$TMP/x.bmp" -p x 2>"$TMP/err" >/dev/null; then bad "a BMP was accepted"
+elif grep -q "x.bmp" "$TMP/err"; then ok "a BMP is refused naming the file: $(head -1 "$TMP/err" | cut -c1-100)"
+else bad "BMP: $(cat "$TMP/err")"; fi
+
 finish
