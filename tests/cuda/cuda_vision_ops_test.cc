@@ -128,38 +128,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, CudaVisionOps,
 TEST(CudaVisionResidency, TheTowerOpsChainOnTheDevice) {
   REQUIRE_CUDA_DEVICE();
   CudaBackend gpu(parse_cuda_spec("cuda"));
-  VisionCase aff = testing::affine_case(60, 18, 24, DType::kF32);
-  VisionCase pool = testing::pool_cells_case(61, 18, 24, 5, 0.5f);
-  VisionCase scat = testing::scatter_rows_case(62, 9, 5, 24);
-  Tensor x = aff.in[0], a_out, p_out, s_out;
-  Tensor base = scat.in[0];
-  OpCall a = aff.call, p = pool.call, s = scat.call;
-  a.in = {&x};
-  a.out = {&a_out};
-  p.in = {&a_out, p.in[1]};
-  p.out = {&p_out};
-  s.in = {&base, &p_out, s.in[2]};
-  s.out = {&s_out};
-  Executor run(gpu);
-  run.run(a);
-  run.run(p);
-  run.run(s);
-  const DeviceTraffic t = *gpu.device_traffic();
-  EXPECT_EQ(t.d2h_bytes, 0) << "an activation came back to the host between the ops";
-  EXPECT_TRUE(a_out.host_stale && p_out.host_stale && s_out.host_stale);
-  // The chain's value from the formulas, step by step.
-  std::vector<float> pooled(5 * 24, 0.0f);
-  for (int64_t n = 0; n < 18; ++n)
-    for (int64_t h = 0; h < 24; ++h) {
-      const float v = aff.want[size_t(n * 24 + h)] * 0.5f;
-      pooled[size_t(pool.in[1].i[size_t(n)] * 24 + h)] += v;
-    }
-  std::vector<float> want = base.f;
-  for (int64_t i = 0; i < 5; ++i)
-    for (int64_t h = 0; h < 24; ++h) want[size_t(scat.in[2].i[size_t(i)] * 24 + h)] = pooled[size_t(i * 24 + h)];
-  s_out.ensure_host();
-  ASSERT_EQ(s_out.f.size(), want.size());
-  for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(s_out.f[k], want[k], 1e-5 * (1 + std::fabs(want[k]))) << k;
+  testing::TowerOpsChain chain;
+  chain.run(gpu);
+  EXPECT_EQ(gpu.device_traffic()->d2h_bytes, 0) << "an activation came back to the host between the ops";
+  EXPECT_TRUE(chain.outputs_on_device());
+  chain.expect_result();
 }
 
 #endif

@@ -204,6 +204,48 @@ inline VisionCase scatter_rows_case(uint32_t seed, int64_t T, int64_t n, int64_t
   return cs;
 }
 
+// affine → pool_cells → scatter_rows chained on one backend, each op taking
+// the previous one's output as it left it (on the device, for the residency
+// tests of tests/cuda and tests/opencl), and the chain's value from the
+// formulas, step by step. Not copyable: the calls point into it.
+struct TowerOpsChain {
+  VisionCase aff = affine_case(60, 18, 24, DType::kF32);
+  VisionCase pool = pool_cells_case(61, 18, 24, 5, 0.5f);
+  VisionCase scat = scatter_rows_case(62, 9, 5, 24);
+  Tensor x = aff.in[0], base = scat.in[0], a_out, p_out, s_out;
+
+  TowerOpsChain() = default;
+  TowerOpsChain(const TowerOpsChain&) = delete;
+  TowerOpsChain& operator=(const TowerOpsChain&) = delete;
+
+  void run(Backend& backend) {
+    OpCall a = aff.call, p = pool.call, s = scat.call;
+    a.in = {&x};
+    a.out = {&a_out};
+    p.in = {&a_out, p.in[1]};
+    p.out = {&p_out};
+    s.in = {&base, &p_out, s.in[2]};
+    s.out = {&s_out};
+    Executor ex(backend);
+    ex.run(a);
+    ex.run(p);
+    ex.run(s);
+  }
+  bool outputs_on_device() const { return a_out.host_stale && p_out.host_stale && s_out.host_stale; }
+  void expect_result() {
+    std::vector<float> pooled(5 * 24, 0.0f);
+    for (int64_t n = 0; n < 18; ++n)
+      for (int64_t h = 0; h < 24; ++h)
+        pooled[size_t(pool.in[1].i[size_t(n)] * 24 + h)] += aff.want[size_t(n * 24 + h)] * 0.5f;
+    std::vector<float> want = base.f;
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t h = 0; h < 24; ++h) want[size_t(scat.in[2].i[size_t(i)] * 24 + h)] = pooled[size_t(i * 24 + h)];
+    s_out.ensure_host();
+    ASSERT_EQ(s_out.f.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(s_out.f[k], want[k], 1e-5 * (1 + std::fabs(want[k]))) << k;
+  }
+};
+
 // Whether a query sees a key under the block masks (docs/model.md §7.7),
 // written out from the contract in ops/op.h.
 inline bool block_mask_sees(AttentionMask mask, int64_t window, int32_t qp, int32_t kp, int32_t qb, int32_t kb) {
